@@ -1,0 +1,46 @@
+"""The ``tracefence`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from otel_tracefence.config import ConfigError, load_config
+from otel_tracefence.readers.errors import UnreadableInput
+from otel_tracefence.cli import plan
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
+    parser.add_argument("--config", help="YAML config file (default: $OTEL_TRACEFENCE_CONFIG)")
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    plan.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (2 for usage, config and input errors)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config)
+        return args.run(args, config)
+    except ConfigError as exc:
+        print(f"tracefence: {exc}", file=sys.stderr)
+        return 2
+    except UnreadableInput as exc:
+        print(f"tracefence {args.command}: {getattr(args, 'file', '')}: {exc}; nothing was planned", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"tracefence {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

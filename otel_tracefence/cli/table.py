@@ -1,0 +1,28 @@
+"""The readable table of ``tracefence plan --format table``."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from otel_tracefence.model import TracePlan
+
+COLUMNS = ("trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related")
+
+
+def render(plans: Sequence[TracePlan]) -> str:
+    """One row per step (a trace with no tool step gets one row), columns padded to fit."""
+    rows = [COLUMNS]
+    for plan in plans:
+        cls = plan.replay_class.value if plan.replay_class else "-"
+        trace = plan.trace_id or "-"
+        if plan.partial:
+            cls += " (partial)"
+        if not plan.steps:
+            rows.append((trace, cls, "-", "-", "-", "-", "-", "no tool step", "-"))
+        for d in plan.steps:
+            s = d.step
+            rows.append(
+                (trace, cls, s.call_id, s.tool or "-", s.effect.value, s.status.value, d.decision.value, ",".join(d.reasons) or "-", ",".join(d.related_call_ids) or "-")
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)

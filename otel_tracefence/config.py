@@ -1,0 +1,150 @@
+"""Configuration: one home for every knob and its default.
+
+Read once, at construction, from (highest first) explicit arguments, then
+``OTEL_TRACEFENCE_*`` environment variables, then a YAML file named by the
+``config_file`` argument or ``OTEL_TRACEFENCE_CONFIG``, then the defaults below.
+Nested values take ``__`` in variable names, e.g.
+``OTEL_TRACEFENCE_LIMITS__MAX_ARGUMENT_BYTES=65536``; lists take JSON, e.g.
+``OTEL_TRACEFENCE_IDEMPOTENCY_KEY_ARGUMENTS='["request_id"]'``.
+
+Example file (``examples/tracefence.yaml``)::
+
+    tool_rules:              # first match wins; glob on the tool name
+      - match: "read_*"
+        effect: read
+      - match: "payments.*"
+        effect: write
+        idempotency_key_argument: idempotency_key
+    idempotency_key_arguments: [idempotency_key]
+
+Errors: :class:`ConfigError` for a missing or unreadable file, YAML that does
+not parse, or a value of the wrong kind, naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, YamlConfigSettingsSource
+
+from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+
+CONFIG_FILE_ENV = "OTEL_TRACEFENCE_CONFIG"
+ENV_PREFIX = "OTEL_TRACEFENCE_"
+
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tracefence_config_file", default=None)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file and field."""
+
+
+class ToolRule(BaseModel):
+    """An operator's rule for tools whose name matches ``match`` (an ``fnmatch`` glob, case-sensitive)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    match: str = Field(min_length=1)
+    effect: Literal["read", "write"] | None = None
+    idempotency_key_argument: str | None = None
+    """Dotted path into the call's arguments whose value is the idempotency key."""
+
+    _regex: re.Pattern[str] = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        self._regex = re.compile(fnmatch.translate(self.match))
+
+    def matches(self, tool: str) -> bool:
+        """True when ``tool`` matches this rule's glob."""
+        return self._regex.fullmatch(tool) is not None
+
+
+class Limits(BaseModel):
+    """Input bounds: beyond them a value is reported, never parsed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_argument_bytes: int = Field(default=DEFAULT_MAX_BYTES, gt=0)
+    """Largest arguments or result text read, in bytes; larger arguments are 'unavailable'."""
+    max_argument_depth: int = Field(default=DEFAULT_MAX_DEPTH, gt=0, le=512)
+    """Deepest nesting of arrays and objects read in arguments."""
+    max_related_call_ids: int = Field(default=50, gt=0)
+    """Most related call ids listed on one decision (keeps planning linear in big groups)."""
+
+
+class TraceFenceConfig(BaseSettings):
+    """Everything the normalizer, planner and their doors read.
+
+    Defaults: no tool rules (every undeclared effect is ``unknown``), idempotency
+    keys read from an ``idempotency_key`` argument, hashes only (no raw values).
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
+
+    tool_rules: list[ToolRule] = Field(default_factory=list)
+    """First match wins: a tool's effect and where its idempotency key lives."""
+    idempotency_key_arguments: list[str] = Field(default_factory=lambda: ["idempotency_key"])
+    """Argument fields (dotted paths) that carry an idempotency key, for tools no rule names."""
+    store_raw_values: bool = False
+    """Keep canonical arguments and results in plans and review items (they may hold secrets)."""
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("idempotency_key_arguments")
+    @classmethod
+    def _non_empty_paths(cls, value: list[str]) -> list[str]:
+        if any(not path for path in value):
+            raise ValueError("argument paths must be non-empty")
+        return value
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+        sources: list[Any] = [init_settings, env_settings]
+        path = _config_file.get()
+        if path is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+    def rule_for(self, tool: str) -> ToolRule | None:
+        """The first rule whose glob matches ``tool``, or ``None``."""
+        for rule in self.tool_rules:
+            if rule.matches(tool):
+                return rule
+        return None
+
+
+def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> TraceFenceConfig:
+    """Load the configuration: arguments, then environment, then the YAML file, then defaults.
+
+    ``config_file`` defaults to ``$OTEL_TRACEFENCE_CONFIG``; with neither, no file is read.
+    Raises :class:`ConfigError`.
+    """
+    raw = config_file if config_file is not None else os.environ.get(CONFIG_FILE_ENV) or None
+    path = Path(raw) if raw is not None else None
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"config file {path}: not found")
+        try:
+            import yaml
+
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path}: cannot be read: {exc}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path}: not YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
+    token = _config_file.set(path)
+    try:
+        return TraceFenceConfig(**overrides)
+    except ValidationError as exc:
+        where = f"config file {path}" if path else "configuration"
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise ConfigError(f"{where}: {problems}") from None
+    finally:
+        _config_file.reset(token)

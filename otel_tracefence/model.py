@@ -1,0 +1,135 @@
+"""The normalized step and the plan, as plain immutable values.
+
+These mirror the protobuf messages in ``proto/tracefence/v1/tracefence.proto``
+(``ToolStep``, ``StepDecision``, ``TracePlan``); :mod:`otel_tracefence.schema`
+converts between the two. The rules work on these dataclasses because they are
+cheaper to build and read than protobuf messages in the hot path.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = "1"
+"""Version of the plan's schema, written as ``schema_version`` and ``tracefence.plan.schema_version``."""
+
+
+class Effect(str, enum.Enum):
+    """What a tool call does outside the agent (DESIGN.md, normalized step)."""
+
+    READ = "read"
+    WRITE = "write"
+    UNKNOWN = "unknown"
+
+
+class EffectSource(str, enum.Enum):
+    """Which source decided a step's effect; the first that says anything wins."""
+
+    DECLARED = "declared"
+    CONFIG = "config"
+    MCP_HINT = "mcp_hint"
+    HTTP_METHOD = "http_method"
+    NONE = "none"
+
+
+class ToolStatus(str, enum.Enum):
+    """How a tool call ended, as far as its trace can show."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+
+
+class Decision(str, enum.Enum):
+    """What may be done with one step. No value schedules a write."""
+
+    REPLAY = "replay"
+    SKIP = "skip"
+    REVIEW = "review"
+    CONFLICT = "conflict"
+
+
+class ReplayClass(str, enum.Enum):
+    """What a whole trace allows, from safest (``dynamic``) to most restrictive (``review``)."""
+
+    DYNAMIC = "dynamic"
+    INJECTED = "injected"
+    STATIC = "static"
+    REVIEW = "review"
+
+    @property
+    def rank(self) -> int:
+        """0 for ``dynamic`` up to 3 for ``review``."""
+        return _CLASS_ORDER.index(self)
+
+
+_CLASS_ORDER = (ReplayClass.DYNAMIC, ReplayClass.INJECTED, ReplayClass.STATIC, ReplayClass.REVIEW)
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedField:
+    """A field of a tool span or row that could not be read: never guessed."""
+
+    field: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """One tool call, normalized from whichever convention recorded it.
+
+    ``arguments_sha256`` is the SHA-256 (hex) of the RFC 8785 canonical JSON in
+    ``arguments_json``; both are ``None`` when the arguments are unavailable, and
+    ``arguments_unavailable`` then says why (a reason code). ``start_time_unix_nano``
+    (nanoseconds) and ``sequence`` (position in the source file) order the steps
+    of a trace; the planner never depends on the order of its input list.
+    """
+
+    trace_id: str
+    call_id: str
+    tool: str
+    effect: Effect
+    status: ToolStatus
+    effect_source: EffectSource = EffectSource.NONE
+    span_id: str = ""
+    idempotency_key: str | None = None
+    arguments_json: str | None = None
+    arguments_sha256: str | None = None
+    arguments_unavailable: str | None = "arguments_not_recorded"
+    result_recorded: bool = False
+    result_sha256: str | None = None
+    result_value: str | None = None
+    attempts: int = 1
+    start_time_unix_nano: int = 0
+    sequence: int = 0
+    requested_only: bool = False
+    call_id_from_span: bool = False
+    malformed: tuple[MalformedField, ...] = ()
+
+    @property
+    def order_key(self) -> tuple[int, int, str, str]:
+        """Total order of steps in a trace: start time, then source position, then ids."""
+        return (self.start_time_unix_nano, self.sequence, self.call_id, self.span_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StepDecision:
+    """The decision for one step, its reason codes and the other calls it concerns."""
+
+    step: ToolStep
+    decision: Decision
+    reasons: tuple[str, ...]
+    related_call_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TracePlan:
+    """The plan for one trace: ``replay_class`` is ``None`` when it has no tool step."""
+
+    trace_id: str
+    replay_class: ReplayClass | None
+    steps: tuple[StepDecision, ...] = ()
+    partial: bool = False
+    schema_version: str = field(default=SCHEMA_VERSION)

@@ -1,0 +1,53 @@
+"""A step's effect: declared by the producer, else the operator's rules, else hints, else unknown."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import Effect, EffectSource, MalformedField
+from otel_tracefence.normalize import conventions as cv
+
+DECLARABLE = {"read": Effect.READ, "write": Effect.WRITE, "unknown": Effect.UNKNOWN}
+
+
+def parse_declared(value: Any) -> Effect | MalformedField:
+    """A declared effect must be exactly ``read``, ``write`` or ``unknown``: anything else is malformed."""
+    effect = DECLARABLE.get(value) if isinstance(value, str) else None
+    if effect is None:
+        return MalformedField("effect", f"effect {value!r} is not one of read, write, unknown")
+    return effect
+
+
+def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | None:
+    for key in cv.MCP_READ_ONLY_HINT_KEYS:
+        hint = attributes.get(key)
+        if isinstance(hint, bool):
+            # MCP: readOnlyHint=true means the tool does not modify its environment.
+            return (Effect.READ if hint else Effect.WRITE), EffectSource.MCP_HINT
+    for key in cv.HTTP_METHOD_KEYS:
+        method = attributes.get(key)
+        if isinstance(method, str) and method:
+            return (Effect.READ if method.upper() in cv.HTTP_SAFE_METHODS else Effect.WRITE), EffectSource.HTTP_METHOD
+    return None
+
+
+def resolve_effect(
+    declared: Any, tool: str, attributes: Mapping[str, Any], config: TraceFenceConfig
+) -> tuple[Effect, EffectSource, MalformedField | None]:
+    """The effect and which source decided it. ``declared`` is ``None`` when the producer said nothing.
+
+    An invalid declaration is malformed and never guessed: the effect is then ``unknown``.
+    """
+    if declared is not None:
+        parsed = parse_declared(declared)
+        if isinstance(parsed, MalformedField):
+            return Effect.UNKNOWN, EffectSource.DECLARED, parsed
+        return parsed, EffectSource.DECLARED, None
+    rule = config.rule_for(tool) if tool else None
+    if rule is not None and rule.effect is not None:
+        return DECLARABLE[rule.effect], EffectSource.CONFIG, None
+    hint = _hint(attributes)
+    if hint is not None:
+        return hint[0], hint[1], None
+    return Effect.UNKNOWN, EffectSource.NONE, None

@@ -1,0 +1,112 @@
+"""One read-only view of a span, whether it came as OTLP protobuf or from the SDK.
+
+The normalizer reads only :class:`SpanView`, so every door (the span processor,
+the OTLP service, the CLI reading OTLP/JSON) gives it the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
+
+STATUS_UNSET = "unset"
+STATUS_OK = "ok"
+STATUS_ERROR = "error"
+
+_OTLP_STATUS = {OtlpStatus.STATUS_CODE_UNSET: STATUS_UNSET, OtlpStatus.STATUS_CODE_OK: STATUS_OK, OtlpStatus.STATUS_CODE_ERROR: STATUS_ERROR}
+# OTLP span flags: bit 8 says whether the parent's remoteness is known, bit 9 that it is remote.
+_FLAG_PARENT_REMOTE_KNOWN = 0x100
+_FLAG_PARENT_REMOTE = 0x200
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    attributes: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanView:
+    """A span's ids (lowercase hex), name, times (Unix nanoseconds), attributes, status and events.
+
+    ``end_time_unix_nano`` is ``None`` for a span that never ended.
+    ``status_code`` is ``"unset"``, ``"ok"`` or ``"error"``. ``sequence`` is the
+    span's position in its source (file order), used only to break ties.
+    """
+
+    trace_id: str
+    span_id: str
+    name: str
+    attributes: Mapping[str, Any]
+    parent_span_id: str | None = None
+    parent_is_remote: bool = False
+    start_time_unix_nano: int = 0
+    end_time_unix_nano: int | None = None
+    status_code: str = STATUS_UNSET
+    status_message: str = ""
+    events: Sequence[SpanEvent] = field(default_factory=tuple)
+    sequence: int = 0
+
+
+def any_value_to_python(value: AnyValue) -> Any:
+    """OTLP ``AnyValue`` as a Python value: kvlist → dict, array → list, bytes stay bytes."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "kvlist_value":
+        return {kv.key: any_value_to_python(kv.value) for kv in value.kvlist_value.values}
+    if kind == "array_value":
+        return [any_value_to_python(v) for v in value.array_value.values]
+    return getattr(value, kind)
+
+
+def key_values_to_dict(key_values: Sequence[KeyValue]) -> dict[str, Any]:
+    """OTLP attributes as a dict; a repeated key keeps its last value."""
+    return {kv.key: any_value_to_python(kv.value) for kv in key_values}
+
+
+def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
+    """View of an OTLP protobuf span (``opentelemetry.proto.trace.v1.Span``)."""
+    parent = span.parent_span_id.hex() or None
+    return SpanView(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        name=span.name,
+        attributes=key_values_to_dict(span.attributes),
+        parent_span_id=parent,
+        parent_is_remote=bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
+        start_time_unix_nano=span.start_time_unix_nano,
+        end_time_unix_nano=span.end_time_unix_nano or None,
+        status_code=_OTLP_STATUS.get(span.status.code, STATUS_UNSET),
+        status_message=span.status.message,
+        events=tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events),
+        sequence=sequence,
+    )
+
+
+def from_readable(span: Any, sequence: int = 0) -> SpanView:
+    """View of an SDK span (``opentelemetry.sdk.trace.ReadableSpan``)."""
+    from opentelemetry.trace import StatusCode
+
+    context = span.context
+    parent = span.parent
+    status = span.status
+    code = {StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}.get(status.status_code, STATUS_UNSET)
+    return SpanView(
+        trace_id=format(context.trace_id, "032x"),
+        span_id=format(context.span_id, "016x"),
+        name=span.name,
+        attributes=span.attributes or {},
+        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
+        parent_is_remote=bool(parent is not None and parent.is_remote),
+        start_time_unix_nano=span.start_time or 0,
+        end_time_unix_nano=span.end_time,
+        status_code=code,
+        status_message=status.description or "",
+        events=tuple(SpanEvent(e.name, e.attributes or {}) for e in span.events),
+        sequence=sequence,
+    )

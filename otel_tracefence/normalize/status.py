@@ -1,0 +1,54 @@
+"""A step's status: declared by the producer, else read off the span's status and exception events.
+
+The GenAI semantic conventions leave span status unset on success and set
+``error.type`` on failure; OpenTelemetry records exceptions as ``exception``
+events with ``exception.type`` (semantic conventions, "Recording errors").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from otel_tracefence.model import MalformedField, ToolStatus
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
+
+DECLARABLE = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "timeout": ToolStatus.TIMEOUT, "unknown": ToolStatus.UNKNOWN}
+_TIMEOUT = re.compile(cv.TIMEOUT_PATTERN, re.IGNORECASE)
+_CANCEL = re.compile(cv.CANCEL_PATTERN, re.IGNORECASE)
+
+
+def parse_declared(value: Any) -> ToolStatus | MalformedField:
+    """A declared status must be exactly ``ok``, ``error``, ``timeout`` or ``unknown``."""
+    status = DECLARABLE.get(value) if isinstance(value, str) else None
+    if status is None:
+        return MalformedField("status", f"status {value!r} is not one of ok, error, timeout, unknown")
+    return status
+
+
+def classify_failure(signs: list[str]) -> ToolStatus:
+    """A failed call's status from its error and exception type names: timeout, cancellation or error."""
+    if any(_TIMEOUT.search(sign) for sign in signs):
+        return ToolStatus.TIMEOUT
+    if any(_CANCEL.search(sign) for sign in signs):
+        return ToolStatus.UNKNOWN
+    return ToolStatus.ERROR
+
+
+def span_status(span: SpanView) -> ToolStatus | MalformedField:
+    """The status of a tool span (DESIGN.md, normalized step, ``status``)."""
+    declared = span.attributes.get(cv.TRACEFENCE_STATUS)
+    if declared is not None:
+        return parse_declared(declared)
+    if span.end_time_unix_nano is None:
+        return ToolStatus.UNKNOWN
+    signs = [str(e.attributes.get("exception.type", "")) for e in span.events if e.name == "exception"]
+    error_type = span.attributes.get("error.type")
+    if error_type is not None:
+        signs.append(str(error_type))
+    if span.status_code != STATUS_ERROR and not signs:
+        return ToolStatus.OK
+    if span.status_message:
+        signs.append(span.status_message)
+    return classify_failure(signs)

@@ -1,0 +1,75 @@
+"""One span to one normalized step (DESIGN.md, "Normalized step")."""
+
+from __future__ import annotations
+
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.effect import resolve_effect
+from otel_tracefence.normalize.span_view import SpanView
+from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.values import key_from_arguments, span_arguments, span_result
+
+
+def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
+    declared = span.attributes.get(cv.TRACEFENCE_IDEMPOTENCY_KEY)
+    if declared is not None:
+        if not isinstance(declared, str) or not declared:
+            return MalformedField("idempotency_key", f"idempotency key {declared!r} is not a non-empty string")
+        return declared
+    rule = config.rule_for(tool) if tool else None
+    paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments
+    return key_from_arguments(arguments_value, paths)
+
+
+def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
+    """The span's tool step, or ``None`` when the span records no tool call.
+
+    Never raises for any span: what cannot be read is listed in ``malformed``
+    and the planner puts the step in review. The tool-call id is never used as
+    an idempotency key (models mint a new one each turn).
+    """
+    attributes = span.attributes
+    if not cv.is_tool_span(attributes, span.name):
+        return None
+    malformed: list[MalformedField] = []
+    tool = cv.tool_name(attributes, span.name) or ""
+    if not tool:
+        malformed.append(MalformedField("tool", "no tool name recorded"))
+    effect, source, bad_effect = resolve_effect(attributes.get(cv.TRACEFENCE_EFFECT), tool, attributes, config)
+    if bad_effect is not None:
+        malformed.append(bad_effect)
+    status = span_status(span)
+    if isinstance(status, MalformedField):
+        malformed.append(status)
+        status = ToolStatus.UNKNOWN
+    arguments = span_arguments(attributes, config.limits)
+    if arguments.malformed is not None:
+        malformed.append(arguments.malformed)
+    key = _idempotency_key(span, tool, arguments.value, config)
+    if isinstance(key, MalformedField):
+        malformed.append(key)
+        key = None
+    result = span_result(attributes, config.limits)
+    call_id = cv.call_id(attributes)
+    keep_raw = config.store_raw_values
+    return ToolStep(
+        trace_id=span.trace_id,
+        call_id=call_id or span.span_id,
+        call_id_from_span=call_id is None,
+        span_id=span.span_id,
+        tool=tool,
+        effect=effect,
+        effect_source=source,
+        status=status,
+        idempotency_key=key,
+        arguments_json=arguments.json if keep_raw else None,
+        arguments_sha256=arguments.sha256,
+        arguments_unavailable=arguments.unavailable,
+        result_recorded=result.recorded,
+        result_sha256=result.sha256,
+        result_value=result.value if keep_raw else None,
+        start_time_unix_nano=span.start_time_unix_nano,
+        sequence=span.sequence,
+        malformed=tuple(malformed),
+    )

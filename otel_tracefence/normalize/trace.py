@@ -1,0 +1,135 @@
+"""A whole trace's spans to its tool steps: nesting, dispatch attempts, requested calls."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from otel_tracefence import reasons
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import EffectSource, ToolStatus, ToolStep
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.effect import resolve_effect
+from otel_tracefence.normalize.requested import RequestedCall, requested_calls
+from otel_tracefence.normalize.span_view import SpanView
+from otel_tracefence.normalize.step import span_to_step
+
+
+@dataclass(slots=True)
+class NormalizedTrace:
+    """A trace's steps, and for each dispatch-attempt span the span id of the step it belongs to."""
+
+    steps: list[ToolStep] = field(default_factory=list)
+    attempt_of: dict[str, str] = field(default_factory=dict)
+
+
+def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids: set[str]) -> str | None:
+    """The closest enclosing tool span, stopping at an agent or model span (a sub-agent's steps are its own)."""
+    parent_id = span.parent_span_id
+    for _ in range(len(by_id)):  # bounded: a malformed parent cycle cannot loop forever
+        parent = by_id.get(parent_id) if parent_id else None
+        if parent is None:
+            return None
+        if parent.span_id in tool_ids:
+            return parent.span_id
+        if cv.is_agent_boundary(parent.attributes):
+            return None
+        parent_id = parent.parent_span_id
+    return None
+
+
+def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep]) -> ToolStep:
+    """Fields the outer step did not record, taken from its first attempt that did."""
+    changes = {"attempts": max(1, len(attempts))}
+    for attempt in attempts:
+        if step.arguments_sha256 is None and attempt.arguments_sha256 is not None and "arguments_sha256" not in changes:
+            changes.update(arguments_json=attempt.arguments_json, arguments_sha256=attempt.arguments_sha256, arguments_unavailable=None)
+        if not step.result_recorded and attempt.result_recorded and "result_sha256" not in changes:
+            changes.update(result_recorded=True, result_sha256=attempt.result_sha256, result_value=attempt.result_value)
+        if step.idempotency_key is None and attempt.idempotency_key is not None and "idempotency_key" not in changes:
+            changes["idempotency_key"] = attempt.idempotency_key
+        if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
+            changes.update(effect=attempt.effect, effect_source=attempt.effect_source)
+    return replace(step, **changes)
+
+
+def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig) -> list[ToolStep]:
+    """Requested calls no tool span records: matched by call id, else by tool name and canonical arguments."""
+    known_ids = {s.call_id for s in steps if not s.call_id_from_span}
+    by_content = Counter((s.tool, s.arguments_sha256) for s in steps if s.arguments_sha256 is not None)
+    unlabeled = Counter((s.tool, s.arguments_sha256) for s in steps if s.call_id_from_span and s.arguments_sha256 is not None)
+    seen: set[str] = set()
+    extra = []
+    for request in requests:
+        if request.call_id is not None and (request.call_id in known_ids or request.call_id in seen):
+            continue
+        content = (request.tool, request.arguments.sha256)
+        pool = unlabeled if request.call_id is not None else by_content
+        if request.arguments.sha256 is not None and pool[content] > 0:
+            pool[content] -= 1
+            continue
+        call_id = request.call_id or f"{request.span.span_id}/{request.index}"
+        seen.add(call_id)
+        effect, source, _ = resolve_effect(None, request.tool, {}, config)
+        when = request.span.end_time_unix_nano or request.span.start_time_unix_nano
+        extra.append(
+            ToolStep(
+                trace_id=request.span.trace_id,
+                call_id=call_id,
+                tool=request.tool,
+                effect=effect,
+                effect_source=source,
+                status=ToolStatus.UNKNOWN,
+                arguments_json=request.arguments.json if config.store_raw_values else None,
+                arguments_sha256=request.arguments.sha256,
+                arguments_unavailable=request.arguments.unavailable
+                if request.arguments.malformed is None
+                else reasons.ARGUMENTS_NOT_RECORDED,
+                start_time_unix_nano=when,
+                sequence=request.span.sequence,
+                requested_only=True,
+            )
+        )
+    return extra
+
+
+def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> NormalizedTrace:
+    """The tool steps of one trace's spans (DESIGN.md, "Normalized step").
+
+    A tool span inside another tool span (no agent or model span between) is a
+    dispatch attempt of the outer step, which counts its attempts. Never raises
+    for any span; the order of ``spans`` does not matter.
+    """
+    by_id = {s.span_id: s for s in spans}
+    own_steps = {}
+    for span in spans:
+        step = span_to_step(span, config)
+        if step is not None:
+            own_steps[span.span_id] = step
+    if not own_steps:
+        return NormalizedTrace()
+    tool_ids = set(own_steps)
+    nearest = {sid: _nearest_tool_ancestor(by_id[sid], by_id, tool_ids) for sid in tool_ids}
+    root_of: dict[str, str] = {}
+    for sid in tool_ids:
+        root, hops = sid, 0
+        while nearest[root] is not None and hops <= len(tool_ids):
+            root, hops = nearest[root], hops + 1
+        root_of[sid] = root
+    attempts: dict[str, list[ToolStep]] = {}
+    for sid, parent in nearest.items():
+        if parent is not None:
+            attempts.setdefault(parent, []).append(own_steps[sid])
+    result = NormalizedTrace()
+    for sid, step in own_steps.items():
+        if root_of[sid] != sid:
+            result.attempt_of[sid] = root_of[sid]
+            continue
+        direct = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
+        result.steps.append(_fill_from_attempts(step, direct) if direct else step)
+    requests = [call for span in spans if span.span_id not in tool_ids for call in requested_calls(span, config.limits)]
+    if requests:
+        result.steps.extend(_unrecorded_requests(result.steps, requests, config))
+    result.steps.sort(key=lambda s: s.order_key)
+    return result

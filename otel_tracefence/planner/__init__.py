@@ -1,0 +1,56 @@
+"""Planner: a trace's steps to its plan. A pure, deterministic function with no I/O."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from otel_tracefence import reasons
+from otel_tracefence.config import Limits
+from otel_tracefence.model import Decision, StepDecision, ToolStep, TracePlan
+from otel_tracefence.planner.groups import TraceGroups
+from otel_tracefence.planner.replay_class import replay_class
+from otel_tracefence.planner.rules import DECISION_RULES, NOTE_RULES
+
+_FENCING = (Decision.REVIEW, Decision.CONFLICT)
+_DEFAULT_LIMITS = Limits()
+
+
+def _decide(step: ToolStep, groups: TraceGroups, max_related: int) -> StepDecision:
+    decision = None
+    reason_codes: list[str] = []
+    related: list[str] = []
+    truncated = False
+    for rule in DECISION_RULES + NOTE_RULES:
+        for finding in rule(step, groups):
+            if finding.decision is not None:
+                if decision is None:
+                    decision = finding.decision
+                elif finding.decision not in _FENCING:
+                    continue  # a replay or skip that does not decide explains nothing
+            if finding.reason not in reason_codes:
+                reason_codes.append(finding.reason)
+            for other in finding.related:
+                if other is step or other.call_id in related or (other.call_id == step.call_id and finding.reason != reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE):
+                    continue
+                if len(related) >= max_related:
+                    truncated = True
+                    break
+                related.append(other.call_id)
+    if truncated:
+        reason_codes.append(reasons.RELATED_CALL_IDS_TRUNCATED)
+    assert decision is not None, "every step meets a deciding rule"
+    return StepDecision(step, decision, tuple(reason_codes), tuple(related))
+
+
+def plan_trace(trace_id: str, steps: Iterable[ToolStep], *, partial: bool = False, limits: Limits = _DEFAULT_LIMITS) -> TracePlan:
+    """Plan one trace: a decision per step (in trace order) and the trace's replay class.
+
+    The order of ``steps`` never changes the plan: steps are ordered by start time
+    (nanoseconds), then source position, then call and span id. Cost is linear in
+    the number of steps (groups by hashing; at most ``limits.max_related_call_ids``
+    related ids per step). A trace with no step gets ``replay_class`` ``None``.
+    """
+    ordered = sorted(steps, key=lambda s: s.order_key)
+    groups = TraceGroups.build(ordered, limits.max_related_call_ids)
+    decisions = tuple(_decide(step, groups, limits.max_related_call_ids) for step in ordered)
+    return TracePlan(trace_id=trace_id, replay_class=replay_class(decisions), steps=decisions, partial=partial)

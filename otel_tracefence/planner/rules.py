@@ -1,0 +1,163 @@
+"""The decision rules (DESIGN.md, "Decisions"), one small function each, in the table's order.
+
+Each rule looks at one step and the trace's groups and returns its findings: a
+decision with a reason code and the related steps, or nothing. The first finding
+with a decision decides; the others that fence (review, conflict) and the notes
+explain. No rule ever returns a decision that schedules a write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from otel_tracefence import reasons
+from otel_tracefence.model import Decision, Effect, ToolStatus, ToolStep
+from otel_tracefence.planner.groups import TraceGroups
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What one rule says of a step: ``decision`` is ``None`` for a note that never decides."""
+
+    decision: Decision | None
+    reason: str
+    related: Sequence[ToolStep] = ()
+
+
+Rule = Callable[[ToolStep, TraceGroups], Sequence[Finding]]
+NONE: tuple[Finding, ...] = ()
+
+
+def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A malformed tool span or row is never guessed: review, one reason per field at fault."""
+    return tuple(Finding(Decision.REVIEW, reasons.malformed(f.field)) for f in step.malformed)
+
+
+def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """The same tool and key with different canonical arguments: every call of the group is fenced."""
+    key = (step.tool, step.idempotency_key)
+    if step.idempotency_key is None or key not in groups.conflicting_keys:
+        return NONE
+    return (Finding(Decision.CONFLICT, reasons.IDEMPOTENCY_KEY_CONFLICT, groups.by_key[key].window(0, None, groups.max_related)),)
+
+
+def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """The model asked once, the tool ran more than once, and the call is not a declared read."""
+    if step.effect is Effect.READ or step.call_id_from_span or step.requested_only:
+        return NONE
+    group = groups.by_call_id.get(step.call_id)
+    if group is None or len(group) < 2:
+        return NONE
+    return (Finding(Decision.CONFLICT, reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE, group.window(0, None, groups.max_related)),)
+
+
+def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """The same tool and key where some call's arguments were not recorded: cannot be compared, never assumed equal."""
+    key = (step.tool, step.idempotency_key)
+    if step.idempotency_key is None or key not in groups.uncomparable_keys:
+        return NONE
+    return (Finding(Decision.REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
+
+
+def effect_unknown(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """Nobody declared the effect: hold it."""
+    return (Finding(Decision.REVIEW, reasons.EFFECT_UNKNOWN),) if step.effect is Effect.UNKNOWN else NONE
+
+
+_UNCERTAIN_WRITE = {
+    ToolStatus.TIMEOUT: reasons.WRITE_TIMEOUT,
+    ToolStatus.UNKNOWN: reasons.WRITE_STATUS_UNKNOWN,
+    ToolStatus.ERROR: reasons.WRITE_ERROR,
+}
+
+
+def write_outcome_uncertain(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write that timed out, errored or has no known end: even with a key, the trace cannot show it was honoured."""
+    if step.effect is not Effect.WRITE or step.status not in _UNCERTAIN_WRITE:
+        return NONE
+    return (Finding(Decision.REVIEW, _UNCERTAIN_WRITE[step.status]),)
+
+
+def write_dispatched_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write with several dispatch attempts inside one step."""
+    if step.effect is not Effect.WRITE or step.attempts < 2:
+        return NONE
+    return (Finding(Decision.REVIEW, reasons.WRITE_DISPATCHED_MORE_THAN_ONCE),)
+
+
+def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write with the same tool and canonical arguments as an earlier one: a possible second effect."""
+    if step.effect is not Effect.WRITE:
+        return NONE
+    group = groups.content_group(step)
+    position = groups.position.get(id(step), 0)
+    if group is None or position == 0:
+        return NONE
+    return (Finding(Decision.REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
+
+
+def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write recorded ok: never re-fire it; a replay injects its recorded result."""
+    if step.effect is Effect.WRITE and step.status is ToolStatus.OK:
+        return (Finding(Decision.SKIP, reasons.WRITE_COMMITTED),)
+    return NONE
+
+
+def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A declared read replays, whatever its status."""
+    return (Finding(Decision.REPLAY, reasons.DECLARED_READ),) if step.effect is Effect.READ else NONE
+
+
+DECISION_RULES: tuple[Rule, ...] = (
+    malformed,
+    idempotency_key_conflict,
+    call_id_executed_more_than_once,
+    idempotency_key_reused_arguments_unavailable,
+    effect_unknown,
+    write_outcome_uncertain,
+    write_dispatched_more_than_once,
+    repeats_earlier_write,
+    write_committed,
+    declared_read,
+)
+
+
+def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """Note on a write or read that later calls repeat, linking them."""
+    group = groups.content_group(step)
+    position = groups.position.get(id(step), 0)
+    if group is None or position + 1 >= len(group):
+        return NONE
+    return (Finding(None, reasons.REPEATED_LATER, group.window(position + 1, None, groups.max_related)),)
+
+
+def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """Repeated reads are linked, not fenced."""
+    if step.effect is not Effect.READ:
+        return NONE
+    group = groups.content_group(step)
+    position = groups.position.get(id(step), 0)
+    if group is None or len(group) < 2 or position == 0:
+        return NONE
+    return (Finding(None, reasons.REPEATED_READ, group.window(0, position, groups.max_related)),)
+
+
+def result_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A committed write whose result was not recorded: a replay would have to re-fire it (class ``static``)."""
+    if step.effect is Effect.WRITE and step.status is ToolStatus.OK and not step.result_recorded:
+        return (Finding(None, reasons.RESULT_NOT_RECORDED),)
+    return NONE
+
+
+def requested_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """The model requested the call but no tool span records it: whether it ran is unknown."""
+    return (Finding(None, reasons.REQUESTED_NOT_RECORDED),) if step.requested_only else NONE
+
+
+def arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """Says why the arguments are unavailable, so absence is never silently taken as equality."""
+    return (Finding(None, step.arguments_unavailable),) if step.arguments_unavailable else NONE
+
+
+NOTE_RULES: tuple[Rule, ...] = (repeated_later, repeated_read, result_not_recorded, requested_not_recorded, arguments_unavailable)

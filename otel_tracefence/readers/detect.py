@@ -1,0 +1,24 @@
+"""Which reader a file needs: OTLP/JSON, JSON rows, NDJSON rows or CSV rows."""
+
+from __future__ import annotations
+
+import json
+
+FORMATS = ("otlp-json", "json", "ndjson", "csv")
+_OTLP_KEYS = ("resourceSpans", "resource_spans")
+
+
+def detect_format(text: str) -> str:
+    """Sniff the format from the content: an object with ``resourceSpans`` is OTLP/JSON, ``[`` a JSON array of rows,
+    another object NDJSON rows, anything else CSV."""
+    start = len(text) - len(text.lstrip())
+    if text.startswith("[", start):
+        return "json"
+    if text.startswith("{", start):
+        try:
+            first, _ = json.JSONDecoder().raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            first_line = text[start:].split("\n", 1)[0]
+            return "otlp-json" if any(f'"{k}"' in first_line for k in _OTLP_KEYS) else "ndjson"
+        return "otlp-json" if isinstance(first, dict) and any(k in first for k in _OTLP_KEYS) else "ndjson"
+    return "csv"

@@ -1,0 +1,38 @@
+"""Errors found while reading an input file: where (line or span) and which field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class InputError:
+    """A row or span that was rejected, never guessed.
+
+    ``line`` is the 1-based line of the file where the row or span starts (0
+    when unknown); ``span_id`` names an OTLP span; ``field`` the field at fault.
+    """
+
+    line: int
+    field: str
+    message: str
+    span_id: str = ""
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "input"
+        if self.span_id:
+            where += f", span {self.span_id}"
+        return f"{where}: {self.field}: {self.message}"
+
+
+class UnreadableInput(ValueError):
+    """The file as a whole cannot be read (not UTF-8, not the declared format)."""
+
+
+def decode_utf8(data: bytes) -> str:
+    """Decode UTF-8 (a leading byte-order mark is dropped); raises :class:`UnreadableInput` naming the line."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UnreadableInput(f"line {line}: invalid UTF-8 at byte {exc.start}") from None

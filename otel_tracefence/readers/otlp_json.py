@@ -1,0 +1,136 @@
+"""OTLP/JSON files: the JSON encoding of ``ExportTraceServiceRequest``, one per file or one per line.
+
+OTLP/JSON is not protobuf's plain JSON mapping: trace and span ids are hex, not
+base64 (OTLP specification, "JSON Protobuf Encoding"), enums may be integers and
+unknown fields must be ignored. Ids are converted to the protobuf mapping's form
+and each span is parsed on its own by ``google.protobuf.json_format``, so one bad
+span is reported with its place and field and never loses the rest.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from otel_tracefence.readers.errors import InputError, UnreadableInput
+
+_ID_LENGTHS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "span_id": 16, "parent_span_id": 16}
+_REQUIRED = ("traceId", "spanId")
+
+
+@dataclass(slots=True)
+class OtlpRead:
+    """The spans read, regrouped as one ``ExportTraceServiceRequest``, and the spans rejected."""
+
+    request: ExportTraceServiceRequest = field(default_factory=ExportTraceServiceRequest)
+    errors: list[InputError] = field(default_factory=list)
+    span_lines: dict[str, int] = field(default_factory=dict)  # span id (hex) -> line of its request
+
+
+def _hex_ids_to_base64(obj: dict[str, Any], where: str) -> None:
+    """Replace hex ids in ``obj`` (a span or link) with base64, in place; raises ValueError naming the field."""
+    for name, length in _ID_LENGTHS.items():
+        value = obj.get(name)
+        if value is None or value == "" and name in ("parentSpanId", "parent_span_id"):
+            continue
+        if not isinstance(value, str) or len(value) != length:
+            raise ValueError(f"{name}: {where} id must be {length} hex characters, got {value!r}"[:200])
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not hex"[:200]) from None
+        if not any(raw):
+            raise ValueError(f"{name}: an all-zero id is invalid")
+        obj[name] = base64.b64encode(raw).decode("ascii")
+
+
+def _parse_span(span_json: dict[str, Any]) -> Span:
+    span_json = dict(span_json)
+    missing = [name for name in _REQUIRED if not span_json.get(name) and not span_json.get(name.replace("Id", "_id").lower())]
+    if missing:
+        raise ValueError(f"{missing[0]}: missing")
+    _hex_ids_to_base64(span_json, "span")
+    links = span_json.get("links")
+    if isinstance(links, list):
+        span_json["links"] = [dict(link) for link in links if isinstance(link, dict)]
+        for link in span_json["links"]:
+            _hex_ids_to_base64(link, "link")
+    try:
+        return json_format.ParseDict(span_json, Span(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ValueError(f"span: {exc}"[:300]) from None
+
+
+def _requests(text: str) -> Iterator[tuple[int, Any]]:
+    stripped = text.strip()
+    try:
+        yield 1, json.loads(stripped)
+        return
+    except json.JSONDecodeError:
+        pass
+    except RecursionError:
+        raise UnreadableInput("line 1: JSON nested too deep") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
+            except RecursionError:
+                raise UnreadableInput(f"line {number}: JSON nested too deep") from None
+
+
+def _span_label(span_json: Any, index: int) -> str:
+    span_id = span_json.get("spanId") if isinstance(span_json, dict) else None
+    return span_id if isinstance(span_id, str) and span_id else f"#{index}"
+
+
+def read_otlp_json(text: str) -> OtlpRead:
+    """Read OTLP/JSON text into one request; bad spans are listed in ``errors`` by line and span id.
+
+    Raises :class:`UnreadableInput` when the text is not JSON.
+    """
+    result = OtlpRead()
+    for line, request in _requests(text):
+        if not isinstance(request, dict):
+            raise UnreadableInput(f"line {line}: not an ExportTraceServiceRequest object")
+        for resource_spans_json in request.get("resourceSpans", request.get("resource_spans", [])) or []:
+            resource_spans = ResourceSpans()
+            try:
+                json_format.ParseDict(resource_spans_json.get("resource", {}), resource_spans.resource, ignore_unknown_fields=True)
+            except (json_format.ParseError, AttributeError) as exc:
+                result.errors.append(InputError(line, "resource", str(exc)[:300]))
+                continue
+            resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
+            for index_s, scope_json in enumerate(resource_spans_json.get("scopeSpans", resource_spans_json.get("scope_spans", [])) or []):
+                scope_spans = ScopeSpans()
+                try:
+                    json_format.ParseDict(scope_json.get("scope", {}), scope_spans.scope, ignore_unknown_fields=True)
+                except (json_format.ParseError, AttributeError) as exc:
+                    result.errors.append(InputError(line, "scope", str(exc)[:300]))
+                    continue
+                for index, span_json in enumerate(scope_json.get("spans", []) or []):
+                    try:
+                        if not isinstance(span_json, dict):
+                            raise ValueError("span: not an object")
+                        span = _parse_span(span_json)
+                    except ValueError as exc:
+                        field_name, _, message = str(exc).partition(": ")
+                        result.errors.append(InputError(line, field_name, message, _span_label(span_json, index)))
+                        continue
+                    scope_spans.spans.append(span)
+                    result.span_lines[span.span_id.hex()] = line
+                if scope_spans.spans:
+                    resource_spans.scope_spans.append(scope_spans)
+            if resource_spans.scope_spans:
+                result.request.resource_spans.append(resource_spans)
+    return result
+
+
+__all__ = ["OtlpRead", "read_otlp_json"]

@@ -1,0 +1,217 @@
+"""Flat rows of the seed's form: a JSON array, NDJSON, or CSV with a header.
+
+Fields: ``trace_id`` (optional), ``call_id`` or ``id``, ``tool``, ``effect``,
+``status``, ``idempotency_key``, ``arguments`` (a JSON value; JSON text in CSV),
+``result`` (optional), ``start_time`` (optional: Unix nanoseconds, or an RFC 3339
+timestamp). Other fields are ignored. An empty CSV cell is an absent field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator
+
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
+from otel_tracefence.normalize.effect import resolve_effect
+from otel_tracefence.normalize.status import parse_declared as parse_status
+from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, key_from_arguments, result_from_value
+from otel_tracefence.readers.errors import InputError, UnreadableInput
+
+_ABSENT = object()
+
+
+@dataclass(slots=True)
+class RowsRead:
+    """Steps by trace id, and every row rejected (a row with malformed fields yields both)."""
+
+    steps: dict[str, list[ToolStep]] = field(default_factory=dict)
+    errors: list[InputError] = field(default_factory=list)
+
+
+def _text(row: dict[str, Any], name: str) -> Any:
+    value = row.get(name, _ABSENT)
+    return _ABSENT if value is None or value == "" else value
+
+
+def _start_time(value: Any) -> int | MalformedField:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        if value.isdigit():
+            return int(value)
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is not None:
+                return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
+    return MalformedField("start_time", f"start_time {value!r} is neither Unix nanoseconds nor an RFC 3339 timestamp with offset")
+
+
+def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
+    """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
+    malformed: list[MalformedField] = []
+    trace_id = _text(row, "trace_id")
+    call_id = _text(row, "call_id")
+    if call_id is _ABSENT:
+        call_id = _text(row, "id")
+    if call_id is _ABSENT or isinstance(call_id, (dict, list, bool, float)):
+        malformed.append(MalformedField("call_id", "no call_id or id"))
+        call_id = f"line-{line}"
+    tool = _text(row, "tool")
+    if not isinstance(tool, str):
+        malformed.append(MalformedField("tool", "no tool name" if tool is _ABSENT else f"tool {tool!r} is not a string"))
+        tool = ""
+    declared = _text(row, "effect")
+    effect, source, bad_effect = resolve_effect(None if declared is _ABSENT else declared, tool, {}, config)
+    if bad_effect is not None:
+        malformed.append(bad_effect)
+    status: Any = _text(row, "status")
+    if status is _ABSENT:
+        status = ToolStatus.UNKNOWN
+    else:
+        status = parse_status(status)
+        if isinstance(status, MalformedField):
+            malformed.append(status)
+            status = ToolStatus.UNKNOWN
+    raw_arguments = _text(row, "arguments") if arguments_are_text else row.get("arguments", _ABSENT)
+    arguments = NOT_RECORDED if raw_arguments is _ABSENT or raw_arguments is None else arguments_from_value(
+        raw_arguments, config.limits, text_is_json=arguments_are_text
+    )
+    if arguments.malformed is not None:
+        malformed.append(arguments.malformed)
+    key = _text(row, "idempotency_key")
+    if key is _ABSENT:
+        rule = config.rule_for(tool) if tool else None
+        paths = [rule.idempotency_key_argument] if rule and rule.idempotency_key_argument else config.idempotency_key_arguments
+        key = key_from_arguments(arguments.value, paths)
+    elif isinstance(key, int) and not isinstance(key, bool):
+        key = str(key)
+    elif not isinstance(key, str):
+        malformed.append(MalformedField("idempotency_key", f"idempotency_key {key!r} is not a string"))
+        key = None
+    raw_result = _text(row, "result") if arguments_are_text else row.get("result", _ABSENT)
+    result = result_from_value(raw_result, config.limits) if raw_result not in (_ABSENT, None) else None
+    start = _start_time(row["start_time"]) if _text(row, "start_time") is not _ABSENT else 0
+    if isinstance(start, MalformedField):
+        malformed.append(start)
+        start = 0
+    keep_raw = config.store_raw_values
+    return ToolStep(
+        trace_id="" if trace_id is _ABSENT else str(trace_id),
+        call_id=str(call_id),
+        tool=tool,
+        effect=effect,
+        effect_source=source,
+        status=status,
+        idempotency_key=key,
+        arguments_json=arguments.json if keep_raw else None,
+        arguments_sha256=arguments.sha256,
+        arguments_unavailable=arguments.unavailable,
+        result_recorded=result is not None,
+        result_sha256=result.sha256 if result else None,
+        result_value=result.value if result and keep_raw else None,
+        start_time_unix_nano=start,
+        sequence=line,
+        malformed=tuple(malformed),
+    )
+
+
+def _json_array_rows(text: str) -> Iterator[tuple[int, Any]]:
+    """Elements of a top-level JSON array with the line each starts on."""
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
+    index = len(text) - len(text.lstrip())
+    if not text.startswith("[", index):
+        raise UnreadableInput("line 1: a JSON rows file must be an array of objects")
+    index += 1
+    expect_value = True
+    while True:
+        while index < len(text) and text[index] in " \t\r\n":
+            index += 1
+        if index >= len(text):
+            raise UnreadableInput(f"line {text.count(chr(10), 0, index) + 1}: the JSON array is not closed")
+        if text[index] == "]":
+            return
+        if text[index] == "," and not expect_value:
+            index += 1
+            expect_value = True
+            continue
+        line = text.count("\n", 0, index) + 1
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except json.JSONDecodeError as exc:
+            raise UnreadableInput(f"line {exc.lineno}: not JSON: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:
+            raise UnreadableInput(f"line {line}: {exc if isinstance(exc, ValueError) else 'nesting too deep'}") from None
+        expect_value = False
+        yield line, value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _ndjson_rows(text: str) -> Iterator[tuple[int, Any]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line, parse_constant=_reject_constant)
+        except json.JSONDecodeError as exc:
+            yield number, InputError(number, "row", f"not JSON: {exc.msg} at column {exc.colno}")
+        except RecursionError:
+            yield number, InputError(number, "row", "JSON nested too deep")
+        except ValueError as exc:
+            yield number, InputError(number, "row", str(exc))
+
+
+def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as exc:
+        raise UnreadableInput(f"line 1: not CSV: {exc}") from None
+    if "tool" not in header or not ({"call_id", "id"} & set(header)):
+        raise UnreadableInput("line 1: the CSV header must name at least tool and call_id (or id)")
+    start = reader.line_num + 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, InputError(start, "row", f"not CSV: {exc}")
+            return
+        if None in row:
+            yield start, InputError(start, "row", f"{len(header) + len(row[None])} fields where the header has {len(header)}")
+        else:
+            yield start, row
+        start = reader.line_num + 1
+
+
+READERS = {"json": _json_array_rows, "ndjson": _ndjson_rows, "csv": _csv_rows}
+
+
+def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRead:
+    """Read rows of ``input_format`` (``json``, ``ndjson`` or ``csv``) into steps by trace.
+
+    Raises :class:`UnreadableInput` when the file as a whole cannot be read.
+    """
+    result = RowsRead()
+    for line, row in READERS[input_format](text):
+        if isinstance(row, InputError):
+            result.errors.append(row)
+            continue
+        if not isinstance(row, dict):
+            result.errors.append(InputError(line, "row", f"a row must be an object, not {type(row).__name__}"))
+            continue
+        step = row_to_step(row, line, config, arguments_are_text=input_format == "csv")
+        result.errors.extend(InputError(line, f.field, f.message) for f in step.malformed)
+        result.steps.setdefault(step.trace_id, []).append(step)
+    return result

@@ -1,0 +1,37 @@
+"""Reason codes: the stable snake_case strings every decision carries.
+
+One name per rule of DESIGN.md's decision table, in the table's order, then the
+notes that explain a plan without deciding it. Scripts and dashboards match on
+these strings; renaming one is a breaking change of the plan's schema.
+"""
+
+# Decision rules (DESIGN.md "Decisions", first rule that applies decides).
+MALFORMED_PREFIX = "malformed_"  # + the field at fault: malformed_effect, malformed_tool, ...
+IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
+CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
+IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"
+EFFECT_UNKNOWN = "effect_unknown"
+WRITE_TIMEOUT = "write_timeout"
+WRITE_STATUS_UNKNOWN = "write_status_unknown"
+WRITE_ERROR = "write_error"
+WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
+REPEATS_EARLIER_WRITE = "repeats_earlier_write"
+WRITE_COMMITTED = "write_committed"
+DECLARED_READ = "declared_read"
+
+# Notes: they explain, never decide.
+REPEATED_LATER = "repeated_later"  # an earlier write or read that a later call repeats
+REPEATED_READ = "repeated_read"
+RESULT_NOT_RECORDED = "result_not_recorded"
+REQUESTED_NOT_RECORDED = "requested_not_recorded"
+RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
+# Why arguments are unavailable (also ToolStep.arguments_unavailable).
+ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
+ARGUMENTS_TOO_LARGE = "arguments_too_large"
+ARGUMENTS_TOO_DEEP = "arguments_too_deep"
+ARGUMENTS_NOT_I_JSON = "arguments_not_i_json"
+
+
+def malformed(field: str) -> str:
+    """The reason code for a malformed field, e.g. ``malformed_effect``."""
+    return MALFORMED_PREFIX + field
