@@ -43,24 +43,47 @@ def parse_json_text(text: str) -> Any:
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
-def depth(value: Any, limit: int) -> int:
-    """Nesting depth of arrays and objects in ``value``, counted up to ``limit + 1``."""
+_INT_MAX = 2**53 - 1  # RFC 8785 / I-JSON (RFC 7493): integers beyond this have no exact form
+
+
+def inspect_value(value: Any, limit: int) -> tuple[int, bool]:
+    """Nesting depth of arrays and objects (counted up to ``limit + 1``), and whether ``json.dumps``
+    with sorted keys writes exactly RFC 8785's bytes for ``value``.
+
+    That holds when the value has no floats, every integer is within +-(2**53 - 1),
+    and every object key is ASCII (so code-point order is RFC 8785's UTF-16 order):
+    then both write the same escapes (RFC 8785 section 3.2.2.2) and the same integers.
+    """
     deepest = 0
+    simple = True
     stack = [(value, 1)]
     while stack:
         node, level = stack.pop()
-        if isinstance(node, dict):
+        kind = type(node)
+        if kind is dict:
             children = node.values()
-        elif isinstance(node, (list, tuple)):
+            if simple:
+                simple = all(type(k) is str and k.isascii() for k in node)
+        elif kind is list or kind is tuple:
             children = node
         else:
+            if kind is float or (kind is int and not -_INT_MAX <= node <= _INT_MAX) or kind not in _SCALARS:
+                simple = False
             continue
         if level > deepest:
             deepest = level
             if deepest > limit:
-                return deepest
+                return deepest, False
         stack.extend((child, level + 1) for child in children)
-    return deepest
+    return deepest, simple
+
+
+_SCALARS = (str, int, bool, type(None), float)
+
+
+def depth(value: Any, limit: int) -> int:
+    """Nesting depth of arrays and objects in ``value``, counted up to ``limit + 1``."""
+    return inspect_value(value, limit)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +96,25 @@ class Canonical:
 
 
 def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> Canonical:
-    """Canonicalize an already-parsed JSON value.
+    """Canonicalize an already-parsed JSON value (RFC 8785).
 
-    Returns a :class:`Canonical` whose ``unavailable`` is a reason code
-    (``arguments_too_deep``, ``arguments_too_large``, ``arguments_not_i_json``)
-    when the value has no canonical form within the limits. Never raises for
-    JSON-shaped input.
+    Values ``json.dumps`` writes exactly as RFC 8785 does (see :func:`inspect_value`;
+    a property test checks the two agree) take that C-speed path; the rest go
+    through the ``rfc8785`` library. Returns a :class:`Canonical` whose
+    ``unavailable`` is a reason code (``arguments_too_deep``, ``arguments_too_large``,
+    ``arguments_not_i_json``) when the value has no canonical form within the
+    limits. Never raises for JSON-shaped input.
     """
-    if depth(value, max_depth) > max_depth:
+    deepest, simple = inspect_value(value, max_depth)
+    if deepest > max_depth:
         return Canonical(None, None, reasons.ARGUMENTS_TOO_DEEP)
     try:
-        data = rfc8785.dumps(value)
-    except (rfc8785.CanonicalizationError, TypeError, RecursionError):
+        if simple:
+            data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+        else:
+            data = rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError):
+        # ValueError includes UnicodeEncodeError: a lone surrogate is not I-JSON either.
         return Canonical(None, None, reasons.ARGUMENTS_NOT_I_JSON)
     if len(data) > max_bytes:
         return Canonical(None, None, reasons.ARGUMENTS_TOO_LARGE)

@@ -28,10 +28,10 @@ import fnmatch
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 
@@ -94,6 +94,29 @@ class TraceFenceConfig(BaseSettings):
     store_raw_values: bool = False
     """Keep canonical arguments and results in plans and review items (they may hold secrets)."""
     limits: Limits = Field(default_factory=Limits)
+
+    # The doors: span processor, zero-code exporter and service.
+    review_db: str = "tracefence-review.db"
+    """SQLite file of the review queue (WAL mode); empty disables the review queue."""
+    review_classes: Annotated[list[Literal["review", "static", "injected", "dynamic"]], NoDecode] = Field(
+        default_factory=lambda: ["review"]
+    )
+    """Replay classes whose traces go to the review queue; in the environment, comma-separated."""
+    decision_wait_ms: float = Field(default=0.0, ge=0)
+    """Milliseconds to keep waiting for a trace's late children after its local root span ends."""
+    max_traces: int = Field(default=10_000, gt=0)
+    """Most traces held at once; past it the oldest is planned as it stands, flagged partial."""
+    max_spans_per_trace: int = Field(default=1_000, gt=0)
+    """Most spans held for one trace; past it the trace is planned as it stands, flagged partial."""
+    decided_cache_size: int = Field(default=10_000, gt=0)
+    """Recently decided traces remembered, so their late spans get the trace's class."""
+
+    @field_validator("review_classes", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("idempotency_key_arguments")
     @classmethod

@@ -84,18 +84,27 @@ def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
     return isinstance(found, str) and found.lower() == value
 
 
+_PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS
+
+
 def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
-    """True when a span records one tool call under any known convention (DESIGN.md)."""
+    """True when a span records one tool call under any known convention (DESIGN.md).
+
+    Called for every span: plain loops over a dict, no generators.
+    """
     operation = attributes.get(GEN_AI_OPERATION)
     if operation == EXECUTE_TOOL:
         return True
     if operation is None and GEN_AI_TOOL_NAME in attributes:
         return True
-    if any(_kind_is(attributes, key, value) for key, value in TOOL_KIND_MARKERS):
-        return True
-    if any(key in attributes for key in TOOL_PRESENCE_MARKERS):
-        return True
-    return any(key in attributes for key in TRACEFENCE_INPUTS)
+    for key, value in TOOL_KIND_MARKERS:
+        found = attributes.get(key)
+        if found is not None and isinstance(found, str) and found.lower() == value:
+            return True
+    for key in _PRESENCE_KEYS:
+        if key in attributes:
+            return True
+    return False
 
 
 def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:

@@ -107,8 +107,8 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         step = span_to_step(span, config)
         if step is not None:
             own_steps[span.span_id] = step
-    if not own_steps:
-        return NormalizedTrace()
+    # No early return when no span is a tool span: a call the model requested is a step
+    # even when no tool span records it (the process may have died before exporting one).
     tool_ids = set(own_steps)
     nearest = {sid: _nearest_tool_ancestor(by_id[sid], by_id, tool_ids) for sid in tool_ids}
     root_of: dict[str, str] = {}

@@ -82,16 +82,9 @@ NO_RESULT = Result()
 
 
 def result_from_value(value: Any, limits: Limits) -> Result:
-    """Hash a recorded result: canonical JSON when it is JSON within the limits, else its text."""
+    """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
+    needed), structured values (OTLP kvlist, JSON rows) as canonical JSON."""
     if isinstance(value, str):
-        if not text_too_large(value, limits.max_argument_bytes):
-            try:
-                parsed = parse_json_text(value)
-            except (JSONTextError, RecursionError):
-                return Result(True, sha256_text(value), value)
-            canonical = canonicalize(parsed, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
-            if canonical.text is not None:
-                return Result(True, canonical.sha256, canonical.text)
         return Result(True, sha256_text(value), value)
     if isinstance(value, bytes):
         return Result(True, sha256_text(value.hex()), value.hex())

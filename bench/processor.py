@@ -1,0 +1,134 @@
+"""Spans per second through a TracerProvider with TraceFenceSpanProcessor in front of BatchSpanProcessor,
+against BatchSpanProcessor alone, measured in the same run.
+
+Agent-shaped traces: 10 spans each (an agent root, model calls, and 3 tool spans
+with 8 attributes each). The exporter at the end counts spans and drops them, so
+what is measured is the pipeline in the agent's process, not a network.
+
+    .venv/bin/python bench/processor.py [--traces 3000] [--repeat 3] [--held 10000]
+
+Prints spans/s for each set-up, the ratio (goal: >= 0.8), and peak memory
+(ru_maxrss of a fresh subprocess) with --held traces held undecided.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+
+class CountingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans):
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+def run_agent_traces(provider: TracerProvider, traces: int) -> None:
+    tracer = provider.get_tracer("bench.agent")
+    for t in range(traces):
+        with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            for turn in range(3):
+                with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+                    pass
+                with tracer.start_as_current_span(
+                    f"execute_tool tool_{turn}",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": f"tool_{turn}",
+                        "gen_ai.tool.call.id": f"call_{t}_{turn}",
+                        "gen_ai.tool.call.arguments": json.dumps({"customer": f"c{t}", "amount_cents": 100 * turn, "note": "x" * 20}),
+                        "gen_ai.tool.call.result": json.dumps({"ok": True, "id": f"r{t}"}),
+                        "tracefence.effect": "read" if turn < 2 else "write",
+                        "tracefence.idempotency_key": f"k-{t}-{turn}",
+                        "gen_ai.agent.name": "billing",
+                    },
+                ):
+                    pass
+            with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+            with tracer.start_as_current_span("validate output"):
+                pass
+            with tracer.start_as_current_span("render answer"):
+                pass
+
+
+def measure(kind: str, traces: int) -> float:
+    exporter = CountingExporter()
+    provider = TracerProvider()
+    batch = BatchSpanProcessor(exporter, max_queue_size=1 << 20, max_export_batch_size=512)
+    if kind == "fence":
+        from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+        provider.add_span_processor(TraceFenceSpanProcessor(batch, review_sink=None))
+    else:
+        provider.add_span_processor(batch)
+    start = time.perf_counter()
+    run_agent_traces(provider, traces)
+    provider.force_flush()
+    elapsed = time.perf_counter() - start
+    provider.shutdown()
+    assert exporter.count == traces * 10, (kind, exporter.count)
+    return traces * 10 / elapsed
+
+
+def held_memory(held: int) -> None:
+    """In this (fresh) process: hold `held` traces undecided (roots never end) and print ru_maxrss in MiB."""
+    from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    provider = TracerProvider()
+    processor = TraceFenceSpanProcessor(BatchSpanProcessor(CountingExporter()), review_sink=None, max_traces=held + 1)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("bench")
+    roots = []
+    for t in range(held):
+        root = tracer.start_span("invoke_agent")
+        from opentelemetry import trace
+
+        ctx = trace.set_span_in_context(root)
+        for i in range(9):
+            attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": '{"a": 1}'} if i % 3 == 0 else {}
+            tracer.start_span(f"child {i}", context=ctx, attributes=attrs).end()
+        roots.append(root)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"held_traces": len(processor._fence._buffer), "base_mib": base / 1024, "peak_mib": peak / 1024}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", type=int, default=3000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--held", type=int, default=10000)
+    parser.add_argument("--held-memory-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.held_memory_child:
+        held_memory(args.held)
+        return
+    measure("batch", 200)
+    measure("fence", 200)  # warm up imports and caches
+    results = {"batch": [], "fence": []}
+    for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
+        for kind in results:
+            results[kind].append(measure(kind, args.traces))
+    batch, fence = max(results["batch"]), max(results["fence"])
+    print(f"traces: {args.traces} x 10 spans (3 tool spans with 8 attributes), best of {args.repeat}")
+    print(f"BatchSpanProcessor alone            : {batch:10.0f} spans/s")
+    print(f"TraceFenceSpanProcessor + Batch     : {fence:10.0f} spans/s")
+    print(f"ratio (goal >= 0.8)                 : {fence / batch:10.2f}")
+    out = subprocess.run([sys.executable, __file__, "--held-memory-child", "--held", str(args.held)], capture_output=True, text=True, check=True)
+    mem = json.loads(out.stdout)
+    print(f"peak memory with {mem['held_traces']} traces held: {mem['peak_mib']:.0f} MiB (process baseline {mem['base_mib']:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The ``tracefence.*`` attributes written on exported spans (DESIGN.md, "Annotations written on export").
+
+One function computes them for a planned trace; each door only copies them
+onto its own kind of span (SDK ``ReadableSpan`` here, OTLP protobuf in the service).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from otel_tracefence.model import SCHEMA_VERSION, TracePlan
+from otel_tracefence.pipeline import PlannedTrace
+
+REPLAY_CLASS = "tracefence.replay.class"
+STEP_DECISION = "tracefence.step.decision"
+STEP_REASONS = "tracefence.step.reasons"
+STEP_RELATED_CALL_IDS = "tracefence.step.related_call_ids"
+STEP_EFFECT = "tracefence.step.effect"
+STEP_STATUS = "tracefence.step.status"
+STEP_ATTEMPT_OF = "tracefence.step.attempt_of"
+PLAN_SCHEMA_VERSION = "tracefence.plan.schema_version"
+TRACE_PARTIAL = "tracefence.trace.partial"
+TRACE_LATE = "tracefence.trace.late"
+
+
+def trace_attributes(plan: TracePlan) -> dict[str, Any]:
+    """Attributes for every span of a trace with tool steps (empty for a trace without)."""
+    if plan.replay_class is None:
+        return {}
+    attributes: dict[str, Any] = {REPLAY_CLASS: plan.replay_class.value, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
+    if plan.partial:
+        attributes[TRACE_PARTIAL] = True
+    return attributes
+
+
+def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
+    """Extra attributes by span id (hex) for every span the plan says something about.
+
+    Tool spans get their step's decision, reasons, related call ids, effect and
+    status; a dispatch attempt gets the span id of the step it belongs to.
+    Spans not listed get :func:`trace_attributes` only.
+    """
+    common = trace_attributes(planned.plan)
+    if not common:
+        return {}
+    by_span: dict[str, dict[str, Any]] = {}
+    for decision in planned.plan.steps:
+        step = decision.step
+        if not step.span_id:
+            continue  # a call the model requested that no span records: it lives in the plan only
+        by_span[step.span_id] = {
+            **common,
+            STEP_DECISION: decision.decision.value,
+            STEP_REASONS: list(decision.reasons),
+            STEP_RELATED_CALL_IDS: list(decision.related_call_ids),
+            STEP_EFFECT: step.effect.value,
+            STEP_STATUS: step.status.value,
+        }
+    for attempt, owner in planned.normalized.attempt_of.items():
+        by_span[attempt] = {**common, STEP_ATTEMPT_OF: owner}
+    return by_span
+
+
+def late_attributes(replay_class: str | None) -> dict[str, Any]:
+    """Attributes for a span that arrived after its trace was decided."""
+    attributes: dict[str, Any] = {TRACE_LATE: True, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
+    if replay_class:
+        attributes[REPLAY_CLASS] = replay_class
+    return attributes
+
+
+def merged(original: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The span's own attributes with ours on top."""
+    return {**(original or {}), **extra}

@@ -1,0 +1,169 @@
+"""Holding spans by trace until the trace can be decided: the stateful part, apart from the rules.
+
+Like the Collector's tail-sampling processor, a trace is decided when its local
+root span has ended and its decision wait has passed, or earlier when a bound is
+hit (then flagged partial). Spans of a trace decided earlier are "late": they
+are re-planned with the remembered steps, so a late tool span still gets its
+own decision and the review item is updated, never duplicated.
+
+The buffer is generic over what a door carries beside each :class:`SpanView`
+(an SDK ``ReadableSpan``, an OTLP protobuf span with its resource and scope).
+It is thread-safe; planning runs outside its lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Generic, TypeVar
+
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import ToolStep, TracePlan
+from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step
+from otel_tracefence.pipeline import PlannedTrace, plan_spans
+from otel_tracefence.planner import plan_trace
+
+P = TypeVar("P")
+
+
+@dataclass(slots=True)
+class _Held(Generic[P]):
+    spans: list[tuple[SpanView, P]] = field(default_factory=list)
+    deadline: float | None = None  # monotonic seconds; set once a local root span has ended
+
+
+@dataclass(frozen=True, slots=True)
+class Decided(Generic[P]):
+    """A trace decided now: its spans (with the door's payloads) and its plan.
+
+    ``planned`` is ``None`` when planning failed (``error`` says why): the door
+    then hands the spans on unannotated, never drops them.
+    """
+
+    trace_id: str
+    spans: list[tuple[SpanView, P]]
+    planned: PlannedTrace | None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Late(Generic[P]):
+    """A span whose trace was decided before it arrived; ``plan`` is set when it changed the trace's plan."""
+
+    view: SpanView
+    payload: P
+    replay_class: str | None
+    step_decision: Any | None  # the late span's own StepDecision, when it is a tool step
+    plan: TracePlan | None
+
+
+@dataclass(slots=True)
+class _Remembered:
+    replay_class: str | None
+    steps: list[ToolStep]
+
+
+class TraceBuffer(Generic[P]):
+    """Spans held by trace id, bounded by ``config.max_traces`` and ``config.max_spans_per_trace``."""
+
+    def __init__(self, config: TraceFenceConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self._config = config
+        self._clock = clock
+        self._wait_s = config.decision_wait_ms / 1000.0
+        self._held: OrderedDict[str, _Held[P]] = OrderedDict()
+        self._decided: OrderedDict[str, _Remembered] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def add(self, view: SpanView, payload: P, *, local_root: bool) -> list[Decided[P] | Late[P]]:
+        """Hold one finished span; returns whatever can be handed on now (decided traces, or this span if late)."""
+        to_decide: list[tuple[str, list[tuple[SpanView, P]], bool]] = []
+        with self._lock:
+            remembered = self._decided.get(view.trace_id)
+            if remembered is not None:
+                self._decided.move_to_end(view.trace_id)
+            else:
+                held = self._held.get(view.trace_id)
+                if held is None:
+                    held = self._held[view.trace_id] = _Held()
+                held.spans.append((view, payload))
+                if len(held.spans) >= self._config.max_spans_per_trace:
+                    to_decide.append((view.trace_id, self._pop(view.trace_id), True))
+                elif local_root:
+                    if self._wait_s <= 0:
+                        to_decide.append((view.trace_id, self._pop(view.trace_id), False))
+                    else:
+                        held.deadline = self._clock() + self._wait_s
+                while len(self._held) > self._config.max_traces:
+                    oldest, evicted = next(iter(self._held.items()))
+                    to_decide.append((oldest, self._pop(oldest), evicted.deadline is None))
+        if remembered is not None:
+            try:
+                return [self._late(view, payload, remembered)]
+            except Exception:  # noqa: BLE001 - hand the span on with what is known
+                return [Late(view, payload, remembered.replay_class, None, None)]
+        return [self._decide(*item) for item in to_decide]
+
+    def due(self) -> list[Decided[P]]:
+        """Decide every trace whose decision wait has run out."""
+        now = self._clock()
+        with self._lock:
+            ready = [tid for tid, held in self._held.items() if held.deadline is not None and held.deadline <= now]
+            items = [(tid, self._pop(tid), False) for tid in ready]
+        return [self._decide(*item) for item in items]
+
+    def next_deadline(self) -> float | None:
+        with self._lock:
+            deadlines = [held.deadline for held in self._held.values() if held.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def drain(self) -> list[Decided[P]]:
+        """Decide everything held: traces whose local root has not ended are flagged partial."""
+        with self._lock:
+            items = [(tid, held.spans, held.deadline is None) for tid, held in self._held.items()]
+            self._held.clear()
+        return [self._decide(*item) for item in items]
+
+    def _pop(self, trace_id: str) -> list[tuple[SpanView, P]]:
+        # Caller holds the lock. The held entry stays readable until popped.
+        return self._held.pop(trace_id).spans if trace_id in self._held else []
+
+    def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
+        try:
+            planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
+            self._remember(trace_id, planned.plan)
+        except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
+            return Decided(trace_id, spans, None, exc)
+        return Decided(trace_id, spans, planned)
+
+    def _remember(self, trace_id: str, plan: TracePlan) -> None:
+        with self._lock:
+            self._decided[trace_id] = _Remembered(
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps]
+            )
+            self._decided.move_to_end(trace_id)
+            while len(self._decided) > self._config.decided_cache_size:
+                self._decided.popitem(last=False)
+
+    def _late(self, view: SpanView, payload: P, remembered: _Remembered) -> Late[P]:
+        step = span_to_step(view, self._config)
+        if step is None:
+            return Late(view, payload, remembered.replay_class, None, None)
+        steps = list(remembered.steps)
+        owner = next((i for i, s in enumerate(steps) if s.span_id and s.span_id == view.parent_span_id), None)
+        if owner is not None:  # a dispatch attempt of a step already planned
+            steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
+            step = None
+        else:
+            steps = [s for s in steps if not (s.requested_only and s.call_id == step.call_id)] + [step]
+        plan = plan_trace(view.trace_id, steps, partial=True, limits=self._config.limits)
+        self._remember(view.trace_id, plan)
+        mine = next((d for d in plan.steps if step is not None and d.step is step), None)
+        return Late(view, payload, plan.replay_class.value if plan.replay_class else None, mine, plan)
+
+
+__all__ = ["Decided", "Late", "NormalizedTrace", "TraceBuffer"]

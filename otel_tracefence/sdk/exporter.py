@@ -1,0 +1,86 @@
+"""``TraceFenceSpanExporter``: zero-code setup under ``opentelemetry-instrument``.
+
+The SDK has no entry-point group for span processors, so this is registered as
+a span exporter (``opentelemetry_traces_exporter`` entry point ``tracefence``):
+``OTEL_TRACES_EXPORTER=tracefence opentelemetry-instrument python agent.py``.
+The SDK's auto-configuration wraps it in a ``BatchSpanProcessor``; it holds the
+batches' spans by trace, plans whole traces, and exports them annotated through
+the OTLP/gRPC exporter (``OTEL_EXPORTER_OTLP_*`` variables apply), or through
+``OTEL_TRACEFENCE_EXPORTER=console`` for the console exporter.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_tracefence.config import TraceFenceConfig, load_config
+from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
+from otel_tracefence.telemetry import guarded
+
+INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
+_DEFAULT = object()
+
+
+def _default_inner() -> SpanExporter:
+    name = os.environ.get(INNER_EXPORTER_ENV, "otlp").strip().lower()
+    if name == "console":
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        return ConsoleSpanExporter()
+    if name in ("otlp", "otlp_proto_grpc"):
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    raise ValueError(f"{INNER_EXPORTER_ENV}={name!r}: expected otlp or console")
+
+
+class TraceFenceSpanExporter(SpanExporter):
+    """A ``SpanExporter`` that plans whole traces, then exports them annotated through ``inner``.
+
+    ``inner`` defaults to ``OTLPSpanExporter()`` (or the console exporter, per
+    ``OTEL_TRACEFENCE_EXPORTER``). Settings as for
+    :class:`~otel_tracefence.sdk.processor.TraceFenceSpanProcessor`. Spans of a
+    trace whose root has not arrived are held across batches (bounded), and
+    exported at ``force_flush`` or ``shutdown`` flagged partial. ``export``
+    always answers ``SUCCESS`` for what it holds: losing them is never the
+    agent's problem; failures of ``inner`` are counted.
+    """
+
+    def __init__(
+        self,
+        inner: SpanExporter | None = None,
+        *,
+        config: TraceFenceConfig | None = None,
+        review_sink: ReviewSink | None | Any = _DEFAULT,
+        meter_provider: Any = None,
+        **settings: Any,
+    ) -> None:
+        self.config = config if config is not None else load_config(**settings)
+        self._inner = inner if inner is not None else _default_inner()
+        sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
+        self._fence = SdkFence(self.config, self._emit, component="exporter", review_sink=sink, meter_provider=meter_provider)
+
+    def _emit(self, spans: Sequence[ReadableSpan]) -> None:
+        if spans and self._inner.export(list(spans)) is not SpanExportResult.SUCCESS:
+            self._fence.telemetry.error("export", f"inner exporter refused {len(spans)} span(s)")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        for span in spans:
+            self._fence.add(span)
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        guarded(self._fence.telemetry, "flush", self._fence.flush)
+        try:
+            return bool(self._inner.force_flush(timeout_millis))
+        except Exception as exc:  # noqa: BLE001
+            self._fence.telemetry.error("export", f"force_flush failed: {exc!r}", exc)
+            return False
+
+    def shutdown(self) -> None:
+        guarded(self._fence.telemetry, "shutdown", self._fence.shutdown)
+        guarded(self._fence.telemetry, "export", self._inner.shutdown)

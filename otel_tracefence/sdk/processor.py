@@ -1,0 +1,93 @@
+"""``TraceFenceSpanProcessor``: the drop-in span processor for an agent's own ``TracerProvider``."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_tracefence.config import TraceFenceConfig, load_config
+from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
+from otel_tracefence.telemetry import guarded
+
+_DEFAULT = object()
+
+
+class TraceFenceSpanProcessor(SpanProcessor):
+    """A ``SpanProcessor`` (OpenTelemetry trace SDK specification) that plans each trace before handing it on.
+
+    It wraps the processors you already have, typically
+    ``BatchSpanProcessor(OTLPSpanExporter())``, and is itself one more processor::
+
+        provider.add_span_processor(TraceFenceSpanProcessor(BatchSpanProcessor(OTLPSpanExporter())))
+
+    It holds a trace's finished spans until the trace's local root span ends
+    (no parent, or a remote parent) plus ``decision_wait_ms``, plans the trace,
+    and hands annotated copies (``tracefence.*`` attributes) to every downstream
+    processor's ``on_end``; a trace with no tool step is handed on unchanged.
+    Traces whose class is in ``review_classes`` are written to the review queue.
+    ``on_start`` is forwarded at once.
+
+    Settings come from ``config`` (or :func:`~otel_tracefence.config.load_config`:
+    arguments, then ``OTEL_TRACEFENCE_*`` variables, then the YAML file in
+    ``OTEL_TRACEFENCE_CONFIG``). Defaults: ``review_db`` ``tracefence-review.db``
+    (``OTEL_TRACEFENCE_REVIEW_DB``; empty disables), ``review_classes`` ``review``
+    (``OTEL_TRACEFENCE_REVIEW_CLASSES``), ``decision_wait_ms`` 0
+    (``OTEL_TRACEFENCE_DECISION_WAIT_MS``), ``max_traces`` 10000, ``max_spans_per_trace``
+    1000 (``OTEL_TRACEFENCE_MAX_TRACES``, ``OTEL_TRACEFENCE_MAX_SPANS_PER_TRACE``).
+    Past a bound the oldest trace is planned as it stands and flagged
+    ``tracefence.trace.partial``; spans of an already planned trace are handed on
+    flagged ``tracefence.trace.late``.
+
+    Safe across threads and asyncio tasks. It never raises into the agent: an
+    internal failure is logged, counted (``tracefence.errors``) and the spans
+    are still handed on, unannotated.
+    """
+
+    def __init__(
+        self,
+        *downstream: SpanProcessor,
+        config: TraceFenceConfig | None = None,
+        review_sink: ReviewSink | None | Any = _DEFAULT,
+        meter_provider: Any = None,
+        **settings: Any,
+    ) -> None:
+        """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the SQLite
+        store at ``config.review_db``; pass ``None`` for none. ``settings``: any
+        :class:`~otel_tracefence.config.TraceFenceConfig` field, overriding the environment.
+        Raises :class:`~otel_tracefence.config.ConfigError` for a bad configuration."""
+        self.config = config if config is not None else load_config(**settings)
+        self._downstream = tuple(downstream)
+        sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
+        self._fence = SdkFence(self.config, self._emit, component="processor", review_sink=sink, meter_provider=meter_provider)
+
+    def _emit(self, spans: Sequence[ReadableSpan]) -> None:
+        for processor in self._downstream:
+            for span in spans:
+                guarded(self._fence.telemetry, "downstream", lambda: processor.on_end(span))
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for processor in self._downstream:
+            guarded(self._fence.telemetry, "downstream", lambda: processor.on_start(span, parent_context=parent_context))
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self._fence.add(span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Plan and hand on everything held (flagged partial where the root has not ended), then flush downstream."""
+        guarded(self._fence.telemetry, "flush", self._fence.flush)
+        ok = True
+        for processor in self._downstream:
+            try:
+                ok = processor.force_flush(timeout_millis) and ok
+            except Exception as exc:  # noqa: BLE001
+                self._fence.telemetry.error("downstream", f"force_flush failed: {exc!r}", exc)
+                ok = False
+        return ok
+
+    def shutdown(self) -> None:
+        """Plan and hand on everything held, then shut the downstream processors and the review sink down."""
+        guarded(self._fence.telemetry, "shutdown", self._fence.shutdown)
+        for processor in self._downstream:
+            guarded(self._fence.telemetry, "downstream", processor.shutdown)
