@@ -30,6 +30,7 @@ P = TypeVar("P")
 
 @dataclass(slots=True)
 class _Held(Generic[P]):
+    first_seen: float
     spans: list[tuple[SpanView, P]] = field(default_factory=list)
     deadline: float | None = None  # monotonic seconds; set once a local root span has ended
 
@@ -66,12 +67,26 @@ class _Remembered:
 
 
 class TraceBuffer(Generic[P]):
-    """Spans held by trace id, bounded by ``config.max_traces`` and ``config.max_spans_per_trace``."""
+    """Spans held by trace id, bounded by ``config.max_traces`` and ``config.max_spans_per_trace``.
 
-    def __init__(self, config: TraceFenceConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    ``decision_wait_ms`` (default ``config.decision_wait_ms``): how long to keep
+    waiting for late children once the local root span has arrived.
+    ``max_wait_ms`` (0: no limit): how long a trace is held at most since its
+    first span arrived; a trace whose root never came is then decided partial.
+    """
+
+    def __init__(
+        self,
+        config: TraceFenceConfig,
+        *,
+        decision_wait_ms: float | None = None,
+        max_wait_ms: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._config = config
         self._clock = clock
-        self._wait_s = config.decision_wait_ms / 1000.0
+        self._wait_s = (config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms) / 1000.0
+        self._max_wait_s = max_wait_ms / 1000.0
         self._held: OrderedDict[str, _Held[P]] = OrderedDict()
         self._decided: OrderedDict[str, _Remembered] = OrderedDict()
         self._lock = threading.Lock()
@@ -89,15 +104,15 @@ class TraceBuffer(Generic[P]):
             else:
                 held = self._held.get(view.trace_id)
                 if held is None:
-                    held = self._held[view.trace_id] = _Held()
+                    held = self._held[view.trace_id] = _Held(self._clock())
                 held.spans.append((view, payload))
-                if len(held.spans) >= self._config.max_spans_per_trace:
+                if local_root and self._wait_s <= 0:
+                    # Complete as it stands, even when this span reaches the bound: not partial.
+                    to_decide.append((view.trace_id, self._pop(view.trace_id), False))
+                elif len(held.spans) >= self._config.max_spans_per_trace:
                     to_decide.append((view.trace_id, self._pop(view.trace_id), True))
                 elif local_root:
-                    if self._wait_s <= 0:
-                        to_decide.append((view.trace_id, self._pop(view.trace_id), False))
-                    else:
-                        held.deadline = self._clock() + self._wait_s
+                    held.deadline = self._clock() + self._wait_s
                 while len(self._held) > self._config.max_traces:
                     oldest, evicted = next(iter(self._held.items()))
                     to_decide.append((oldest, self._pop(oldest), evicted.deadline is None))
@@ -108,17 +123,24 @@ class TraceBuffer(Generic[P]):
                 return [Late(view, payload, remembered.replay_class, None, None)]
         return [self._decide(*item) for item in to_decide]
 
+    def _deadline(self, held: _Held[P]) -> float | None:
+        limit = held.first_seen + self._max_wait_s if self._max_wait_s > 0 else None
+        if held.deadline is None:
+            return limit
+        return held.deadline if limit is None else min(held.deadline, limit)
+
     def due(self) -> list[Decided[P]]:
-        """Decide every trace whose decision wait has run out."""
+        """Decide every trace whose decision wait or maximum wait has run out."""
         now = self._clock()
         with self._lock:
-            ready = [tid for tid, held in self._held.items() if held.deadline is not None and held.deadline <= now]
-            items = [(tid, self._pop(tid), False) for tid in ready]
+            ready = [(tid, held) for tid, held in self._held.items() if (d := self._deadline(held)) is not None and d <= now]
+            items = [(tid, self._pop(tid), held.deadline is None) for tid, held in ready]
         return [self._decide(*item) for item in items]
 
     def next_deadline(self) -> float | None:
+        """The earliest moment (``clock`` seconds) a held trace becomes due, or ``None``."""
         with self._lock:
-            deadlines = [held.deadline for held in self._held.values() if held.deadline is not None]
+            deadlines = [d for held in self._held.values() if (d := self._deadline(held)) is not None]
         return min(deadlines) if deadlines else None
 
     def drain(self) -> list[Decided[P]]:

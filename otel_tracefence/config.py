@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 
@@ -78,6 +78,65 @@ class Limits(BaseModel):
     """Most related call ids listed on one decision (keeps planning linear in big groups)."""
 
 
+class UpstreamSettings(BaseModel):
+    """One OTLP/gRPC endpoint decided spans are forwarded to (a Collector, Jaeger, Tempo...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = Field(min_length=1)
+    """``host:port`` or ``http(s)://host:port``; ``http://`` or ``insecure`` means plaintext."""
+    insecure: bool | None = None
+    """Plaintext gRPC; default: true for ``http://`` endpoints, false otherwise (as OTEL_EXPORTER_OTLP_INSECURE)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """gRPC metadata sent with every export, e.g. ``authorization: Bearer ...``."""
+    certificate_file: str | None = None
+    """CA bundle (PEM) to verify the upstream's certificate."""
+    client_certificate_file: str | None = None
+    client_key_file: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    """Deadline for one export including the exporter's own retries, in seconds."""
+    compression: Literal["none", "gzip"] = "none"
+
+
+class ServiceSettings(BaseModel):
+    """``tracefence serve``: the OTLP/gRPC receiver, forwarding, review API and operations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = "127.0.0.1:4317"
+    """Address of the OTLP/gRPC receiver (loopback by default; ``0.0.0.0:4317`` to listen on all)."""
+    review_endpoint: str = ""
+    """Separate address for the review API and health service; empty serves them beside the receiver."""
+    decision_wait_ms: float = Field(default=1000.0, ge=0)
+    """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
+    max_wait_ms: float = Field(default=30_000.0, gt=0)
+    """Longest a trace is held since its first span; a trace whose root never came is then decided partial."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Largest Export request accepted, in bytes (the OTLP specification suggests 64 MiB; gRPC's default is 4 MiB)."""
+    upstreams: list[UpstreamSettings] = Field(default_factory=list)
+    """Where decided spans go; with none, they are written to ``output_file``."""
+    output_file: str = "tracefence-spans.otlp.jsonl"
+    """OTLP/JSON lines file written when no upstream is configured."""
+    forward_queue_spans: int = Field(default=200_000, gt=0)
+    """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
+    backpressure_ratio: float = Field(default=0.8, gt=0, le=1)
+    """Queue fill at which Export answers UNAVAILABLE with a retry delay, so clients retry instead of losing spans."""
+    retry_delay_s: float = Field(default=1.0, gt=0)
+    """Retry delay suggested to clients refused for back-pressure, in seconds."""
+    drain_timeout_s: float = Field(default=10.0, gt=0)
+    """On shutdown, how long the forward queues may take to drain, in seconds."""
+    max_workers: int = Field(default=8, gt=0)
+    """Threads serving gRPC calls."""
+    tls_certificate_file: str | None = None
+    """Server certificate chain (PEM); with ``tls_key_file``, the receiver and review API speak TLS."""
+    tls_key_file: str | None = None
+    bearer_token: str = ""
+    """When set, every call must carry ``authorization: Bearer <token>`` (compared in constant time)."""
+    metrics_exporter: Literal["none", "console", "otlp"] = "none"
+    """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
+    metrics_interval_ms: float = Field(default=60_000.0, gt=0)
+
+
 class TraceFenceConfig(BaseSettings):
     """Everything the normalizer, planner and their doors read.
 
@@ -110,6 +169,8 @@ class TraceFenceConfig(BaseSettings):
     """Most spans held for one trace; past it the trace is planned as it stands, flagged partial."""
     decided_cache_size: int = Field(default=10_000, gt=0)
     """Recently decided traces remembered, so their late spans get the trace's class."""
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
+    """``tracefence serve`` only."""
 
     @field_validator("review_classes", mode="before")
     @classmethod
@@ -169,5 +230,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         where = f"config file {path}" if path else "configuration"
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ConfigError(f"{where}: {problems}") from None
+    except SettingsError as exc:
+        # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.
+        raise ConfigError(f"environment: {exc}: {ENV_PREFIX}* variables take JSON for lists and nested values") from None
     finally:
         _config_file.reset(token)

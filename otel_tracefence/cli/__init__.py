@@ -9,7 +9,7 @@ from typing import Sequence
 
 from otel_tracefence.config import ConfigError, load_config
 from otel_tracefence.readers.errors import UnreadableInput
-from otel_tracefence.cli import plan
+from otel_tracefence.cli import plan, review, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
     subparsers = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(subparsers)
+    review.add_parser(subparsers)
+    serve.add_parser(subparsers)
     return parser
 
 

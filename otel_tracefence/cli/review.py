@@ -1,0 +1,235 @@
+"""``tracefence review list|show|resolve``: read and resolve the review queue.
+
+The database is ``--db PATH``, else ``$OTEL_TRACEFENCE_REVIEW_DB`` (or ``review_db``
+in the config file), else ``tracefence-review.db`` in the working directory; it is
+never created here.
+``--format json`` prints each ``tracefence.v1.ReviewItem`` as one line of
+canonical protobuf JSON (every field printed); ``table`` (the default) is for
+people. Exit 0 on success, 2 for a missing or unusable database, an unknown
+trace id or a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+import unicodedata
+from typing import Sequence
+
+from google.protobuf import json_format
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import ReplayClass
+from otel_tracefence.review.store import MAX_PAGE_SIZE, ReviewStoreError, SQLiteReviewStore
+
+DB_ENV = "OTEL_TRACEFENCE_REVIEW_DB"
+DEFAULT_DB = "tracefence-review.db"
+EXIT_OK, EXIT_ERROR = 0, 2
+
+STATES = {"open": pb.REVIEW_STATE_OPEN, "resolved": pb.REVIEW_STATE_RESOLVED, "all": None}
+CLASSES = {c.value: c for c in ReplayClass}
+
+
+def _classes(text: str) -> list[ReplayClass]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CLASSES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more of {', '.join(CLASSES)}, comma-separated")
+    return [CLASSES[n] for n in names]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    # Accepted before or after the action (``review --db X list`` or ``review list --db X``);
+    # SUPPRESS keeps the action's parser from overwriting a value given before it.
+    common.add_argument("--db", default=argparse.SUPPRESS, help=f"review database (default: ${DB_ENV} or review_db in the config file, else {DEFAULT_DB})")
+    common.add_argument("--format", choices=("table", "json"), default=argparse.SUPPRESS, help="table (default): for people; json: one ReviewItem per line (canonical protobuf JSON)")
+
+    parser = subparsers.add_parser(
+        "review",
+        help="list, show and resolve the traces held for review",
+        description="Read and resolve the review queue. Exit 0 on success, 2 for a missing database, an unknown trace id or a bad argument.",
+    )
+    parser.add_argument("--db", default=None, help=f"review database (default: ${DB_ENV} or review_db in the config file, else {DEFAULT_DB})")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default): for people; json: one ReviewItem per line (canonical protobuf JSON)")
+    actions = parser.add_subparsers(dest="review_action", required=True, metavar="{list,show,resolve}")
+
+    list_parser = actions.add_parser("list", parents=[common], help="list items, most recently updated first")
+    list_parser.add_argument("--state", choices=tuple(STATES), default="open", help="which items (default: open)")
+    list_parser.add_argument("--class", dest="classes", type=_classes, default=[], metavar="CLASSES", help="only these replay classes, comma-separated, e.g. review,static")
+    list_parser.add_argument("--service", default=None, help="only items of this service")
+    list_parser.add_argument("--limit", type=int, default=0, help="print at most this many items (default: all)")
+
+    show_parser = actions.add_parser("show", parents=[common], help="show one item with its plan")
+    show_parser.add_argument("trace_id", metavar="TRACE_ID")
+
+    resolve_parser = actions.add_parser("resolve", parents=[common], help="mark an item resolved")
+    resolve_parser.add_argument("trace_id", metavar="TRACE_ID")
+    resolve_parser.add_argument("--by", required=True, help="who resolved it (a person or system)")
+    resolve_parser.add_argument("--note", required=True, help="what was checked and found")
+
+    parser.set_defaults(run=run)
+
+
+def _db_path(args: argparse.Namespace, config: TraceFenceConfig) -> str:
+    """``--db``, else the configuration's ``review_db`` (``$OTEL_TRACEFENCE_REVIEW_DB`` or the
+    config file), else ``$OTEL_TRACEFENCE_REVIEW_DB`` read here, else ``tracefence-review.db``."""
+    return args.db or getattr(config, "review_db", None) or os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def _fail(args: argparse.Namespace, message: str) -> int:
+    print(f"tracefence review {args.review_action}: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    path = _db_path(args, config)
+    if args.review_action == "list" and args.limit < 0:
+        return _fail(args, f"--limit must be 0 (all) or more, not {args.limit}")
+    try:
+        store = SQLiteReviewStore(path, create=False)
+    except FileNotFoundError:
+        return _fail(args, f"{path}: no review database there (give --db PATH or set ${DB_ENV})")
+    except (ReviewStoreError, sqlite3.Error, OSError) as exc:
+        return _fail(args, _naming(path, exc))
+    try:
+        with store:
+            if args.review_action == "list":
+                return _list(args, store)
+            if args.review_action == "show":
+                item = store.get(args.trace_id)
+                if item is None:
+                    return _fail(args, f"{path}: no review item for trace id {args.trace_id!r}")
+            else:
+                try:
+                    item = store.resolve(args.trace_id, resolved_by=args.by, note=args.note)
+                except KeyError:
+                    return _fail(args, f"{path}: no review item for trace id {args.trace_id!r}")
+                except ValueError as exc:
+                    return _fail(args, f"--by: {exc}")
+            print(_json(item) if args.format == "json" else render_item(item))
+            return EXIT_OK
+    except (ReviewStoreError, sqlite3.Error) as exc:  # locked past the busy timeout, disk full, ...
+        return _fail(args, _naming(path, exc))
+
+
+def _naming(path: str, exc: BaseException) -> str:
+    """The error's message, led by the database path unless it names it already."""
+    return str(exc) if str(path) in str(exc) else f"{path}: {exc}"
+
+
+def _list(args: argparse.Namespace, store: SQLiteReviewStore) -> int:
+    remaining = args.limit or None  # None: every item
+    items: list[pb.ReviewItem] = []
+    token = ""
+    while remaining is None or remaining > 0:
+        page, token = store.list(
+            state=STATES[args.state],
+            replay_classes=args.classes,
+            service_name=args.service,
+            page_size=MAX_PAGE_SIZE if remaining is None else min(MAX_PAGE_SIZE, remaining),
+            page_token=token,
+        )
+        if args.format == "json":
+            for item in page:  # streamed page by page: a large queue is never held whole
+                print(_json(item))
+        else:
+            items.extend(page)
+        if remaining is not None:
+            remaining -= len(page)
+        if not token:
+            break
+    if args.format == "table":
+        print(render_list(items) if items else "no review items")
+    return EXIT_OK
+
+
+def _json(item: pb.ReviewItem) -> str:
+    return json_format.MessageToJson(item, indent=None, always_print_fields_with_no_presence=True)
+
+
+# -- tables ----------------------------------------------------------------
+
+
+def _cell(value: object) -> str:
+    """Text safe for a terminal: control and format characters (from traces or notes) are escaped; empty is ``-``."""
+    text = str(value)
+    if not text:
+        return "-"
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+
+
+def _enum(enum_type: object, value: int, prefix: str) -> str:
+    name = enum_type.Name(value)  # type: ignore[attr-defined]
+    return "-" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
+
+
+def _time(ts: object, present: bool) -> str:
+    return ts.ToJsonString() if present else "-"  # type: ignore[attr-defined]
+
+
+def _grid(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+LIST_COLUMNS = ("trace", "state", "class", "service", "held", "updated", "resolved_by")
+
+
+def render_list(items: Sequence[pb.ReviewItem]) -> str:
+    """One row per item; ``held`` is the steps decided review or conflict, of all steps."""
+    rows = [LIST_COLUMNS]
+    for item in items:
+        held = sum(1 for d in item.plan.steps if d.decision in (pb.DECISION_REVIEW, pb.DECISION_CONFLICT))
+        cls = _enum(pb.ReplayClass, item.plan.replay_class, "REPLAY_CLASS_") + (" (partial)" if item.plan.partial else "")
+        rows.append(
+            (
+                _cell(item.trace_id),
+                _enum(pb.ReviewState, item.state, "REVIEW_STATE_"),
+                cls,
+                _cell(item.service_name),
+                f"{held}/{len(item.plan.steps)}",
+                _time(item.updated_time, item.HasField("updated_time")),
+                _cell(item.resolved_by),
+            )
+        )
+    return _grid(rows)
+
+
+STEP_COLUMNS = ("call_id", "tool", "effect", "status", "decision", "reasons", "related")
+
+
+def render_item(item: pb.ReviewItem) -> str:
+    """The item's fields, one per line, then one row per step of its plan."""
+    plan = item.plan
+    fields = [
+        ("trace", _cell(item.trace_id)),
+        ("state", _enum(pb.ReviewState, item.state, "REVIEW_STATE_")),
+        ("class", _enum(pb.ReplayClass, plan.replay_class, "REPLAY_CLASS_") + (" (partial)" if plan.partial else "")),
+        ("service", _cell(item.service_name)),
+        ("created", _time(item.created_time, item.HasField("created_time"))),
+        ("updated", _time(item.updated_time, item.HasField("updated_time"))),
+        ("resolved_by", _cell(item.resolved_by)),
+        ("resolved", _time(item.resolved_time, item.HasField("resolved_time"))),
+        ("note", _cell(item.resolution_note)),
+    ]
+    width = max(len(name) for name, _ in fields)
+    head = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
+    rows = [STEP_COLUMNS]
+    for d in plan.steps:
+        s = d.step
+        rows.append(
+            (
+                _cell(s.call_id),
+                _cell(s.tool),
+                _enum(pb.Effect, s.effect, "EFFECT_"),
+                _enum(pb.ToolStatus, s.status, "TOOL_STATUS_"),
+                _enum(pb.Decision, d.decision, "DECISION_"),
+                _cell(",".join(d.reasons)),
+                _cell(",".join(d.related_call_ids)),
+            )
+        )
+    return head + "\n\n" + _grid(rows)

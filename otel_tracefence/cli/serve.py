@@ -1,0 +1,73 @@
+"""``tracefence serve``: run the collector-side OTLP/gRPC service until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import logging
+import time
+
+from otel_tracefence.config import TraceFenceConfig, UpstreamSettings
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the OTLP/gRPC service beside or behind the OpenTelemetry Collector",
+        description="Receive OTLP/gRPC traces, plan whole traces, forward them annotated, keep uncertain ones for review. "
+        "Flags override the config file and OTEL_TRACEFENCE_SERVICE__* variables. Stops on SIGTERM or SIGINT: "
+        "decides what it holds, drains the forward queues, exits 0.",
+    )
+    parser.add_argument("--endpoint", help="receiver address (default 127.0.0.1:4317)")
+    parser.add_argument("--review-endpoint", help="separate address for the review API (default: beside the receiver)")
+    parser.add_argument("--upstream", action="append", metavar="ENDPOINT", help="forward to this OTLP/gRPC endpoint (repeatable; http:// for plaintext)")
+    parser.add_argument("--output-file", help="OTLP/JSON lines file when no upstream is set (default tracefence-spans.otlp.jsonl)")
+    parser.add_argument("--review-db", help="SQLite review queue (default tracefence-review.db)")
+    parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
+    parser.add_argument("--max-wait-ms", type=float, help="longest a trace is held (default 30000)")
+    parser.add_argument("--log-format", choices=("json", "text"), default="json", help="log lines on standard error (default json)")
+    parser.set_defaults(run=run)
+
+
+def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFenceConfig:
+    """The configuration with command-line flags on top."""
+    service = {
+        key: value
+        for key, value in {
+            "endpoint": args.endpoint,
+            "review_endpoint": args.review_endpoint,
+            "output_file": args.output_file,
+            "decision_wait_ms": args.decision_wait_ms,
+            "max_wait_ms": args.max_wait_ms,
+        }.items()
+        if value is not None
+    }
+    if args.upstream:
+        service["upstreams"] = [UpstreamSettings(endpoint=e) for e in args.upstream]
+    top = {"review_db": args.review_db} if args.review_db is not None else {}
+    return config.model_copy(update={**top, "service": config.service.model_copy(update=service)})
+
+
+def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    from otel_tracefence.service import logs
+    from otel_tracefence.service.server import TraceFenceService
+
+    logs.configure(args.log_level if args.log_level.upper() != "WARNING" else "INFO", args.log_format)
+    service = TraceFenceService(with_flags(config, args))
+    received: list[int] = []
+    # The handler only records the signal: it runs on the main thread between
+    # bytecodes, so it must not take a lock the main thread may hold.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: received.append(signum))
+    try:
+        service.start()
+    except OSError as exc:
+        print(f"tracefence serve: {exc}", file=sys.stderr)
+        service.stop(0)
+        return 2
+    while not received:
+        time.sleep(0.2)
+    logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
+    service.stop()
+    return 0

@@ -1,0 +1,106 @@
+"""OTLP protobuf spans as the service carries them: each with the resource and scope it came with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from otel_tracefence.normalize import SpanView
+
+
+@dataclass(eq=False, slots=True)
+class Origin:
+    """The resource and instrumentation scope of a ``ScopeSpans`` (shared by its spans, compared by identity)."""
+
+    resource: Resource
+    resource_schema_url: str
+    scope: InstrumentationScope
+    scope_schema_url: str
+
+    @property
+    def service_name(self) -> str:
+        for kv in self.resource.attributes:
+            if kv.key == "service.name":
+                return kv.value.string_value
+        return ""
+
+
+@dataclass(eq=False, slots=True)
+class OtlpItem:
+    """One received span with its origin. The service owns the span and annotates it in place."""
+
+    origin: Origin
+    span: Span
+
+
+def any_value(value: Any) -> AnyValue:
+    """A Python value (str, bool, int, float, list of those) as an OTLP ``AnyValue``."""
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, (list, tuple)):
+        out = AnyValue()
+        out.array_value.values.extend(any_value(v) for v in value)
+        return out
+    return AnyValue(string_value=str(value))
+
+
+def set_attributes(span: Span, extra: dict[str, Any]) -> None:
+    """Put ``extra`` on the span, replacing attributes of the same key (a span may pass two fences)."""
+    if not extra:
+        return
+    existing = [i for i, kv in enumerate(span.attributes) if kv.key in extra]
+    for index in reversed(existing):
+        del span.attributes[index]
+    span.attributes.extend(KeyValue(key=key, value=any_value(value)) for key, value in extra.items())
+
+
+def annotate_item(item: OtlpItem, view: SpanView, extra: dict[str, Any]) -> OtlpItem:
+    set_attributes(item.span, extra)
+    return item
+
+
+def to_request(items: Iterable[OtlpItem]) -> tuple[ExportTraceServiceRequest, int]:
+    """Regroup spans into one request, one ``ResourceSpans``/``ScopeSpans`` per origin; and the span count."""
+    request = ExportTraceServiceRequest()
+    by_origin: dict[int, Any] = {}
+    count = 0
+    for item in items:
+        scope_spans = by_origin.get(id(item.origin))
+        if scope_spans is None:
+            resource_spans = request.resource_spans.add()
+            resource_spans.resource.CopyFrom(item.origin.resource)
+            resource_spans.schema_url = item.origin.resource_schema_url
+            scope_spans = resource_spans.scope_spans.add()
+            scope_spans.scope.CopyFrom(item.origin.scope)
+            scope_spans.schema_url = item.origin.scope_schema_url
+            by_origin[id(item.origin)] = scope_spans
+        scope_spans.spans.append(item.span)
+        count += 1
+    return request, count
+
+
+def request_span_count(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def invalid_reason(span: Span) -> str | None:
+    """Why a span can never be accepted (OTLP: trace id 16 bytes, span id 8 bytes, neither all zero), or ``None``."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return "trace_id must be 16 bytes and not all zero"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return "span_id must be 8 bytes and not all zero"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "parent_span_id must be empty or 8 bytes"
+    return None
+
+
+__all__: Sequence[str] = ["Origin", "OtlpItem", "annotate_item", "invalid_reason", "request_span_count", "set_attributes", "to_request"]

@@ -1,0 +1,84 @@
+"""The OTLP/gRPC trace receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
+
+It acknowledges on receipt: spans are handed to the fence and the call returns
+at once; the trace is decided later (root arrived plus the decision wait, or the
+maximum wait). Refusals follow the OTLP specification ("OTLP/gRPC Throttling",
+"Failures"): ``UNAVAILABLE`` with a ``RetryInfo`` delay for back-pressure, so
+clients retry; partial success with ``rejected_spans`` for spans that can never
+be accepted (bad ids); the rest of the batch is always kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from otel_tracefence.fence import Fence
+from otel_tracefence.normalize import from_otlp
+from otel_tracefence.service.otlp_spans import Origin, OtlpItem, invalid_reason
+
+_log = logging.getLogger("otel_tracefence.service")
+
+
+def unavailable(context: grpc.ServicerContext, message: str, retry_delay_s: float) -> None:
+    """Abort with UNAVAILABLE and a RetryInfo delay, in the status details (OTLP spec) and in the
+    ``google.rpc.retryinfo-bin`` trailer (read by the OpenTelemetry SDK exporters)."""
+    delay = duration_pb2.Duration()
+    delay.FromNanoseconds(int(retry_delay_s * 1e9))
+    retry_info = error_details_pb2.RetryInfo(retry_delay=delay)
+    detail = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=message)
+    detail.details.add().Pack(retry_info)
+    context.set_trailing_metadata((("google.rpc.retryinfo-bin", retry_info.SerializeToString()),))
+    context.abort_with_status(rpc_status.to_status(detail))
+
+
+class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
+    """Receives spans into a :class:`~otel_tracefence.fence.Fence` of :class:`OtlpItem`.
+
+    ``refuse()`` returns a reason to refuse the whole call for now (shutting down,
+    forward queue near full) or ``None``.
+    """
+
+    def __init__(self, fence: Fence[OtlpItem], refuse: Callable[[], str | None], retry_delay_s: float, on_rejected=None) -> None:
+        self._fence = fence
+        self._refuse = refuse
+        self._retry_delay_s = retry_delay_s
+        self._on_rejected = on_rejected or (lambda n: None)
+
+    def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext):
+        reason = self._refuse()
+        if reason is not None:
+            unavailable(context, reason, self._retry_delay_s)
+        rejected = 0
+        first_error = ""
+        sequence = 0
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                origin = Origin(resource_spans.resource, resource_spans.schema_url, scope_spans.scope, scope_spans.schema_url)
+                for span in scope_spans.spans:
+                    problem = invalid_reason(span)
+                    if problem is not None:
+                        rejected += 1
+                        first_error = first_error or f"span {span.span_id.hex() or '?'}: {problem}"
+                        continue
+                    try:
+                        view = from_otlp(span, sequence)
+                    except Exception as exc:  # noqa: BLE001 - one bad span never loses the batch
+                        rejected += 1
+                        first_error = first_error or f"span {span.span_id.hex()}: {exc}"
+                        continue
+                    sequence += 1
+                    self._fence.add(view, OtlpItem(origin, span), local_root=view.parent_span_id is None)
+        response = trace_service_pb2.ExportTraceServiceResponse()
+        if rejected:
+            self._on_rejected(rejected)
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = f"{rejected} span(s) rejected; first: {first_error}"
+            _log.warning("rejected %d span(s): %s", rejected, first_error)
+        return response

@@ -1,0 +1,43 @@
+"""The review queue's gRPC API (``tracefence.v1.ReviewService`` in ``proto/``), over the SQLite store."""
+
+from __future__ import annotations
+
+import grpc
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
+from otel_tracefence.review.store import SQLiteReviewStore
+
+
+class ReviewService(pb_grpc.ReviewServiceServicer):
+    """List, get and resolve review items. Unknown trace id: NOT_FOUND; bad arguments: INVALID_ARGUMENT."""
+
+    def __init__(self, store: SQLiteReviewStore) -> None:
+        self._store = store
+
+    def ListReviewItems(self, request: pb.ListReviewItemsRequest, context: grpc.ServicerContext) -> pb.ListReviewItemsResponse:
+        try:
+            items, token = self._store.list(
+                state=request.state,
+                replay_classes=tuple(request.replay_classes),
+                service_name=request.service_name or None,
+                page_size=request.page_size or 100,
+                page_token=request.page_token,
+            )
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.ListReviewItemsResponse(items=items, next_page_token=token)
+
+    def GetReviewItem(self, request: pb.GetReviewItemRequest, context: grpc.ServicerContext) -> pb.ReviewItem:
+        item = self._store.get(request.trace_id)
+        if item is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
+        return item
+
+    def ResolveReviewItem(self, request: pb.ResolveReviewItemRequest, context: grpc.ServicerContext) -> pb.ReviewItem:
+        try:
+            return self._store.resolve(request.trace_id, resolved_by=request.resolved_by, note=request.note)
+        except KeyError:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -1,0 +1,226 @@
+"""``tracefence serve``: the collector-side OTLP/gRPC service, assembled.
+
+One process decides whole traces, so every span of a trace must reach the same
+process (past one machine, the Collector's ``loadbalancing`` exporter routes by
+trace id; see ``deploy/``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from concurrent import futures
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry import metrics
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.fence import Fence
+from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
+from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, to_request
+from otel_tracefence.service.receiver import TraceReceiver
+from otel_tracefence.service.review_api import ReviewService
+from otel_tracefence.telemetry import COMPONENT
+
+_log = logging.getLogger("otel_tracefence.service")
+TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+REVIEW_SERVICE = "tracefence.v1.ReviewService"
+_HEALTH_PREFIX = "/grpc.health.v1.Health/"
+
+
+class BearerTokenInterceptor(grpc.ServerInterceptor):
+    """Every call but health checks must carry ``authorization: Bearer <token>``; compared in constant time
+    (``hmac.compare_digest``). A missing or wrong token gets ``UNAUTHENTICATED``."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}".encode()
+
+    def intercept_service(self, continuation, handler_call_details):
+        if handler_call_details.method.startswith(_HEALTH_PREFIX):
+            return continuation(handler_call_details)
+        given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
+        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, self._expected):
+            return continuation(handler_call_details)
+
+        def deny(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+
+        return grpc.unary_unary_rpc_method_handler(deny)
+
+
+def _meter_provider(config: TraceFenceConfig) -> Any:
+    settings = config.service
+    if settings.metrics_exporter == "none":
+        return None
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+
+    if settings.metrics_exporter == "console":
+        exporter = ConsoleMetricExporter()
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        exporter = OTLPMetricExporter()
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metrics_interval_ms)
+    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "tracefence"}))
+
+
+class TraceFenceService:
+    """The receiver, the fence, the forward queues, the review API and health, with their lifecycle.
+
+    ``start()`` binds and returns; ``stop()`` stops accepting, decides everything
+    held (as partial), drains the forward queues within ``drain_timeout_s`` and
+    closes the review store: nothing acknowledged is dropped while an upstream
+    takes it within that time.
+    """
+
+    def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None) -> None:
+        self.config = config
+        settings = config.service
+        self._owned_meter_provider = None
+        if meter_provider is None:
+            meter_provider = self._owned_meter_provider = _meter_provider(config)
+        meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
+        attrs = {COMPONENT: "service"}
+        dropped = meter.create_counter("tracefence.forward.dropped", unit="{span}", description="Spans dropped past a full forward queue.")
+        failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Forward attempts that failed.")
+        self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
+        targets = [UpstreamTarget(u, settings.max_message_bytes) for u in settings.upstreams] or [FileTarget(settings.output_file)]
+        self.forwarders = [
+            Forwarder(
+                target,
+                settings.forward_queue_spans,
+                on_drop=lambda n, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t}),
+                on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
+            )
+            for target in targets
+        ]
+
+        def queue_depth(options):
+            for f in self.forwarders:
+                yield metrics.Observation(f.depth, {**attrs, "tracefence.upstream": f.target.name})
+
+        meter.create_observable_gauge("tracefence.forward.queue.size", callbacks=[queue_depth], unit="{span}", description="Spans waiting to be forwarded.")
+        self.store = None
+        if config.review_db:
+            from otel_tracefence.review.store import SQLiteReviewStore
+
+            self.store = SQLiteReviewStore(config.review_db, store_raw_values=config.store_raw_values)
+        self.fence: Fence[OtlpItem] = Fence(
+            config,
+            emit=self._emit,
+            annotate_span=annotate_item,
+            service_name=lambda item: item.origin.service_name,
+            component="service",
+            review_sink=self.store,
+            meter_provider=meter_provider,
+            decision_wait_ms=settings.decision_wait_ms,
+            max_wait_ms=settings.max_wait_ms,
+        )
+        self._accepting = True
+        self.health = health.HealthServicer()
+        self._servers: list[grpc.Server] = []
+        self.port = 0
+        self.review_port = 0
+        self._stopped = threading.Event()
+
+    # -- data path -----------------------------------------------------------------
+    def _emit(self, items: list[OtlpItem]) -> None:
+        request, count = to_request(items)
+        for forwarder in self.forwarders:
+            forwarder.put(request, count)
+
+    def _refuse(self) -> str | None:
+        if not self._accepting:
+            return "tracefence is shutting down; retry against another replica or later"
+        limit = self.config.service.backpressure_ratio
+        for forwarder in self.forwarders:
+            if forwarder.depth >= limit * forwarder.max_spans:
+                return f"forward queue for {forwarder.target.name} is {forwarder.depth}/{forwarder.max_spans} spans full; retry later"
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _server(self) -> grpc.Server:
+        settings = self.config.service
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+            ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
+        ]
+        interceptors = [BearerTokenInterceptor(settings.bearer_token)] if settings.bearer_token else []
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self._servers.append(server)
+        return server
+
+    def _bind(self, server: grpc.Server, address: str) -> int:
+        settings = self.config.service
+        if settings.tls_certificate_file and settings.tls_key_file:
+            with open(settings.tls_key_file, "rb") as key, open(settings.tls_certificate_file, "rb") as chain:
+                credentials = grpc.ssl_server_credentials([(key.read(), chain.read())])
+            bind = lambda: server.add_secure_port(address, credentials)  # noqa: E731
+        else:
+            bind = lambda: server.add_insecure_port(address)  # noqa: E731
+        try:
+            port = bind()
+        except RuntimeError as exc:  # grpc says "Failed to bind": the address is taken or invalid
+            raise OSError(f"cannot listen on {address}: {exc}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {address}")
+        return port
+
+    def start(self) -> None:
+        """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
+        settings = self.config.service
+        main = self._server()
+        receiver = TraceReceiver(self.fence, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, main)
+        review_server = main if not settings.review_endpoint else self._server()
+        if self.store is not None:
+            review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
+        self.port = self._bind(main, settings.endpoint)
+        self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
+        for server in self._servers:
+            server.start()
+        for name in ("", TRACE_SERVICE, REVIEW_SERVICE):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        _log.info(
+            "tracefence serve listening",
+            extra={
+                "endpoint": settings.endpoint,
+                "port": self.port,
+                "review_port": self.review_port,
+                "forward_to": [f.target.name for f in self.forwarders],
+                "review_db": self.config.review_db,
+                "tls": bool(settings.tls_certificate_file),
+            },
+        )
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._accepting = False
+        self.health.enter_graceful_shutdown()
+        for server in self._servers:
+            server.stop(grace_s).wait()
+        held = len(self.fence.buffer)
+        self.fence.shutdown()  # decides what is held (partial where the root never came), closes the store
+        deadline = self.config.service.drain_timeout_s
+        drained = all([f.drain(deadline) for f in self.forwarders])
+        _log.info(
+            "tracefence serve stopped",
+            extra={"decided_at_shutdown": held, "forwarded_all": drained, "dropped_spans": sum(f.dropped_spans for f in self.forwarders)},
+        )
+        if self._owned_meter_provider is not None:
+            self._owned_meter_provider.shutdown()
+        self._stopped.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
