@@ -101,7 +101,7 @@ def held_memory(held: int) -> None:
             tracer.start_span(f"child {i}", context=ctx, attributes=attrs).end()
         roots.append(root)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"held_traces": len(processor._fence._buffer), "base_mib": base / 1024, "peak_mib": peak / 1024}))
+    print(json.dumps({"held_traces": len(processor._fence.buffer), "base_mib": base / 1024, "peak_mib": peak / 1024}))
 
 
 def main() -> None:

@@ -62,11 +62,11 @@ def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
 
 
 def late_attributes(replay_class: str | None) -> dict[str, Any]:
-    """Attributes for a span that arrived after its trace was decided."""
-    attributes: dict[str, Any] = {TRACE_LATE: True, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
-    if replay_class:
-        attributes[REPLAY_CLASS] = replay_class
-    return attributes
+    """Attributes for a span that arrived after its trace was decided (empty when the trace has
+    no tool step: such a trace, late spans included, is passed through untouched)."""
+    if not replay_class:
+        return {}
+    return {REPLAY_CLASS: replay_class, PLAN_SCHEMA_VERSION: SCHEMA_VERSION, TRACE_LATE: True}
 
 
 def merged(original: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:

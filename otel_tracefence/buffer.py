@@ -64,6 +64,7 @@ class Late(Generic[P]):
 class _Remembered:
     replay_class: str | None
     steps: list[ToolStep]
+    plan: TracePlan | None = None  # the trace's latest plan
 
 
 class TraceBuffer(Generic[P]):
@@ -89,6 +90,11 @@ class TraceBuffer(Generic[P]):
         self._max_wait_s = max_wait_ms / 1000.0
         self._held: OrderedDict[str, _Held[P]] = OrderedDict()
         self._decided: OrderedDict[str, _Remembered] = OrderedDict()
+        # Traces being planned right now (popped, not yet remembered): their spans are late,
+        # once the plan is remembered. Late spans are planned one at a time against the
+        # latest remembered steps, so concurrent late spans of one trace lose none.
+        self._deciding: dict[str, threading.Event] = {}
+        self._late_lock = threading.Lock()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -99,9 +105,10 @@ class TraceBuffer(Generic[P]):
         to_decide: list[tuple[str, list[tuple[SpanView, P]], bool]] = []
         with self._lock:
             remembered = self._decided.get(view.trace_id)
+            deciding = self._deciding.get(view.trace_id) if remembered is None else None
             if remembered is not None:
                 self._decided.move_to_end(view.trace_id)
-            else:
+            elif deciding is None:
                 held = self._held.get(view.trace_id)
                 if held is None:
                     held = self._held[view.trace_id] = _Held(self._clock())
@@ -116,12 +123,15 @@ class TraceBuffer(Generic[P]):
                 while len(self._held) > self._config.max_traces:
                     oldest, evicted = next(iter(self._held.items()))
                     to_decide.append((oldest, self._pop(oldest), evicted.deadline is None))
-        if remembered is not None:
-            try:
-                return [self._late(view, payload, remembered)]
-            except Exception:  # noqa: BLE001 - hand the span on with what is known
-                return [Late(view, payload, remembered.replay_class, None, None)]
+        if remembered is not None or deciding is not None:
+            return [self._late_span(view, payload, deciding)]
         return [self._decide(*item) for item in to_decide]
+
+    def latest_plan(self, trace_id: str) -> TracePlan | None:
+        """The trace's latest plan (late spans included), while it is remembered."""
+        with self._lock:
+            remembered = self._decided.get(trace_id)
+        return remembered.plan if remembered is not None else None
 
     def _deadline(self, held: _Held[P]) -> float | None:
         limit = held.first_seen + self._max_wait_s if self._max_wait_s > 0 else None
@@ -146,13 +156,16 @@ class TraceBuffer(Generic[P]):
     def drain(self) -> list[Decided[P]]:
         """Decide everything held: traces whose local root has not ended are flagged partial."""
         with self._lock:
-            items = [(tid, held.spans, held.deadline is None) for tid, held in self._held.items()]
-            self._held.clear()
+            items = [(tid, self._pop(tid), held.deadline is None) for tid, held in list(self._held.items())]
         return [self._decide(*item) for item in items]
 
     def _pop(self, trace_id: str) -> list[tuple[SpanView, P]]:
-        # Caller holds the lock. The held entry stays readable until popped.
-        return self._held.pop(trace_id).spans if trace_id in self._held else []
+        # Caller holds the lock and decides the trace next (_decide). The held entry stays readable until popped.
+        held = self._held.pop(trace_id, None)
+        if held is None:
+            return []
+        self._deciding.setdefault(trace_id, threading.Event())
+        return held.spans
 
     def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
         try:
@@ -160,12 +173,30 @@ class TraceBuffer(Generic[P]):
             self._remember(trace_id, planned.plan)
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
             return Decided(trace_id, spans, None, exc)
+        finally:
+            with self._lock:
+                deciding = self._deciding.pop(trace_id, None)
+            if deciding is not None:
+                deciding.set()
         return Decided(trace_id, spans, planned)
+
+    def _late_span(self, view: SpanView, payload: P, deciding: threading.Event | None) -> Late[P]:
+        if deciding is not None:
+            deciding.wait(timeout=5.0)  # its trace is being planned: be late against that plan
+        with self._late_lock:
+            with self._lock:
+                remembered = self._decided.get(view.trace_id)
+            if remembered is None:  # the trace's planning failed: nothing is known of it
+                return Late(view, payload, None, None, None)
+            try:
+                return self._late(view, payload, remembered)
+            except Exception:  # noqa: BLE001 - hand the span on with what is known
+                return Late(view, payload, remembered.replay_class, None, None)
 
     def _remember(self, trace_id: str, plan: TracePlan) -> None:
         with self._lock:
             self._decided[trace_id] = _Remembered(
-                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps]
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan
             )
             self._decided.move_to_end(trace_id)
             while len(self._decided) > self._config.decided_cache_size:

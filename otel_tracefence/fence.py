@@ -81,6 +81,7 @@ class Fence(Generic[P]):
         self._service_name = service_name
         self._review_sink = review_sink
         self._review_classes = frozenset(config.review_classes)
+        self._review_lock = threading.Lock()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
         self.telemetry = Telemetry(component, meter_provider)
         self.telemetry.observe_held(lambda: len(self.buffer))
@@ -171,14 +172,21 @@ class Fence(Generic[P]):
                 extra.update(step_attributes(late.step_decision))
             if late.plan is not None:
                 self._review(late.plan, [payload])
-            payload = self._annotate(payload, late.view, extra)
+            if extra:  # a late span of a trace with no tool step is handed on untouched
+                payload = self._annotate(payload, late.view, extra)
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
         guarded(self.telemetry, "emit", lambda: self._emit([payload]))
 
     def _review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
-        if self._review_sink is None or plan.replay_class is None or plan.replay_class.value not in self._review_classes:
+        if self._review_sink is None:
             return
-        service = next((name for name in map(self._service_name, payloads) if name), "")
-        ok = guarded(self.telemetry, "review_write", lambda: self._review_sink.upsert(plan, service_name=service))
+        # One write at a time, of the trace's latest plan: a late span's plan written by
+        # another thread in between is never overwritten by an older one.
+        with self._review_lock:
+            plan = self.buffer.latest_plan(plan.trace_id) or plan
+            if plan.replay_class is None or plan.replay_class.value not in self._review_classes:
+                return
+            service = next((name for name in map(self._service_name, payloads) if name), "")
+            ok = guarded(self.telemetry, "review_write", lambda: self._review_sink.upsert(plan, service_name=service))
         self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok" if ok else "failed"})

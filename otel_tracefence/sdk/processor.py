@@ -72,7 +72,7 @@ class TraceFenceSpanProcessor(SpanProcessor):
             guarded(self._fence.telemetry, "downstream", lambda: processor.on_start(span, parent_context=parent_context))
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._fence.add(span)
+        self._fence.add_span(span)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Plan and hand on everything held (flagged partial where the root has not ended), then flush downstream."""
