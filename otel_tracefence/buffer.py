@@ -65,6 +65,7 @@ class _Remembered:
     replay_class: str | None
     steps: list[ToolStep]
     plan: TracePlan | None = None  # the trace's latest plan
+    span_ids: set[str] = field(default_factory=set)  # every span seen: a redelivered one is not a new call
 
 
 class TraceBuffer(Generic[P]):
@@ -170,7 +171,7 @@ class TraceBuffer(Generic[P]):
     def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
-            self._remember(trace_id, planned.plan)
+            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans})
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
             return Decided(trace_id, spans, None, exc)
         finally:
@@ -193,18 +194,25 @@ class TraceBuffer(Generic[P]):
             except Exception:  # noqa: BLE001 - hand the span on with what is known
                 return Late(view, payload, remembered.replay_class, None, None)
 
-    def _remember(self, trace_id: str, plan: TracePlan) -> None:
+    def _remember(self, trace_id: str, plan: TracePlan, span_ids: set[str]) -> None:
         with self._lock:
             self._decided[trace_id] = _Remembered(
-                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids
             )
             self._decided.move_to_end(trace_id)
             while len(self._decided) > self._config.decided_cache_size:
                 self._decided.popitem(last=False)
 
     def _late(self, view: SpanView, payload: P, remembered: _Remembered) -> Late[P]:
+        if view.span_id in remembered.span_ids:
+            # Redelivered (a client or collector retry): the same call, never a second execution.
+            known = remembered.plan.steps if remembered.plan is not None else ()
+            mine = next((d for d in known if d.step.span_id == view.span_id), None)
+            return Late(view, payload, remembered.replay_class, mine, None)
+        span_ids = remembered.span_ids | {view.span_id}
         step = span_to_step(view, self._config)
         if step is None:
+            remembered.span_ids = span_ids
             return Late(view, payload, remembered.replay_class, None, None)
         steps = list(remembered.steps)
         owner = next((i for i, s in enumerate(steps) if s.span_id and s.span_id == view.parent_span_id), None)
@@ -214,7 +222,7 @@ class TraceBuffer(Generic[P]):
         else:
             steps = [s for s in steps if not (s.requested_only and s.call_id == step.call_id)] + [step]
         plan = plan_trace(view.trace_id, steps, partial=True, limits=self._config.limits)
-        self._remember(view.trace_id, plan)
+        self._remember(view.trace_id, plan, span_ids)
         mine = next((d for d in plan.steps if step is not None and d.step is step), None)
         return Late(view, payload, plan.replay_class.value if plan.replay_class else None, mine, plan)
 

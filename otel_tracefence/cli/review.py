@@ -1,12 +1,24 @@
 """``tracefence review list|show|resolve``: read and resolve the review queue.
 
-The database is ``--db PATH``, else ``$OTEL_TRACEFENCE_REVIEW_DB`` (or ``review_db``
-in the config file), else ``tracefence-review.db`` in the working directory; it is
-never created here.
+Two sources, the same commands and the same output:
+
+* the SQLite file: ``--db PATH``, else ``$OTEL_TRACEFENCE_REVIEW_DB`` (or
+  ``review_db`` in the config file), else ``tracefence-review.db`` in the working
+  directory; it is never created here;
+* the gRPC review API of a running ``tracefence serve``: ``--endpoint HOST:PORT``
+  (or ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT``), with ``--token`` (or
+  ``$OTEL_TRACEFENCE_REVIEW_TOKEN``) sent as ``authorization: Bearer <token>``,
+  and ``--ca-file PEM`` to speak TLS (plaintext without it). ``list``, ``show``
+  and ``resolve`` call ``ListReviewItems``, ``GetReviewItem`` and
+  ``ResolveReviewItem``.
+
+Which source: ``--db`` or ``--endpoint`` when given (not both), else
+``$OTEL_TRACEFENCE_REVIEW_ENDPOINT`` when set, else the database file.
 ``--format json`` prints each ``tracefence.v1.ReviewItem`` as one line of
 canonical protobuf JSON (every field printed); ``table`` (the default) is for
 people. Exit 0 on success, 2 for a missing or unusable database, an unknown
-trace id or a bad argument.
+trace id, a bad argument, or a review API that cannot be reached or refuses the
+token; the reason is one line on standard error.
 """
 
 from __future__ import annotations
@@ -16,7 +28,7 @@ import os
 import sqlite3
 import sys
 import unicodedata
-from typing import Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from google.protobuf import json_format
 
@@ -26,6 +38,9 @@ from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.store import MAX_PAGE_SIZE, ReviewStoreError, SQLiteReviewStore
 
 DB_ENV = "OTEL_TRACEFENCE_REVIEW_DB"
+ENDPOINT_ENV = "OTEL_TRACEFENCE_REVIEW_ENDPOINT"
+TOKEN_ENV = "OTEL_TRACEFENCE_REVIEW_TOKEN"
+API_TIMEOUT_S = 30.0
 DEFAULT_DB = "tracefence-review.db"
 EXIT_OK, EXIT_ERROR = 0, 2
 
@@ -47,6 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     # SUPPRESS keeps the action's parser from overwriting a value given before it.
     common.add_argument("--db", default=argparse.SUPPRESS, help=f"review database (default: ${DB_ENV} or review_db in the config file, else {DEFAULT_DB})")
     common.add_argument("--format", choices=("table", "json"), default=argparse.SUPPRESS, help="table (default): for people; json: one ReviewItem per line (canonical protobuf JSON)")
+    _api_arguments(common, argparse.SUPPRESS)
 
     parser = subparsers.add_parser(
         "review",
@@ -55,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--db", default=None, help=f"review database (default: ${DB_ENV} or review_db in the config file, else {DEFAULT_DB})")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default): for people; json: one ReviewItem per line (canonical protobuf JSON)")
+    _api_arguments(parser, None)
     actions = parser.add_subparsers(dest="review_action", required=True, metavar="{list,show,resolve}")
 
     list_parser = actions.add_parser("list", parents=[common], help="list items, most recently updated first")
@@ -74,6 +91,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def _api_arguments(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--endpoint", metavar="HOST:PORT", default=default, help=f"use the review API of a running tracefence serve instead of a database file (default: ${ENDPOINT_ENV})")
+    parser.add_argument("--token", default=default, help=f"bearer token for the review API (default: ${TOKEN_ENV})")
+    parser.add_argument("--ca-file", metavar="PEM", default=default, help="CA certificate(s) to verify the review API's TLS certificate; without it, plaintext")
+
+
 def _db_path(args: argparse.Namespace, config: TraceFenceConfig) -> str:
     """``--db``, else the configuration's ``review_db`` (``$OTEL_TRACEFENCE_REVIEW_DB`` or the
     config file), else ``$OTEL_TRACEFENCE_REVIEW_DB`` read here, else ``tracefence-review.db``."""
@@ -85,10 +108,90 @@ def _fail(args: argparse.Namespace, message: str) -> int:
     return EXIT_ERROR
 
 
+class ReviewSource(Protocol):
+    """What the commands need of the queue: :class:`SQLiteReviewStore`, or :class:`ApiSource` over gRPC."""
+
+    def list(
+        self, *, state: int | None, replay_classes: Iterable[ReplayClass], service_name: str | None, page_size: int, page_token: str
+    ) -> tuple[list[pb.ReviewItem], str]: ...
+
+    def get(self, trace_id: str) -> pb.ReviewItem | None: ...
+
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
+
+
+class ApiSource:
+    """The review API (``tracefence.v1.ReviewService``) behind the store's interface: ``get`` gives
+    ``None`` and ``resolve`` raises :class:`KeyError` for NOT_FOUND, INVALID_ARGUMENT raises
+    :class:`ValueError`; other failures raise :class:`grpc.RpcError`."""
+
+    def __init__(self, endpoint: str, *, token: str | None = None, ca_file: str | None = None) -> None:
+        import grpc
+
+        from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
+
+        self._grpc = grpc
+        if ca_file:
+            with open(ca_file, "rb") as f:  # OSError: the caller says which file
+                credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self._channel = grpc.secure_channel(endpoint, credentials)
+        else:
+            self._channel = grpc.insecure_channel(endpoint)
+        self._stub = pb_grpc.ReviewServiceStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return method(request, metadata=self._metadata, timeout=API_TIMEOUT_S)
+        except self._grpc.RpcError as exc:
+            if exc.code() == self._grpc.StatusCode.INVALID_ARGUMENT:
+                raise ValueError(exc.details()) from None
+            raise
+
+    def list(self, *, state, replay_classes, service_name, page_size, page_token):
+        from otel_tracefence.schema import REPLAY_CLASS
+
+        request = pb.ListReviewItemsRequest(
+            state=state or pb.REVIEW_STATE_UNSPECIFIED,
+            replay_classes=[REPLAY_CLASS[c] for c in replay_classes],
+            service_name=service_name or "",
+            page_size=page_size,
+            page_token=page_token,
+        )
+        response = self._call(self._stub.ListReviewItems, request)
+        return list(response.items), response.next_page_token
+
+    def get(self, trace_id: str) -> pb.ReviewItem | None:
+        try:
+            return self._call(self._stub.GetReviewItem, pb.GetReviewItemRequest(trace_id=trace_id))
+        except self._grpc.RpcError as exc:
+            if exc.code() == self._grpc.StatusCode.NOT_FOUND:
+                return None
+            raise
+
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
+        try:
+            return self._call(self._stub.ResolveReviewItem, pb.ResolveReviewItemRequest(trace_id=trace_id, resolved_by=resolved_by, note=note))
+        except self._grpc.RpcError as exc:
+            if exc.code() == self._grpc.StatusCode.NOT_FOUND:
+                raise KeyError(trace_id) from None
+            raise
+
+    def close(self) -> None:
+        self._channel.close()
+
+
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    path = _db_path(args, config)
     if args.review_action == "list" and args.limit < 0:
         return _fail(args, f"--limit must be 0 (all) or more, not {args.limit}")
+    if args.endpoint and args.db:
+        return _fail(args, "give --db (a database file) or --endpoint (a review API), not both")
+    endpoint = args.endpoint or (None if args.db else os.environ.get(ENDPOINT_ENV))
+    if endpoint:
+        return _run_api(args, endpoint)
+    if args.token or args.ca_file:
+        return _fail(args, f"--token and --ca-file are for the review API: give --endpoint HOST:PORT (or set ${ENDPOINT_ENV})")
+    path = _db_path(args, config)
     try:
         store = SQLiteReviewStore(path, create=False)
     except FileNotFoundError:
@@ -97,23 +200,63 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         return _fail(args, _naming(path, exc))
     try:
         with store:
-            if args.review_action == "list":
-                return _list(args, store)
-            if args.review_action == "show":
-                item = store.get(args.trace_id)
-                if item is None:
-                    return _fail(args, f"{path}: no review item for trace id {args.trace_id!r}")
-            else:
-                try:
-                    item = store.resolve(args.trace_id, resolved_by=args.by, note=args.note)
-                except KeyError:
-                    return _fail(args, f"{path}: no review item for trace id {args.trace_id!r}")
-                except ValueError as exc:
-                    return _fail(args, f"--by: {exc}")
-            print(_json(item) if args.format == "json" else render_item(item))
-            return EXIT_OK
+            return _act(args, store, path)
     except (ReviewStoreError, sqlite3.Error) as exc:  # locked past the busy timeout, disk full, ...
         return _fail(args, _naming(path, exc))
+
+
+def _run_api(args: argparse.Namespace, endpoint: str) -> int:
+    import grpc
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        source = ApiSource(endpoint, token=token, ca_file=args.ca_file)
+    except OSError as exc:
+        return _fail(args, f"--ca-file {args.ca_file}: {exc.strerror or exc}")
+    try:
+        return _act(args, source, endpoint)
+    except ValueError as exc:  # INVALID_ARGUMENT from the API
+        return _fail(args, f"{endpoint}: {exc}")
+    except grpc.RpcError as exc:
+        return _fail(args, f"{endpoint}: {_rpc_problem(exc, token, args.ca_file)}")
+    finally:
+        source.close()
+
+
+def _rpc_problem(exc: Any, token: str | None, ca_file: str | None) -> str:
+    import grpc
+
+    code, details = exc.code(), exc.details() or ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        hint = "the token was refused" if token else f"the review API wants a token: give --token or set ${TOKEN_ENV}"
+        return f"not authenticated ({details}): {hint}"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        hint = "" if ca_file else " (plaintext; give --ca-file if it speaks TLS)"
+        return f"review API unavailable: {details}{hint}"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return f"no review API there ({details}): is it the review endpoint of a tracefence serve with a review database?"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"review API did not answer within {API_TIMEOUT_S:g}s"
+    return f"review API failed: {code.name}: {details}"
+
+
+def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
+    """Run the action against ``source``; ``where`` (the file or the endpoint) leads error messages."""
+    if args.review_action == "list":
+        return _list(args, source)
+    if args.review_action == "show":
+        item = source.get(args.trace_id)
+        if item is None:
+            return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
+    else:
+        try:
+            item = source.resolve(args.trace_id, resolved_by=args.by, note=args.note)
+        except KeyError:
+            return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
+        except ValueError as exc:
+            return _fail(args, f"--by: {exc}")
+    print(_json(item) if args.format == "json" else render_item(item))
+    return EXIT_OK
 
 
 def _naming(path: str, exc: BaseException) -> str:
@@ -121,7 +264,7 @@ def _naming(path: str, exc: BaseException) -> str:
     return str(exc) if str(path) in str(exc) else f"{path}: {exc}"
 
 
-def _list(args: argparse.Namespace, store: SQLiteReviewStore) -> int:
+def _list(args: argparse.Namespace, store: ReviewSource) -> int:
     remaining = args.limit or None  # None: every item
     items: list[pb.ReviewItem] = []
     token = ""

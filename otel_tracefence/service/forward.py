@@ -118,6 +118,8 @@ class Forwarder:
         self._cond = threading.Condition()
         self._closing = False
         self._busy = False
+        self._sending: ExportTraceServiceRequest | None = None  # the request the worker is sending
+        self._sending_dropped = False  # it left the queue (past the bound) while being sent
         self._thread = threading.Thread(target=self._run, name=f"tracefence-forward-{target.name}", daemon=True)
         self._thread.start()
 
@@ -126,12 +128,20 @@ class Forwarder:
             self._queue.append((request, spans))
             self.depth += spans
             while self.depth > self.max_spans and len(self._queue) > 1:
-                _, dropped = self._queue.popleft()
+                oldest, dropped = self._queue.popleft()
                 self.depth -= dropped
-                self.dropped_spans += dropped
-                self._on_drop(dropped)
-                _log.warning("forward queue for %s full: dropped %d spans (%d dropped so far)", self.target.name, dropped, self.dropped_spans)
+                if self._busy and oldest is self._sending:
+                    # Being sent right now: counted as dropped only if that attempt fails.
+                    self._sending_dropped = True
+                    continue
+                self._count_drop(dropped)
             self._cond.notify()
+
+    def _count_drop(self, spans: int) -> None:
+        # Caller holds the lock.
+        self.dropped_spans += spans
+        self._on_drop(spans)
+        _log.warning("forward queue for %s full: dropped %d spans (%d dropped so far)", self.target.name, spans, self.dropped_spans)
 
     def _run(self) -> None:
         pause = PAUSE_AFTER_FAILURE_S[0]
@@ -143,6 +153,7 @@ class Forwarder:
                     return
                 request, spans = self._queue[0]
                 self._busy = True
+                self._sending, self._sending_dropped = request, False
             try:
                 ok = self.target.send(request)
             except Exception as exc:  # noqa: BLE001 - a target fault must not kill the worker
@@ -150,8 +161,11 @@ class Forwarder:
                 ok = False
             with self._cond:
                 self._busy = False
+                left_queue, self._sending = self._sending_dropped, None
+                if left_queue and not ok:  # dropped past the bound while this attempt ran, and it failed
+                    self._count_drop(spans)
                 if ok:
-                    if self._queue and self._queue[0][0] is request:
+                    if not left_queue:
                         self._queue.popleft()
                         self.depth -= spans
                     self.sent_spans += spans

@@ -10,6 +10,7 @@ be accepted (bad ids); the rest of the batch is always kept.
 
 from __future__ import annotations
 
+import collections
 import logging
 from typing import Callable
 
@@ -34,8 +35,15 @@ def unavailable(context: grpc.ServicerContext, message: str, retry_delay_s: floa
     retry_info = error_details_pb2.RetryInfo(retry_delay=delay)
     detail = status_pb2.Status(code=code_pb2.UNAVAILABLE, message=message)
     detail.details.add().Pack(retry_info)
-    context.set_trailing_metadata((("google.rpc.retryinfo-bin", retry_info.SerializeToString()),))
-    context.abort_with_status(rpc_status.to_status(detail))
+    status = rpc_status.to_status(detail)
+    # abort_with_status sends the status's own trailing metadata only (it replaces anything set
+    # with set_trailing_metadata), so the RetryInfo trailer goes into it beside grpc-status-details-bin.
+    trailers = (*status.trailing_metadata, ("google.rpc.retryinfo-bin", retry_info.SerializeToString()))
+    context.abort_with_status(_Status(status.code, status.details, trailers))
+
+
+class _Status(collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status):
+    pass
 
 
 class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):

@@ -161,6 +161,10 @@ class TraceFenceService:
 
     def _bind(self, server: grpc.Server, address: str) -> int:
         settings = self.config.service
+        if bool(settings.tls_certificate_file) != bool(settings.tls_key_file):
+            # Fail closed: one of the two alone must not fall back to plaintext.
+            given, missing = ("tls_certificate_file", "tls_key_file") if settings.tls_certificate_file else ("tls_key_file", "tls_certificate_file")
+            raise OSError(f"cannot listen on {address} with TLS: {given} is set but {missing} is not")
         if settings.tls_certificate_file and settings.tls_key_file:
             with open(settings.tls_key_file, "rb") as key, open(settings.tls_certificate_file, "rb") as chain:
                 credentials = grpc.ssl_server_credentials([(key.read(), chain.read())])
@@ -188,7 +192,7 @@ class TraceFenceService:
         self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
         for server in self._servers:
             server.start()
-        for name in ("", TRACE_SERVICE, REVIEW_SERVICE):
+        for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if self.store is not None else ())):  # only what is served
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         _log.info(
             "tracefence serve listening",

@@ -1,0 +1,347 @@
+"""Shared parts for the ``tracefence serve`` tests: a recording upstream, real SDK clients, polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_tracefence.instrument import tool_call
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+BIG = 64 * 1024 * 1024
+TF = "tracefence."
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (for an upstream started later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def value_of(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [value_of(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: value_of(kv.value) for kv in v.kvlist_value.values}
+    return getattr(v, kind) if kind else None
+
+
+def attrs(kvs: Any) -> dict[str, Any]:
+    return {kv.key: value_of(kv.value) for kv in kvs}
+
+
+def tf_attrs(span: PbSpan) -> dict[str, Any]:
+    return {k: v for k, v in attrs(span.attributes).items() if k.startswith(TF)}
+
+
+class Received:
+    """One span as the upstream got it, with its resource and scope."""
+
+    def __init__(self, resource: PbResource, scope: InstrumentationScope, span: PbSpan) -> None:
+        self.resource, self.scope, self.span = resource, scope, span
+
+    @property
+    def name(self) -> str:
+        return self.span.name
+
+    @property
+    def trace_id(self) -> str:
+        return self.span.trace_id.hex()
+
+    @property
+    def span_id(self) -> str:
+        return self.span.span_id.hex()
+
+    @property
+    def tf(self) -> dict[str, Any]:
+        return tf_attrs(self.span)
+
+    @property
+    def service_name(self) -> str:
+        return attrs(self.resource.attributes).get("service.name", "")
+
+
+class RecordingUpstream(trace_service_pb2_grpc.TraceServiceServicer):
+    """A real OTLP/gRPC TraceService that records every request (the test's backend)."""
+
+    def __init__(self) -> None:
+        self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.metadata: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._server: grpc.Server | None = None
+        self.port = 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.requests.append(request)
+            self.metadata.append({k: v for k, v in context.invocation_metadata()})
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def start(self, port: int = 0) -> int:
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4),
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", BIG)],
+        )
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, server)
+        self.port = server.add_insecure_port(f"127.0.0.1:{port}")
+        assert self.port, f"upstream could not bind 127.0.0.1:{port}"
+        server.start()
+        self._server = server
+        return self.port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(0).wait()
+            self._server = None
+
+    def spans(self) -> list[Received]:
+        with self._lock:
+            requests = list(self.requests)
+        return [Received(rs.resource, ss.scope, span) for r in requests for rs in r.resource_spans for ss in rs.scope_spans for span in ss.spans]
+
+    def trace(self, trace_id: str) -> list[Received]:
+        return [s for s in self.spans() if s.trace_id == trace_id]
+
+    def wait_spans(self, count: int, trace_id: str | None = None, timeout: float = 10.0) -> list[Received]:
+        get = (lambda: self.trace(trace_id)) if trace_id else self.spans
+        wait_for(lambda: len(get()) >= count, timeout, what=f"{count} span(s) upstream{' of ' + trace_id if trace_id else ''} (have {len(get())})")
+        return get()
+
+
+class Client:
+    """An agent process: a real SDK TracerProvider exporting through the real OTLPSpanExporter.
+
+    By default one Export call per span (SimpleSpanProcessor); with ``batch=True``
+    spans wait until :meth:`send` exports them all in one call (as a
+    BatchSpanProcessor does). An in-memory copy keeps every span made.
+    """
+
+    def __init__(self, port: int, service_name: str = "agent", *, batch: bool = False, **exporter_kwargs: Any) -> None:
+        secure = "credentials" in exporter_kwargs
+        exporter_kwargs.setdefault("insecure", not secure)
+        endpoint = exporter_kwargs.pop("endpoint", f"{'https' if secure else 'http'}://127.0.0.1:{port}")
+        self.exporter = OTLPSpanExporter(endpoint=endpoint, timeout=10, **exporter_kwargs)
+        self.sent = InMemorySpanExporter()
+        self._batch_from = 0
+        self._batch = batch
+        self.provider = TracerProvider(resource=Resource.create({"service.name": service_name, "deployment.environment": "test"}))
+        self.provider.add_span_processor(SimpleSpanProcessor(self.sent))
+        if not batch:
+            self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = self.provider.get_tracer("agent.loop", "1.2.3")
+
+    def tool(self, name: str, **kwargs: Any):
+        return tool_call(name, tracer_provider=self.provider, **kwargs)
+
+    def send(self) -> Any:
+        """Export every span finished since the last call in one Export call; the SDK's result."""
+        spans = self.sent.get_finished_spans()[self._batch_from :]
+        self._batch_from += len(spans)
+        return self.exporter.export(spans)
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+        if self._batch:
+            self.exporter.shutdown(timeout_millis=1000)
+
+
+def timed_out_write(client: Client, name: str = "payments.charge", key: str = "order-17", **arguments: Any) -> None:
+    """A write that timed out: the trace can't show whether it happened (review)."""
+    try:
+        with client.tool(name, effect="write", idempotency_key=key, arguments=arguments or {"amount_cents": 1250}, call_id=f"call-{name}"):
+            raise TimeoutError("upstream did not answer")
+    except TimeoutError:
+        pass
+
+
+def read(client: Client, name: str = "accounts.get_balance", **arguments: Any) -> None:
+    with client.tool(name, effect="read", arguments=arguments or {"account": "a-1"}, call_id=f"call-{name}"):
+        pass
+
+
+def agent_trace(client: Client, *, review: bool = True, end_root: bool = True) -> str:
+    """An agent turn: an ``invoke_agent`` root, a read, and (``review``) a timed-out write, else a recorded ok write.
+    Returns the trace id (hex)."""
+    root = client.tracer.start_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"})
+    from opentelemetry import trace
+
+    with trace.use_span(root, end_on_exit=False):
+        read(client)
+        if review:
+            timed_out_write(client)
+        else:
+            with client.tool("invoice.create", effect="write", idempotency_key="inv-1", arguments={"customer": "c-9"}, record_result=True, call_id="call-inv") as call:
+                call.set_result({"invoice": "in_1"})
+    if end_root:
+        root.end()
+    return format(root.get_span_context().trace_id, "032x")
+
+
+# -- raw OTLP ---------------------------------------------------------------------
+
+
+def kv(key: str, value: Any) -> KeyValue:
+    if isinstance(value, bool):
+        return KeyValue(key=key, value=AnyValue(bool_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=str(value)))
+
+
+def raw_span(trace_id: bytes, span_id: bytes, name: str = "op", parent: bytes = b"", **attributes: Any) -> PbSpan:
+    return PbSpan(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        start_time_unix_nano=1_700_000_000_000_000_000,
+        end_time_unix_nano=1_700_000_000_100_000_000,
+        attributes=[kv(k, v) for k, v in attributes.items()],
+    )
+
+
+def raw_tool_span(trace_id: bytes, span_id: bytes, tool: str, effect: str = "read", status: str = "ok", parent: bytes = b"", **extra: Any) -> PbSpan:
+    return raw_span(
+        trace_id,
+        span_id,
+        f"execute_tool {tool}",
+        parent,
+        **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "tracefence.effect": effect, "tracefence.status": status, **extra},
+    )
+
+
+def raw_request(*spans: PbSpan, service_name: str = "raw-agent") -> trace_service_pb2.ExportTraceServiceRequest:
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    rs = request.resource_spans.add()
+    rs.resource.attributes.append(kv("service.name", service_name))
+    ss = rs.scope_spans.add()
+    ss.scope.name = "raw.client"
+    ss.spans.extend(spans)
+    return request
+
+
+def trace_stub(target: str, credentials: grpc.ChannelCredentials | None = None, **channel_kw: Any):
+    channel = grpc.secure_channel(target, credentials, **channel_kw) if credentials else grpc.insecure_channel(target, **channel_kw)
+    return channel, trace_service_pb2_grpc.TraceServiceStub(channel)
+
+
+# -- test certificates ----------------------------------------------------------------
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost (openssl CLI), as (cert.pem, key.pem)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return cert, key
+
+
+# -- subprocesses ---------------------------------------------------------------------
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_", "OTEL_SERVICE"))}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def tracefence(*args: str, cwd: Path | None = None, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "otel_tracefence", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=clean_env(**env))
+
+
+class ServeProcess:
+    """``tracefence serve`` as a real subprocess; its JSON log lines on stderr are read as they come."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "otel_tracefence", "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
+        )
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def logs(self) -> list[dict[str, Any]]:
+        out = []
+        with self._lock:
+            lines = list(self.lines)
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                out.append({"message": line, "raw": True})
+        return out
+
+    def log(self, message: str, timeout: float = 20.0) -> dict[str, Any]:
+        def find():
+            if self.proc.poll() is not None and not any(e.get("message") == message for e in self.logs()):
+                self._reader.join(timeout=2)
+                raise AssertionError(f"serve exited {self.proc.returncode} before logging {message!r}: {self.stderr()}")
+            return next((e for e in self.logs() if e.get("message") == message), None)
+
+        return wait_for(find, timeout, what=f"log line {message!r}")
+
+    def stderr(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
