@@ -227,7 +227,7 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
     try:
         return TraceFenceConfig(**overrides)
     except ValidationError as exc:
-        where = f"config file {path}" if path else "configuration"
+        where = f"configuration (file {path}, {ENV_PREFIX}* variables)" if path else f"configuration ({ENV_PREFIX}* variables)"
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
         raise ConfigError(f"{where}: {problems}") from None
     except SettingsError as exc:

@@ -37,11 +37,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnreadableInput as exc:
         print(f"tracefence {args.command}: {getattr(args, 'file', '')}: {exc}; nothing was planned", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (| head): not an error of ours
+        sys.stderr.close()
+        return 0
     except OSError as exc:
         print(f"tracefence {args.command}: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

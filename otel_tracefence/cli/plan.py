@@ -10,7 +10,7 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass, TracePlan
 from otel_tracefence.pipeline import group_request, plan_spans, plan_steps
 from otel_tracefence.readers.detect import FORMATS, detect_format
-from otel_tracefence.readers.errors import InputError, decode_utf8
+from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.readers.rows import read_rows
 from otel_tracefence.schema import plan_to_json
@@ -47,7 +47,12 @@ def _read(path: str) -> bytes:
 
 
 def plan_text(text: str, input_format: str, config: TraceFenceConfig) -> tuple[list[TracePlan], list[InputError]]:
-    """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected."""
+    """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
+
+    Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
+    """
+    if not text.strip():
+        raise UnreadableInput("the input is empty: no rows or spans to plan")
     fmt = detect_format(text) if input_format == "auto" else input_format
     if fmt == "otlp-json":
         read = read_otlp_json(text)
@@ -58,7 +63,8 @@ def plan_text(text: str, input_format: str, config: TraceFenceConfig) -> tuple[l
             plans.append(planned.plan)
             for d in planned.plan.steps:
                 errors.extend(
-                    InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id) for f in d.step.malformed
+                    InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
+                    for f in d.step.malformed
                 )
         return plans, errors
     rows = read_rows(text, fmt, config)
@@ -71,7 +77,9 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     if errors:
         for error in sorted(errors, key=lambda e: (e.line, e.span_id)):
             print(f"tracefence plan: {args.file}: {error}", file=sys.stderr)
-        if args.on_malformed == "reject" or any(e.field == "row" for e in errors):
+        # A row or span that could not be read at all is missing from the plans: planning the
+        # rest would hide it (a dropped write could leave its trace "dynamic"), so always reject.
+        if args.on_malformed == "reject" or not all(e.planned for e in errors):
             print(f"tracefence plan: {args.file}: rejected, {len(errors)} error(s); nothing was planned", file=sys.stderr)
             return EXIT_REJECTED
     if args.format == "json":

@@ -108,10 +108,18 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
 
 
 def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:
-    """True for an agent or model span: tool spans under it are a sub-agent's steps."""
-    if attributes.get(GEN_AI_OPERATION) in AGENT_BOUNDARY_OPERATIONS:
+    """True for an agent or model span: tool spans under it are a sub-agent's steps.
+
+    Only string values count: an attribute may hold any OTLP value (an array, a kvlist).
+    """
+    operation = attributes.get(GEN_AI_OPERATION)
+    if isinstance(operation, str) and operation in AGENT_BOUNDARY_OPERATIONS:
         return True
-    return any(attributes.get(key) in values for key, values in AGENT_BOUNDARY_KINDS.items())
+    for key, values in AGENT_BOUNDARY_KINDS.items():
+        kind = attributes.get(key)
+        if isinstance(kind, str) and kind in values:
+            return True
+    return False
 
 
 def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:

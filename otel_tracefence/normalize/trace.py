@@ -8,7 +8,7 @@ from typing import Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import EffectSource, ToolStatus, ToolStep
+from otel_tracefence.model import EffectSource, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls
@@ -39,9 +39,18 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
     return None
 
 
-def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep]) -> ToolStep:
-    """Fields the outer step did not record, taken from its first attempt that did."""
-    changes = {"attempts": max(1, len(attempts))}
+def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> ToolStep:
+    """Fields the outer step did not record, taken from its first attempt that did; ``sent`` attempts.
+
+    An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
+    never dropped because its span is an attempt rather than a step.
+    """
+    changes: dict = {"attempts": max(1, sent)}
+    bad = tuple(
+        MalformedField(m.field, f"dispatch attempt {attempt.span_id}: {m.message}") for attempt in attempts for m in attempt.malformed
+    )
+    if bad:
+        changes["malformed"] = step.malformed + bad
     for attempt in attempts:
         if step.arguments_sha256 is None and attempt.arguments_sha256 is not None and "arguments_sha256" not in changes:
             changes.update(arguments_json=attempt.arguments_json, arguments_sha256=attempt.arguments_sha256, arguments_unavailable=None)
@@ -113,21 +122,29 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     nearest = {sid: _nearest_tool_ancestor(by_id[sid], by_id, tool_ids) for sid in tool_ids}
     root_of: dict[str, str] = {}
     for sid in tool_ids:
-        root, hops = sid, 0
-        while nearest[root] is not None and hops <= len(tool_ids):
-            root, hops = nearest[root], hops + 1
+        root, seen = sid, {sid}
+        while nearest[root] is not None:
+            root = nearest[root]
+            if root in seen:  # a parent cycle (corrupt ids) has no outer step: the span is a step of its own
+                root = sid
+                break
+            seen.add(root)
         root_of[sid] = root
+    # Every tool span below a step, however deep (a retry wrapper's own calls too), is one of its
+    # dispatch attempts; the innermost ones, the calls actually sent, are the attempts counted.
+    has_inner = {parent for parent in nearest.values() if parent is not None}
     attempts: dict[str, list[ToolStep]] = {}
-    for sid, parent in nearest.items():
-        if parent is not None:
-            attempts.setdefault(parent, []).append(own_steps[sid])
+    for sid, root in root_of.items():
+        if root != sid:
+            attempts.setdefault(root, []).append(own_steps[sid])
     result = NormalizedTrace()
     for sid, step in own_steps.items():
         if root_of[sid] != sid:
             result.attempt_of[sid] = root_of[sid]
             continue
-        direct = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
-        result.steps.append(_fill_from_attempts(step, direct) if direct else step)
+        inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
+        sent = sum(a.span_id not in has_inner for a in inner)
+        result.steps.append(_fill_from_attempts(step, inner, sent) if inner else step)
     requests = [call for span in spans if span.span_id not in tool_ids for call in requested_calls(span, config.limits)]
     if requests:
         result.steps.extend(_unrecorded_requests(result.steps, requests, config))

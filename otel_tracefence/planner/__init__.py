@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from otel_tracefence import reasons
@@ -51,6 +52,13 @@ def plan_trace(trace_id: str, steps: Iterable[ToolStep], *, partial: bool = Fals
     related ids per step). A trace with no step gets ``replay_class`` ``None``.
     """
     ordered = sorted(steps, key=lambda s: s.order_key)
+    if any(a.order_key == b.order_key for a, b in zip(ordered, ordered[1:])):
+        # Steps alike in time, position and ids (only steps built directly can be): order
+        # them by their whole content, so the input order never shows through.
+        ordered.sort(key=lambda s: (s.order_key, repr(s)))
+        # The groups tell steps apart by identity: the same object given twice is two steps.
+        seen: set[int] = set()
+        ordered = [replace(s) if id(s) in seen else seen.add(id(s)) or s for s in ordered]
     groups = TraceGroups.build(ordered, limits.max_related_call_ids)
     decisions = tuple(_decide(step, groups, limits.max_related_call_ids) for step in ordered)
     return TracePlan(trace_id=trace_id, replay_class=replay_class(decisions), steps=decisions, partial=partial)

@@ -11,12 +11,16 @@ class InputError:
 
     ``line`` is the 1-based line of the file where the row or span starts (0
     when unknown); ``span_id`` names an OTLP span; ``field`` the field at fault.
+    ``planned`` is true when the row or span is still planned, as a ``review``
+    step (a malformed field); false when it could not be read at all and is
+    missing from the plans.
     """
 
     line: int
     field: str
     message: str
     span_id: str = ""
+    planned: bool = False
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"

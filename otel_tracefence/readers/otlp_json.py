@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -40,11 +41,11 @@ def _hex_ids_to_base64(obj: dict[str, Any], where: str) -> None:
         if value is None or value == "" and name in ("parentSpanId", "parent_span_id"):
             continue
         if not isinstance(value, str) or len(value) != length:
-            raise ValueError(f"{name}: {where} id must be {length} hex characters, got {value!r}"[:200])
+            raise ValueError(f"{name}: the {where}'s {name} must be {length} hex characters, got {value!r}"[:200])
         try:
             raw = bytes.fromhex(value)
         except ValueError:
-            raise ValueError(f"{name}: {value!r} is not hex"[:200]) from None
+            raise ValueError(f"{name}: the {where}'s {name} {value!r} is not hex"[:200]) from None
         if not any(raw):
             raise ValueError(f"{name}: an all-zero id is invalid")
         obj[name] = base64.b64encode(raw).decode("ascii")
@@ -64,7 +65,20 @@ def _parse_span(span_json: dict[str, Any]) -> Span:
     try:
         return json_format.ParseDict(span_json, Span(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
-        raise ValueError(f"span: {exc}"[:300]) from None
+        raise ValueError(_parse_error(exc)) from None
+
+
+_NESTED_PARSE_ERROR = re.compile(r"Failed to parse (\w+) field: ")
+
+
+def _parse_error(exc: json_format.ParseError) -> str:
+    """``field: cause`` from json_format's message, which wraps the cause once per level of nesting
+    ("Failed to parse attributes field: Failed to parse value field: ... Message too deep")."""
+    text = str(exc)
+    path = _NESTED_PARSE_ERROR.findall(text)
+    cause = (text[text.rfind("field: ") + len("field: ") :] if path else text).rstrip(".")
+    where = ".".join(path) if len(path) <= 4 else f"{path[0]}.{path[1]}...{path[-1]}"
+    return f"{path[0] if path else 'span'}: {cause}{f' (at {where})' if len(path) > 1 else ''}"[:300]
 
 
 def _requests(text: str) -> Iterator[tuple[int, Any]]:

@@ -172,6 +172,11 @@ def _ndjson_rows(text: str) -> Iterator[tuple[int, Any]]:
 
 
 def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
+    # The csv module refuses cells over 128 KiB by default (a process-wide limit): raise it
+    # to the text's length so a big arguments cell reaches the limits and is reported
+    # "arguments_too_large" as in JSON rows, instead of failing the whole file.
+    if len(text) >= csv.field_size_limit():
+        csv.field_size_limit(len(text) + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []
@@ -190,6 +195,9 @@ def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
             return
         if None in row:
             yield start, InputError(start, "row", f"{len(header) + len(row[None])} fields where the header has {len(header)}")
+        elif None in row.values():  # DictReader fills the cells a short row lacks with None
+            filled = sum(value is not None for value in row.values())
+            yield start, InputError(start, "row", f"{filled} fields where the header has {len(header)}")
         else:
             yield start, row
         start = reader.line_num + 1
@@ -212,6 +220,6 @@ def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRea
             result.errors.append(InputError(line, "row", f"a row must be an object, not {type(row).__name__}"))
             continue
         step = row_to_step(row, line, config, arguments_are_text=input_format == "csv")
-        result.errors.extend(InputError(line, f.field, f.message) for f in step.malformed)
+        result.errors.extend(InputError(line, f.field, f.message, planned=True) for f in step.malformed)
         result.steps.setdefault(step.trace_id, []).append(step)
     return result

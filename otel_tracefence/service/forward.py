@@ -28,6 +28,8 @@ from otel_tracefence.service.otlp_spans import request_span_count
 
 _log = logging.getLogger("otel_tracefence.service")
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
+MAX_BATCH_SPANS = 1024  # queued requests are merged into one send up to this many spans...
+MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024  # ...and this size: the Collector's default gRPC receive limit is 4 MiB
 
 
 class Target(Protocol):
@@ -100,15 +102,22 @@ class FileTarget:
 class Forwarder:
     """A bounded queue of requests for one target, drained by a worker thread.
 
-    ``put`` never blocks. ``depth`` is the number of spans waiting. Counters are
-    attributes (``sent_spans``, ``dropped_spans``, ``failures``) and are also
-    reported through the service's telemetry.
+    ``put`` never blocks. A request put behind one that is not being sent yet
+    is merged into it (up to ``MAX_BATCH_SPANS`` spans, a sixteenth of the
+    bound, and ``MAX_BATCH_BYTES``),
+    so a trace-at-a-time producer still makes few, large upstream calls.
+    ``depth`` is the number of spans waiting. Counters are attributes
+    (``sent_spans``, ``dropped_spans``, ``failures``) and are also reported
+    through the service's telemetry.
     """
 
     def __init__(self, target: Target, max_spans: int, on_drop=None, on_failure=None) -> None:
         self.target = target
         self.max_spans = max_spans
         self._queue: deque[tuple[ExportTraceServiceRequest, int]] = deque()
+        self._merged_tail: ExportTraceServiceRequest | None = None  # the tail, when it is our own merged copy
+        # Batches stay small beside the bound, so dropping past it stays fine-grained.
+        self._batch_spans = min(MAX_BATCH_SPANS, max_spans // 16)
         self.depth = 0
         self.sent_spans = 0
         self.dropped_spans = 0
@@ -124,8 +133,10 @@ class Forwarder:
         self._thread.start()
 
     def put(self, request: ExportTraceServiceRequest, spans: int) -> None:
+        """Queue ``request`` (``spans`` spans; shared with other forwarders, never changed here)."""
         with self._cond:
-            self._queue.append((request, spans))
+            if not self._merge_into_tail(request, spans):
+                self._queue.append((request, spans))
             self.depth += spans
             while self.depth > self.max_spans and len(self._queue) > 1:
                 oldest, dropped = self._queue.popleft()
@@ -136,6 +147,23 @@ class Forwarder:
                     continue
                 self._count_drop(dropped)
             self._cond.notify()
+
+    def _merge_into_tail(self, request: ExportTraceServiceRequest, spans: int) -> bool:
+        # Caller holds the lock. The head may be on the wire: only a tail that is not is merged into.
+        if not self._queue:
+            return False
+        tail, tail_spans = self._queue[-1]
+        if tail_spans + spans > self._batch_spans or (self._busy and tail is self._sending):
+            return False
+        if tail.ByteSize() + request.ByteSize() > MAX_BATCH_BYTES:
+            return False
+        if tail is not self._merged_tail:  # a request shared with other forwarders: copy before merging
+            merged = ExportTraceServiceRequest()
+            merged.MergeFrom(tail)
+            tail = self._merged_tail = merged
+        tail.MergeFrom(request)
+        self._queue[-1] = (tail, tail_spans + spans)
+        return True
 
     def _count_drop(self, spans: int) -> None:
         # Caller holds the lock.
