@@ -117,6 +117,8 @@ class ServiceSettings(BaseModel):
     """Where decided spans go; with none, they are written to ``output_file``."""
     output_file: str = "tracefence-spans.otlp.jsonl"
     """OTLP/JSON lines file written when no upstream is configured."""
+    intake_queue_spans: int = Field(default=100_000, gt=0)
+    """Spans acknowledged but not yet read into the buffer; past it Export answers UNAVAILABLE with a retry delay."""
     forward_queue_spans: int = Field(default=200_000, gt=0)
     """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
     backpressure_ratio: float = Field(default=0.8, gt=0, le=1)

@@ -99,10 +99,14 @@ class Fence(Generic[P]):
         try:
             ready = self.buffer.add(view, payload, local_root=local_root)
         except Exception as exc:  # noqa: BLE001
-            self.telemetry.error("intake", f"could not hold span: {exc!r}", exc)
-            guarded(self.telemetry, "emit", lambda: self._emit([payload]))
+            self.pass_through([payload], "intake", exc)
             return
         self.hand_on(ready)
+
+    def pass_through(self, payloads: list[P], why: str, exc: Exception | None = None) -> None:
+        """Hand spans on unannotated after a failure of ours (counted and logged as ``why``)."""
+        self.telemetry.error(why, f"{why} failed, spans handed on unannotated: {exc!r}", exc)
+        guarded(self.telemetry, "emit", lambda: self._emit(payloads))
 
     def flush(self) -> None:
         """Decide everything held now (as partial where the root has not arrived) and hand it on."""

@@ -10,7 +10,6 @@ from otel_tracefence import annotate
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.fence import Fence, ReviewSink, open_review_sink
 from otel_tracefence.normalize import SpanView, from_readable
-from otel_tracefence.telemetry import guarded
 
 __all__ = ["ReviewSink", "SdkFence", "copy_with", "is_local_root", "open_review_sink"]
 
@@ -76,7 +75,6 @@ class SdkFence(Fence[ReadableSpan]):
             view = from_readable(span)
             local_root = is_local_root(span)
         except Exception as exc:  # noqa: BLE001
-            self.telemetry.error("intake", f"could not read span: {exc!r}", exc)
-            guarded(self.telemetry, "emit", lambda: self._emit([span]))
+            self.pass_through([span], "intake", exc)
             return
         self.add(view, span, local_root=local_root)

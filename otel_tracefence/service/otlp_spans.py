@@ -53,18 +53,39 @@ def any_value(value: Any) -> AnyValue:
     return AnyValue(string_value=str(value))
 
 
-def set_attributes(span: Span, extra: dict[str, Any]) -> None:
-    """Put ``extra`` on the span, replacing attributes of the same key (a span may pass two fences)."""
+_BUILT: dict[tuple, list[KeyValue]] = {}  # trace-level attribute sets are few: build their KeyValues once
+
+
+def _key_values(extra: dict[str, Any]) -> list[KeyValue]:
+    key = tuple(extra.items())
+    try:
+        built = _BUILT.get(key)
+    except TypeError:  # list values (a step's reasons): particular to one span
+        return [KeyValue(key=k, value=any_value(v)) for k, v in extra.items()]
+    if built is None:
+        built = [KeyValue(key=k, value=any_value(v)) for k, v in extra.items()]
+        if len(_BUILT) >= 64:
+            _BUILT.clear()
+        _BUILT[key] = built
+    return built
+
+
+def set_attributes(span: Span, extra: dict[str, Any], present: Any = None) -> None:
+    """Put ``extra`` on the span, replacing attributes of the same key (a span may pass two fences).
+
+    ``present``: the span's attribute keys when the caller has them, to skip the scan for keys to replace.
+    """
     if not extra:
         return
-    existing = [i for i, kv in enumerate(span.attributes) if kv.key in extra]
-    for index in reversed(existing):
-        del span.attributes[index]
-    span.attributes.extend(KeyValue(key=key, value=any_value(value)) for key, value in extra.items())
+    if present is None or any(key in present for key in extra):
+        existing = [i for i, kv in enumerate(span.attributes) if kv.key in extra]
+        for index in reversed(existing):
+            del span.attributes[index]
+    span.attributes.extend(_key_values(extra))
 
 
 def annotate_item(item: OtlpItem, view: SpanView, extra: dict[str, Any]) -> OtlpItem:
-    set_attributes(item.span, extra)
+    set_attributes(item.span, extra, view.attributes)
     return item
 
 

@@ -20,8 +20,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from otel_tracefence.fence import Fence
-from otel_tracefence.normalize import from_otlp
+from otel_tracefence.service.intake import Intake
 from otel_tracefence.service.otlp_spans import Origin, OtlpItem, invalid_reason
 
 _log = logging.getLogger("otel_tracefence.service")
@@ -47,14 +46,14 @@ class _Status(collections.namedtuple("_Status", ("code", "details", "trailing_me
 
 
 class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
-    """Receives spans into a :class:`~otel_tracefence.fence.Fence` of :class:`OtlpItem`.
+    """Receives spans into an :class:`~otel_tracefence.service.intake.Intake` (acknowledged on receipt).
 
     ``refuse()`` returns a reason to refuse the whole call for now (shutting down,
-    forward queue near full) or ``None``.
+    a queue near full) or ``None``.
     """
 
-    def __init__(self, fence: Fence[OtlpItem], refuse: Callable[[], str | None], retry_delay_s: float, on_rejected=None) -> None:
-        self._fence = fence
+    def __init__(self, intake: Intake, refuse: Callable[[], str | None], retry_delay_s: float, on_rejected=None) -> None:
+        self._intake = intake
         self._refuse = refuse
         self._retry_delay_s = retry_delay_s
         self._on_rejected = on_rejected or (lambda n: None)
@@ -65,7 +64,7 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
             unavailable(context, reason, self._retry_delay_s)
         rejected = 0
         first_error = ""
-        sequence = 0
+        accepted: list[OtlpItem] = []
         for resource_spans in request.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 origin = Origin(resource_spans.resource, resource_spans.schema_url, scope_spans.scope, scope_spans.schema_url)
@@ -75,14 +74,8 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                         rejected += 1
                         first_error = first_error or f"span {span.span_id.hex() or '?'}: {problem}"
                         continue
-                    try:
-                        view = from_otlp(span, sequence)
-                    except Exception as exc:  # noqa: BLE001 - one bad span never loses the batch
-                        rejected += 1
-                        first_error = first_error or f"span {span.span_id.hex()}: {exc}"
-                        continue
-                    sequence += 1
-                    self._fence.add(view, OtlpItem(origin, span), local_root=view.parent_span_id is None)
+                    accepted.append(OtlpItem(origin, span))
+        self._intake.put(accepted)
         response = trace_service_pb2.ExportTraceServiceResponse()
         if rejected:
             self._on_rejected(rejected)

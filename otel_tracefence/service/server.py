@@ -22,6 +22,7 @@ from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_g
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.fence import Fence
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
+from otel_tracefence.service.intake import Intake
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
@@ -123,6 +124,7 @@ class TraceFenceService:
             decision_wait_ms=settings.decision_wait_ms,
             max_wait_ms=settings.max_wait_ms,
         )
+        self.intake = Intake(self.fence, settings.intake_queue_spans)
         self._accepting = True
         self.health = health.HealthServicer()
         self._servers: list[grpc.Server] = []
@@ -139,6 +141,8 @@ class TraceFenceService:
     def _refuse(self) -> str | None:
         if not self._accepting:
             return "tracefence is shutting down; retry against another replica or later"
+        if self.intake.full():
+            return f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans full; retry later"
         limit = self.config.service.backpressure_ratio
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
@@ -183,7 +187,7 @@ class TraceFenceService:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
         settings = self.config.service
         main = self._server()
-        receiver = TraceReceiver(self.fence, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
+        receiver = TraceReceiver(self.intake, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, main)
         review_server = main if not settings.review_endpoint else self._server()
         if self.store is not None:
@@ -214,6 +218,7 @@ class TraceFenceService:
         self.health.enter_graceful_shutdown()
         for server in self._servers:
             server.stop(grace_s).wait()
+        self.intake.drain()  # every acknowledged span is held before the fence decides what it holds
         held = len(self.fence.buffer)
         self.fence.shutdown()  # decides what is held (partial where the root never came), closes the store
         deadline = self.config.service.drain_timeout_s
