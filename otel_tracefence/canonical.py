@@ -31,6 +31,11 @@ def _reject_constant(name: str) -> Any:
     raise JSONTextError(f"{name} is not JSON")
 
 
+# Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def parse_json_text(text: str) -> Any:
     """Parse JSON text strictly: ``NaN`` and ``Infinity`` are rejected.
 
@@ -38,7 +43,7 @@ def parse_json_text(text: str) -> Any:
     for nesting deeper than the interpreter can parse.
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
@@ -110,7 +115,7 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
         return Canonical(None, None, reasons.ARGUMENTS_TOO_DEEP)
     try:
         if simple:
-            data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+            data = _ENCODER.encode(value).encode("utf-8")
         else:
             data = rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, TypeError, ValueError, RecursionError):

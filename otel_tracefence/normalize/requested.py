@@ -67,6 +67,9 @@ def _openinference_calls(span: SpanView) -> Iterator[tuple[str | None, str, Any]
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output."""
+    attributes = span.attributes
+    if cv.GEN_AI_OUTPUT_MESSAGES not in attributes and attributes.get("openinference.span.kind") != "LLM":
+        return []  # the common case, checked without scanning every attribute key
     calls = []
     for index, (call_id, tool, raw) in enumerate([*_genai_calls(span, limits), *_openinference_calls(span)]):
         arguments = arguments_from_value(raw, limits) if raw is not None else Arguments()
