@@ -8,22 +8,27 @@ from typing import Sequence
 from otel_tracefence.model import Effect, ToolStep
 
 
-@dataclass(slots=True)
-class Group:
-    """Steps sharing something, in trace order, with each step's position."""
+class Group(list):
+    """Steps sharing something, in trace order (a plain list: one object per group, for big traces)."""
 
-    members: list[ToolStep] = field(default_factory=list)
+    __slots__ = ()
 
-    def add(self, step: ToolStep) -> None:
-        self.members.append(step)
-
-    def __len__(self) -> int:
-        return len(self.members)
+    @property
+    def members(self) -> list[ToolStep]:
+        return self
 
     def window(self, start: int, stop: int | None, cap: int) -> list[ToolStep]:
-        """``members[start:stop]``, but no more than ``cap + 2`` of them: enough to name ``cap`` others and see there are more."""
-        end = len(self.members) if stop is None else stop
-        return self.members[start : min(end, start + cap + 2)]
+        """``self[start:stop]``, but no more than ``cap + 2`` of them: enough to name ``cap`` others and see there are more."""
+        end = len(self) if stop is None else stop
+        return self[start : min(end, start + cap + 2)]
+
+
+def _add(table: dict, key, step: ToolStep) -> Group:
+    group = table.get(key)
+    if group is None:
+        group = table[key] = Group()
+    group.append(step)
+    return group
 
 
 @dataclass(slots=True)
@@ -42,16 +47,22 @@ class TraceGroups:
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":
         groups = cls(max_related=max_related)
+        # Call ids are counted first (a dict of str to int, which the garbage collector does not
+        # track), and grouped only when repeated: most are unique, and a Group per step made
+        # planning a million steps mostly cyclic-GC work.
+        call_ids: dict[str, int] = {}
+        for step in ordered:
+            if not step.call_id_from_span and not step.requested_only:
+                call_ids[step.call_id] = call_ids.get(step.call_id, 0) + 1
         for step in ordered:
             if step.idempotency_key is not None:
-                groups.by_key.setdefault((step.tool, step.idempotency_key), Group()).add(step)
-            if not step.call_id_from_span and not step.requested_only:
-                groups.by_call_id.setdefault(step.call_id, Group()).add(step)
+                _add(groups.by_key, (step.tool, step.idempotency_key), step)
+            if call_ids.get(step.call_id, 0) > 1 and not step.call_id_from_span and not step.requested_only:
+                _add(groups.by_call_id, step.call_id, step)
             if step.arguments_sha256 is not None and step.effect is not Effect.UNKNOWN:
                 table = groups.writes_by_content if step.effect is Effect.WRITE else groups.reads_by_content
-                group = table.setdefault((step.tool, step.arguments_sha256), Group())
-                groups.position[id(step)] = len(group)
-                group.add(step)
+                group = _add(table, (step.tool, step.arguments_sha256), step)
+                groups.position[id(step)] = len(group) - 1
         for key, group in groups.by_key.items():
             if len(group) < 2:
                 continue
