@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+from agent_shape import tool_attributes
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -40,19 +41,7 @@ def run_agent_traces(provider: TracerProvider, traces: int) -> None:
             for turn in range(3):
                 with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
                     pass
-                with tracer.start_as_current_span(
-                    f"execute_tool tool_{turn}",
-                    attributes={
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": f"tool_{turn}",
-                        "gen_ai.tool.call.id": f"call_{t}_{turn}",
-                        "gen_ai.tool.call.arguments": json.dumps({"customer": f"c{t}", "amount_cents": 100 * turn, "note": "x" * 20}),
-                        "gen_ai.tool.call.result": json.dumps({"ok": True, "id": f"r{t}"}),
-                        "tracefence.effect": "read" if turn < 2 else "write",
-                        "tracefence.idempotency_key": f"k-{t}-{turn}",
-                        "gen_ai.agent.name": "billing",
-                    },
-                ):
+                with tracer.start_as_current_span(f"execute_tool tool_{turn}", attributes=tool_attributes(t, turn)):
                     pass
             with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
                 pass

@@ -52,6 +52,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from agent_shape import tool_attributes
+
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20), ("grpc.so_reuseport", 0)]
 SPANS_PER_TRACE = 10
 ROOT_INDEX = SPANS_PER_TRACE - 1  # the root ends last, so an SDK exports it last
@@ -96,20 +98,7 @@ def agent_trace(salt: int, t: int, start_ns: int) -> list[Span]:
 
     for turn in range(3):
         child("chat model", Span.SPAN_KIND_CLIENT, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})
-        child(
-            f"execute_tool tool_{turn}",
-            Span.SPAN_KIND_INTERNAL,
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": f"tool_{turn}",
-                "gen_ai.tool.call.id": f"call_{t}_{turn}",
-                "gen_ai.tool.call.arguments": json.dumps({"customer": f"c{t}", "amount_cents": 100 * turn, "note": "x" * 20}),
-                "gen_ai.tool.call.result": json.dumps({"ok": True, "id": f"r{t}"}),
-                "tracefence.effect": "read" if turn < 2 else "write",
-                "tracefence.idempotency_key": f"k-{t}-{turn}",
-                "gen_ai.agent.name": "billing",
-            },
-        )
+        child(f"execute_tool tool_{turn}", Span.SPAN_KIND_INTERNAL, tool_attributes(t, turn))
     child("chat model", Span.SPAN_KIND_CLIENT, {"gen_ai.operation.name": "chat"})
     child("validate output", Span.SPAN_KIND_INTERNAL, {})
     child("render answer", Span.SPAN_KIND_INTERNAL, {})
