@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
-.PHONY: setup demo test proto bench clean
+.PHONY: setup demo test proto bench soak fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,19 @@ proto: setup
 
 bench: setup
 	$(PY) bench/planner.py
+
+# Several concurrent OTLP clients against `tracefence serve` for SOAK_SECONDS (not in `make test`):
+# memory under the bound derived from the configured limits, no acknowledged span lost.
+SOAK_SECONDS ?= 300
+soak: setup
+	SOAK_SECONDS=$(SOAK_SECONDS) $(PY) bench/soak.py
+
+# Coverage-guided fuzzing (atheris) of the OTLP protobuf and CSV entry points, FUZZ_SECONDS each
+# (default 60; `make fuzz FUZZ_SECONDS=600`). Not part of `make test` nor of CI.
+fuzz: setup
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[fuzz]'
+	$(PY) bench/fuzz_otlp.py
+	$(PY) bench/fuzz_csv.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -27,6 +27,12 @@ class JSONTextError(ValueError):
     """Text that is not JSON (RFC 8259): the field is malformed."""
 
 
+class JSONNumberError(JSONTextError):
+    """JSON text holding an integer too long for Python to convert (more digits than
+    ``sys.get_int_max_str_digits()``, 4300 by default). It is JSON, but not I-JSON: such
+    arguments are unavailable (``arguments_not_i_json``), like any integer beyond 2**53."""
+
+
 def _reject_constant(name: str) -> Any:
     raise JSONTextError(f"{name} is not JSON")
 
@@ -46,6 +52,10 @@ def parse_json_text(text: str) -> Any:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except JSONTextError:
+        raise
+    except ValueError as exc:  # int() refuses integers past its digit limit (CVE-2020-10735)
+        raise JSONNumberError(f"a number out of range: {exc}") from None
 
 
 _INT_MAX = 2**53 - 1  # RFC 8785 / I-JSON (RFC 7493): integers beyond this have no exact form
@@ -131,6 +141,26 @@ def text_too_large(text: str, max_bytes: int) -> bool:
     if len(text) * 4 <= max_bytes:
         return False
     return len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes
+
+
+def is_unicode(text: str) -> bool:
+    """True when ``text`` can be written as UTF-8: it holds no lone surrogate.
+
+    JSON's ``"\\ud800"`` escape and Python strings can hold one; protobuf, JSON output
+    and terminals cannot write it, so a name or id holding one is malformed.
+    """
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate written as a ``\\udXXX`` escape, so it can be written as UTF-8."""
+    return text if is_unicode(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def sha256_text(text: str) -> str:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from otel_tracefence.redact import Redaction
 
 CONFIG_FILE_ENV = "OTEL_TRACEFENCE_CONFIG"
 ENV_PREFIX = "OTEL_TRACEFENCE_"
@@ -76,6 +77,8 @@ class Limits(BaseModel):
     """Deepest nesting of arrays and objects read in arguments."""
     max_related_call_ids: int = Field(default=50, gt=0)
     """Most related call ids listed on one decision (keeps planning linear in big groups)."""
+    max_attributes_per_span: int = Field(default=1024, gt=0)
+    """Most attributes read from one tool span; a tool span with more is malformed (``malformed_attributes``)."""
 
 
 class UpstreamSettings(BaseModel):
@@ -154,6 +157,8 @@ class TraceFenceConfig(BaseSettings):
     """Argument fields (dotted paths) that carry an idempotency key, for tools no rule names."""
     store_raw_values: bool = False
     """Keep canonical arguments and results in plans and review items (they may hold secrets)."""
+    redaction: Redaction = Field(default_factory=Redaction)
+    """With ``store_raw_values``: keys and patterns replaced by ``[REDACTED]`` in the kept values (hashes are of the originals)."""
     limits: Limits = Field(default_factory=Limits)
 
     # The doors: span processor, zero-code exporter and service.

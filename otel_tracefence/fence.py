@@ -7,22 +7,43 @@ decided spans go: downstream processors, an exporter, the forward queues). It
 runs a timer thread only when traces can wait (a decision wait or a maximum
 wait). Nothing here raises into the caller: a failure is logged, counted, and
 the spans are handed on unannotated.
+
+Review writes: a trace whose class needs review is written to the review sink
+before its spans are handed on. When a write fails (the database locked past
+its busy timeout, read-only, on a full disk), the item is held in memory
+(bounded by ``config.max_traces``, keyed by trace id, so a newer plan replaces
+the held one) and written again by a retry thread, with a growing pause, until
+the sink takes it; while items are held, later ones queue behind them without
+waiting on the sink, so the spans' path waits on a failing database at most
+once, for one busy timeout. ``flush`` and ``shutdown`` try once more; what is
+still held at shutdown, or pushed out past the bound, is lost, counted
+(``tracefence.review.writes`` ``outcome=dropped``) and logged with its trace
+ids. ``tracefence.review.writes`` counts traces: ``ok`` written (at once or on
+a retry), ``failed`` held because a write failed or was queued behind failing
+ones; ``tracefence.errors`` ``error.type=review_write`` counts failed attempts;
+``tracefence.review.pending`` is the number held.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
+
+from opentelemetry import metrics
 
 from otel_tracefence import annotate
 from otel_tracefence.buffer import Decided, Late, TraceBuffer
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import TracePlan
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.telemetry import Telemetry, guarded
+from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 
 P = TypeVar("P")
+_log = logging.getLogger("otel_tracefence")
+REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
 
 
 class ReviewSink(Protocol):
@@ -81,10 +102,25 @@ class Fence(Generic[P]):
         self._service_name = service_name
         self._review_sink = review_sink
         self._review_classes = frozenset(config.review_classes)
-        self._review_lock = threading.Lock()
+        self._review_lock = threading.Lock()  # one write at a time (see _review)
+        # Review items whose write failed, oldest first: trace id -> (plan, service name, generation).
+        self._held_reviews: OrderedDict[str, tuple[TracePlan, str, int]] = OrderedDict()
+        self._held_lock = threading.Lock()
+        self._held_generation = 0
+        self._held_max = config.max_traces
+        self._retry_thread: threading.Thread | None = None
+        self._retry_stop = threading.Event()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
         self.telemetry = Telemetry(component, meter_provider)
         self.telemetry.observe_held(lambda: len(self.buffer))
+        if review_sink is not None:
+
+            def pending(options):
+                yield metrics.Observation(len(self._held_reviews), self.telemetry.attributes)
+
+            metrics.get_meter("otel_tracefence", meter_provider=meter_provider).create_observable_gauge(
+                "tracefence.review.pending", callbacks=[pending], unit="{trace}", description="Review items held in memory because their write failed."
+            )
         self._wake = threading.Condition()
         self._stopped = False
         self._timer: threading.Thread | None = None
@@ -109,17 +145,34 @@ class Fence(Generic[P]):
         guarded(self.telemetry, "emit", lambda: self._emit(payloads))
 
     def flush(self) -> None:
-        """Decide everything held now (as partial where the root has not arrived) and hand it on."""
+        """Decide everything held now (as partial where the root has not arrived) and hand it on;
+        try once more to write the review items whose write failed."""
         self.hand_on(self.buffer.drain())
+        if self._held_reviews:
+            self._write_held_reviews()
 
     def shutdown(self) -> None:
-        """Stop the timer, decide and hand on everything held, close the review sink."""
+        """Stop the timer, decide and hand on everything held, close the review sink.
+
+        Review items still unwritten after a last try are lost: counted and logged with their trace ids."""
         with self._wake:
             self._stopped = True
             self._wake.notify_all()
         if self._timer is not None:
             self._timer.join(timeout=5)
+        self._retry_stop.set()
+        retry = self._retry_thread
+        if retry is not None:
+            retry.join(timeout=30)  # it ends after its current attempt (at most one busy timeout)
         self.flush()
+        with self._held_lock:
+            lost = list(self._held_reviews)
+            self._held_reviews.clear()
+        if lost:  # logged whatever was logged before: the last word on what the review queue lacks
+            self.telemetry.review_writes.add(len(lost), {**self.telemetry.attributes, "outcome": "dropped"})
+            self.telemetry.errors.add(1, {**self.telemetry.attributes, "error.type": "review_dropped"})
+            shown = ", ".join(lost[:100]) + (f" and {len(lost) - 100} more" if len(lost) > 100 else "")
+            _log.error("tracefence %s: shutdown: %d review item(s) could not be written and are lost: traces %s", self.telemetry.attributes[COMPONENT], len(lost), shown)
         if self._review_sink is not None:
             guarded(self.telemetry, "review_close", self._review_sink.close)
 
@@ -185,12 +238,94 @@ class Fence(Generic[P]):
     def _review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
         if self._review_sink is None:
             return
+        service = next((name for name in map(self._service_name, payloads) if name), "")
+        if self._held_reviews and self._hold_review(plan, service, failed=False):
+            return  # the sink is failing: queue behind the held items, never wait on it again
         # One write at a time, of the trace's latest plan: a late span's plan written by
         # another thread in between is never overwritten by an older one.
         with self._review_lock:
             plan = self.buffer.latest_plan(plan.trace_id) or plan
-            if plan.replay_class is None or plan.replay_class.value not in self._review_classes:
+            if not self._needs_review(plan):
                 return
-            service = next((name for name in map(self._service_name, payloads) if name), "")
-            ok = guarded(self.telemetry, "review_write", lambda: self._review_sink.upsert(plan, service_name=service))
-        self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok" if ok else "failed"})
+            if self._held_reviews and self._hold_review(plan, service, failed=False):
+                return  # a write failed while this one waited for the lock
+            ok = self._write_review(plan, service)
+        if ok:
+            self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})
+        else:
+            self._hold_review(plan, service, failed=True)
+
+    def _write_review(self, plan: TracePlan, service: str) -> bool:
+        # Caller holds _review_lock.
+        try:
+            self._review_sink.upsert(plan, service_name=service)  # type: ignore[union-attr]
+            return True
+        except Exception as exc:  # noqa: BLE001 - a failing review queue must not stop the spans
+            self.telemetry.error(
+                "review_write",
+                f"review item for trace {plan.trace_id} not written: {exc!r}; it is held in memory and written again once the review queue takes writes",
+                exc,
+            )
+            return False
+
+    def _needs_review(self, plan: TracePlan) -> bool:
+        return plan.replay_class is not None and plan.replay_class.value in self._review_classes
+
+    def _hold_review(self, plan: TracePlan, service: str, *, failed: bool) -> bool:
+        """Keep a review item whose write ``failed``, or that would queue behind held ones, for the retry
+        thread. False (nothing done) when it would queue but nothing is held any more."""
+        plan = self.buffer.latest_plan(plan.trace_id) or plan
+        if not self._needs_review(plan):
+            return True
+        dropped: list[str] = []
+        with self._held_lock:
+            if not failed and not self._held_reviews:
+                return False
+            known = self._held_reviews.pop(plan.trace_id, None)
+            self._held_generation += 1
+            self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
+            while len(self._held_reviews) > self._held_max:
+                dropped.append(self._held_reviews.popitem(last=False)[0])
+            if self._retry_thread is None and not self._retry_stop.is_set():
+                self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
+                self._retry_thread.start()
+        if known is None:
+            self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "failed"})
+        if dropped:
+            self.telemetry.review_writes.add(len(dropped), {**self.telemetry.attributes, "outcome": "dropped"})
+            self.telemetry.error(
+                "review_dropped", f"{len(dropped)} review item(s) held past the bound of {self._held_max} are lost: traces {', '.join(dropped[:20])}"
+            )
+        return True
+
+    def _run_review_retry(self) -> None:
+        pause = REVIEW_RETRY_PAUSE_S[0]
+        while not self._retry_stop.wait(pause):
+            if self._write_held_reviews():
+                return
+            pause = min(pause * 2, REVIEW_RETRY_PAUSE_S[1])
+
+    def _write_held_reviews(self) -> bool:
+        """Write the held review items, oldest first, stopping at the first failure; True once none is held
+        (then the retry thread, if this is it, has ended)."""
+        written = 0
+        while True:
+            with self._held_lock:
+                if not self._held_reviews:
+                    if threading.current_thread() is self._retry_thread:
+                        self._retry_thread = None
+                    if written:
+                        _log.warning("tracefence %s: the review queue takes writes again: wrote %d held item(s)", self.telemetry.attributes[COMPONENT], written)
+                    return True
+                trace_id, (plan, service, generation) = next(iter(self._held_reviews.items()))
+            with self._review_lock:
+                plan = self.buffer.latest_plan(trace_id) or plan
+                ok = self._write_review(plan, service)
+            if not ok:
+                return False
+            self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})
+            written += 1
+            with self._held_lock:
+                held = self._held_reviews.get(trace_id)
+                if held is not None and held[2] == generation:  # not replaced by a newer plan meanwhile
+                    del self._held_reviews[trace_id]

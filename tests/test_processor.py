@@ -670,7 +670,9 @@ def test_review_item_updated_not_duplicated_when_the_same_trace_is_planned_again
     assert item.trace_id == hex_id
     assert item.created_time.ToNanoseconds() == created
     assert item.updated_time.ToNanoseconds() > created
-    assert decisions_by_tool(item) == {"charge": "DECISION_REVIEW"}
+    # It does not know of the refund, but the stored item keeps it: an update never drops a step.
+    assert decisions_by_tool(item) == {"charge": "DECISION_REVIEW", "refund": "DECISION_REVIEW"}
+    assert item.plan.partial is True
     again.provider.shutdown()
     with sqlite3.connect(tmp_path / "review.db") as conn:
         assert conn.execute("SELECT count(*) FROM review_items").fetchone() == (1,)

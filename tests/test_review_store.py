@@ -22,7 +22,8 @@ from otel_tracefence.schema import plan_to_proto
 
 T0 = 1_700_000_000_123_456_789  # 2023-11-14T22:13:20.123456789Z
 SECRET = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
-RAW = TraceFenceConfig(store_raw_values=True)
+# Redaction off: these tests check the store's own stripping of raw values (redaction: tests/test_security.py).
+RAW = TraceFenceConfig(store_raw_values=True, redaction={"keys": [], "card_numbers": False, "bearer_tokens": False})
 
 
 def _plan(trace_id: str, *rows: dict) -> TracePlan:

@@ -76,7 +76,7 @@ CANCEL_PATTERN = r"cancel"
 
 # Where a model's output records the tool calls it requested.
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
-OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)$"
+OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"
 
 
 def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:

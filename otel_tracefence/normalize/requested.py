@@ -50,14 +50,21 @@ def _genai_calls(span: SpanView, limits: Limits) -> Iterator[tuple[str | None, s
                 yield (str(call_id) if call_id not in (None, "") else None), part["name"], part.get("arguments")
 
 
+def _index(digits: str) -> tuple[int, str]:
+    """An index of ASCII digits as a sort key in numeric order, without ``int()``: an attribute key
+    may hold more digits than ``int()`` converts (Python's 4300-digit limit raises ValueError)."""
+    significant = digits.lstrip("0")
+    return len(significant), significant
+
+
 def _openinference_calls(span: SpanView) -> Iterator[tuple[str | None, str, Any]]:
-    found: dict[tuple[int, int], dict[str, Any]] = {}
+    found: dict[tuple[tuple[int, str], tuple[int, str]], dict[str, Any]] = {}
     for key, value in span.attributes.items():
         if not key.startswith("llm.output_messages."):
             continue
         match = _OPENINFERENCE.match(key)
         if match:
-            found.setdefault((int(match.group(1)), int(match.group(2))), {})[match.group(3)] = value
+            found.setdefault((_index(match.group(1)), _index(match.group(2))), {})[match.group(3)] = value
     for _, fields in sorted(found.items()):
         name = fields.get("function.name")
         if isinstance(name, str) and name:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from itertools import islice
+
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
-from otel_tracefence.normalize.values import key_from_arguments, span_arguments, span_result
+from otel_tracefence.normalize.values import kept_arguments, kept_result, key_from_arguments, span_arguments, span_result
 
 
 def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
@@ -28,11 +31,27 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     Never raises for any span: what cannot be read is listed in ``malformed``
     and the planner puts the step in review. The tool-call id is never used as
     an idempotency key (models mint a new one each turn).
+
+    A tool span with more than ``limits.max_attributes_per_span`` attributes is
+    malformed (field ``attributes``) and its step is read from its first that
+    many attributes only. Whether it is a tool span at all is still decided on
+    all of them (a few key lookups), so a tool marker past the limit cannot
+    hide a step.
     """
     attributes = span.attributes
     if not cv.is_tool_span(attributes, span.name):
         return None
     malformed: list[MalformedField] = []
+    limit = config.limits.max_attributes_per_span
+    if len(attributes) > limit:
+        malformed.append(
+            MalformedField(
+                "attributes",
+                f"{len(attributes)} attributes, more than limits.max_attributes_per_span ({limit}): only the first {limit} were read",
+            )
+        )
+        attributes = dict(islice(attributes.items(), limit))
+        span = replace(span, attributes=attributes)
     tool = cv.tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
@@ -52,7 +71,6 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         key = None
     result = span_result(attributes, config.limits)
     call_id = cv.call_id(attributes)
-    keep_raw = config.store_raw_values
     return ToolStep(
         trace_id=span.trace_id,
         call_id=call_id or span.span_id,
@@ -63,12 +81,12 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         effect_source=source,
         status=status,
         idempotency_key=key,
-        arguments_json=arguments.json if keep_raw else None,
+        arguments_json=kept_arguments(arguments, config),
         arguments_sha256=arguments.sha256,
         arguments_unavailable=arguments.unavailable,
         result_recorded=result.recorded,
         result_sha256=result.sha256,
-        result_value=result.value if keep_raw else None,
+        result_value=kept_result(result, config),
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
         malformed=tuple(malformed),

@@ -14,6 +14,7 @@ from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.step import span_to_step
+from otel_tracefence.normalize.values import kept_arguments
 
 
 @dataclass(slots=True)
@@ -90,7 +91,7 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
                 effect=effect,
                 effect_source=source,
                 status=ToolStatus.UNKNOWN,
-                arguments_json=request.arguments.json if config.store_raw_values else None,
+                arguments_json=kept_arguments(request.arguments, config),
                 arguments_sha256=request.arguments.sha256,
                 arguments_unavailable=request.arguments.unavailable
                 if request.arguments.malformed is None

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from otel_tracefence import reasons
-from otel_tracefence.canonical import JSONTextError, canonicalize, parse_json_text, sha256_text, text_too_large
-from otel_tracefence.config import Limits
+from otel_tracefence.canonical import JSONNumberError, JSONTextError, canonicalize, parse_json_text, printable, sha256_text, text_too_large
+from otel_tracefence.config import Limits, TraceFenceConfig
 from otel_tracefence.model import MalformedField
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.redact import REDACTED, redact_result_text, redact_value
 
 _ABSENT = object()
 
@@ -37,6 +39,8 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
             return Arguments(unavailable=reasons.ARGUMENTS_TOO_LARGE)
         try:
             value = parse_json_text(value)
+        except JSONNumberError:
+            return Arguments(unavailable=reasons.ARGUMENTS_NOT_I_JSON)
         except JSONTextError as exc:
             return Arguments(unavailable=None, malformed=MalformedField("arguments", f"arguments are {exc}"))
         except RecursionError:
@@ -85,7 +89,8 @@ def result_from_value(value: Any, limits: Limits) -> Result:
     """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
     needed), structured values (OTLP kvlist, JSON rows) as canonical JSON."""
     if isinstance(value, str):
-        return Result(True, sha256_text(value), value)
+        # Hashed as recorded; the value kept is one that can be written out (a lone surrogate escaped).
+        return Result(True, sha256_text(value), printable(value))
     if isinstance(value, bytes):
         return Result(True, sha256_text(value.hex()), value.hex())
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
@@ -102,6 +107,33 @@ def span_result(attributes: Mapping[str, Any], limits: Limits) -> Result:
         if value is not _ABSENT:
             return result_from_value(value, limits)
     return NO_RESULT
+
+
+# -- raw values kept on opt-in --------------------------------------------------------------
+# The one place where a step's raw values are kept (every step builder calls these): nothing
+# unless ``store_raw_values``, and then redacted (otel_tracefence/redact.py). The hashes are
+# not touched: they stay those of the original values, so redaction never makes two
+# different calls compare equal.
+
+
+def kept_arguments(arguments: Arguments, config: TraceFenceConfig) -> str | None:
+    """The canonical arguments a step keeps: ``None`` unless ``store_raw_values``; then with
+    secrets replaced by ``[REDACTED]`` (``config.redaction``), still canonical JSON."""
+    if not config.store_raw_values or arguments.json is None:
+        return None
+    redacted, changed = redact_value(arguments.value, config.redaction)
+    if not changed:
+        return arguments.json
+    # Only subtrees were replaced by strings: what had a canonical form within the limits still has one.
+    canonical = canonicalize(redacted, max_bytes=config.limits.max_argument_bytes, max_depth=config.limits.max_argument_depth)
+    return canonical.text if canonical.text is not None else json.dumps(REDACTED)
+
+
+def kept_result(result: Result | None, config: TraceFenceConfig) -> str | None:
+    """The result value a step keeps: ``None`` unless ``store_raw_values``; then redacted."""
+    if not config.store_raw_values or result is None or result.value is None:
+        return None
+    return redact_result_text(result.value, config.redaction)
 
 
 def key_from_arguments(value: Any, paths: list[str]) -> str | None:

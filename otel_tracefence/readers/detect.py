@@ -17,7 +17,7 @@ def detect_format(text: str) -> str:
     if text.startswith("{", start):
         try:
             first, _ = json.JSONDecoder().raw_decode(text, start)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: not JSON, or an integer past int()'s digit limit
             first_line = text[start:].split("\n", 1)[0]
             return "otlp-json" if any(f'"{k}"' in first_line for k in _OTLP_KEYS) else "ndjson"
         return "otlp-json" if isinstance(first, dict) and any(k in first for k in _OTLP_KEYS) else "ndjson"

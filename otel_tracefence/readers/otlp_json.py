@@ -90,6 +90,8 @@ def _requests(text: str) -> Iterator[tuple[int, Any]]:
         pass
     except RecursionError:
         raise UnreadableInput("line 1: JSON nested too deep") from None
+    except ValueError as exc:  # an integer past int()'s digit limit: JSON that cannot be read
+        raise UnreadableInput(f"line 1: {exc}") from None
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
@@ -98,11 +100,37 @@ def _requests(text: str) -> Iterator[tuple[int, Any]]:
                 raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
             except RecursionError:
                 raise UnreadableInput(f"line {number}: JSON nested too deep") from None
+            except ValueError as exc:
+                raise UnreadableInput(f"line {number}: {exc}") from None
 
 
 def _span_label(span_json: Any, index: int) -> str:
     span_id = span_json.get("spanId") if isinstance(span_json, dict) else None
     return span_id if isinstance(span_id, str) and span_id else f"#{index}"
+
+
+def _parse_object(value: Any, message: Any) -> None:
+    """Parse an optional OTLP/JSON object into ``message``; raises ``ParseError`` when it is not an object."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise json_format.ParseError(f"must be an object, not {type(value).__name__}")
+    json_format.ParseDict(value, message, ignore_unknown_fields=True)
+
+
+def _objects(container: dict[str, Any], name: str, snake_name: str, line: int, errors: list[InputError]) -> list[dict[str, Any]]:
+    """The objects of the array ``name`` (or ``snake_name``) of an OTLP/JSON object; anything else
+    there (a number, a string, an object, an element that is not an object) is an error at ``name``."""
+    value = container.get(name, container.get(snake_name))
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.append(InputError(line, name, f"must be an array, not {type(value).__name__}"))
+        return []
+    kept = [item for item in value if isinstance(item, dict)]
+    if len(kept) < len(value):
+        errors.append(InputError(line, name, f"{len(value) - len(kept)} element(s) are not objects"))
+    return kept
 
 
 def read_otlp_json(text: str) -> OtlpRead:
@@ -114,22 +142,26 @@ def read_otlp_json(text: str) -> OtlpRead:
     for line, request in _requests(text):
         if not isinstance(request, dict):
             raise UnreadableInput(f"line {line}: not an ExportTraceServiceRequest object")
-        for resource_spans_json in request.get("resourceSpans", request.get("resource_spans", [])) or []:
+        for resource_spans_json in _objects(request, "resourceSpans", "resource_spans", line, result.errors):
             resource_spans = ResourceSpans()
             try:
-                json_format.ParseDict(resource_spans_json.get("resource", {}), resource_spans.resource, ignore_unknown_fields=True)
-            except (json_format.ParseError, AttributeError) as exc:
+                _parse_object(resource_spans_json.get("resource"), resource_spans.resource)
+            except json_format.ParseError as exc:
                 result.errors.append(InputError(line, "resource", str(exc)[:300]))
                 continue
             resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
-            for index_s, scope_json in enumerate(resource_spans_json.get("scopeSpans", resource_spans_json.get("scope_spans", [])) or []):
+            for scope_json in _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors):
                 scope_spans = ScopeSpans()
                 try:
-                    json_format.ParseDict(scope_json.get("scope", {}), scope_spans.scope, ignore_unknown_fields=True)
-                except (json_format.ParseError, AttributeError) as exc:
+                    _parse_object(scope_json.get("scope"), scope_spans.scope)
+                except json_format.ParseError as exc:
                     result.errors.append(InputError(line, "scope", str(exc)[:300]))
                     continue
-                for index, span_json in enumerate(scope_json.get("spans", []) or []):
+                spans_json = scope_json.get("spans")
+                if spans_json is not None and not isinstance(spans_json, list):
+                    result.errors.append(InputError(line, "spans", f"must be an array, not {type(spans_json).__name__}"))
+                    continue
+                for index, span_json in enumerate(spans_json or []):
                     try:
                         if not isinstance(span_json, dict):
                             raise ValueError("span: not an object")

@@ -12,14 +12,15 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from otel_tracefence.canonical import is_unicode, printable
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
-from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, key_from_arguments, result_from_value
+from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 
 _ABSENT = object()
@@ -38,35 +39,68 @@ def _text(row: dict[str, Any], name: str) -> Any:
     return _ABSENT if value is None or value == "" else value
 
 
+_UINT64_END = 1 << 64  # start times are Unix nanoseconds in a uint64, as in OTLP and the plan's schema
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def _start_time(value: Any) -> int | MalformedField:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    """Unix nanoseconds (an integer, or ASCII digits) or an RFC 3339 timestamp with an offset; either
+    must fall in 0 .. 2**64-1 (1970 to 2554): a time the plan cannot hold is malformed, never clamped."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _UINT64_END:
         return value
     if isinstance(value, str):
-        if value.isdigit():
-            return int(value)
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
+        if value.isascii() and value.isdigit():  # str.isdigit() alone also takes "²", which int() refuses
+            if len(value) <= 20 and int(value) < _UINT64_END:
+                return int(value)
         else:
-            if moment.tzinfo is not None:
-                return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000
-    return MalformedField("start_time", f"start_time {value!r} is neither Unix nanoseconds nor an RFC 3339 timestamp with offset")
+            try:
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                pass
+            else:
+                if moment.tzinfo is not None:
+                    since = moment - _EPOCH  # exact; timestamp() is a float, and fails near year 1
+                    nanos = (since.days * 86_400 + since.seconds) * 1_000_000_000 + since.microseconds * 1000
+                    if 0 <= nanos < _UINT64_END:
+                        return nanos
+    return MalformedField(
+        "start_time", f"start_time {value!r} is neither Unix nanoseconds (0 to 2**64-1) nor an RFC 3339 timestamp with offset from 1970 on"[:300]
+    )
+
+
+def _not_unicode(name: str, value: str) -> MalformedField:
+    return MalformedField(name, f"{name} {value!r} holds a lone surrogate: not Unicode text"[:300])
 
 
 def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
     """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
     malformed: list[MalformedField] = []
+    # Names and ids end up in the plan, which is written as UTF-8: one that is not a string or an
+    # integer, or holds a lone surrogate (JSON's "\ud800" escape), is malformed, never printed as is.
     trace_id = _text(row, "trace_id")
+    if trace_id is _ABSENT:
+        trace_id = ""
+    elif isinstance(trace_id, (dict, list, bool, float)):
+        malformed.append(MalformedField("trace_id", f"trace_id {trace_id!r} is not a string"[:300]))
+        trace_id = printable(str(trace_id))
+    elif isinstance(trace_id, str) and not is_unicode(trace_id):
+        malformed.append(_not_unicode("trace_id", trace_id))
+        trace_id = printable(trace_id)
     call_id = _text(row, "call_id")
     if call_id is _ABSENT:
         call_id = _text(row, "id")
     if call_id is _ABSENT or isinstance(call_id, (dict, list, bool, float)):
         malformed.append(MalformedField("call_id", "no call_id or id"))
         call_id = f"line-{line}"
+    elif isinstance(call_id, str) and not is_unicode(call_id):
+        malformed.append(_not_unicode("call_id", call_id))
+        call_id = f"line-{line}"
     tool = _text(row, "tool")
     if not isinstance(tool, str):
         malformed.append(MalformedField("tool", "no tool name" if tool is _ABSENT else f"tool {tool!r} is not a string"))
+        tool = ""
+    elif not is_unicode(tool):
+        malformed.append(_not_unicode("tool", tool))
         tool = ""
     declared = _text(row, "effect")
     effect, source, bad_effect = resolve_effect(None if declared is _ABSENT else declared, tool, {}, config)
@@ -96,27 +130,29 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     elif not isinstance(key, str):
         malformed.append(MalformedField("idempotency_key", f"idempotency_key {key!r} is not a string"))
         key = None
+    elif not is_unicode(key):
+        malformed.append(_not_unicode("idempotency_key", key))
+        key = None
     raw_result = _text(row, "result") if arguments_are_text else row.get("result", _ABSENT)
     result = result_from_value(raw_result, config.limits) if raw_result not in (_ABSENT, None) else None
     start = _start_time(row["start_time"]) if _text(row, "start_time") is not _ABSENT else 0
     if isinstance(start, MalformedField):
         malformed.append(start)
         start = 0
-    keep_raw = config.store_raw_values
     return ToolStep(
-        trace_id="" if trace_id is _ABSENT else str(trace_id),
+        trace_id=str(trace_id),
         call_id=str(call_id),
         tool=tool,
         effect=effect,
         effect_source=source,
         status=status,
         idempotency_key=key,
-        arguments_json=arguments.json if keep_raw else None,
+        arguments_json=kept_arguments(arguments, config),
         arguments_sha256=arguments.sha256,
         arguments_unavailable=arguments.unavailable,
         result_recorded=result is not None,
         result_sha256=result.sha256 if result else None,
-        result_value=result.value if result and keep_raw else None,
+        result_value=kept_result(result, config),
         start_time_unix_nano=start,
         sequence=line,
         malformed=tuple(malformed),

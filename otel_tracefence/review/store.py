@@ -95,6 +95,25 @@ def _class_value(value: ReplayClass | int) -> int:
     raise ValueError(f"replay class {value!r} is neither a ReplayClass nor a tracefence.v1.ReplayClass value")
 
 
+def _step_identity(decision: pb.StepDecision) -> tuple[str, str]:
+    return (decision.step.span_id, decision.step.call_id)
+
+
+def _keep_missing_steps(stored: pb.TracePlan, new: pb.TracePlan) -> None:
+    """Carry into ``new`` every step of ``stored`` it lacks, so an update never drops an uncertain write.
+
+    Replay classes are ordered from safest to most restrictive in the schema
+    (dynamic=1 ... review=4), so the more restrictive is the larger value.
+    """
+    present = {_step_identity(d) for d in new.steps}
+    missing = [d for d in stored.steps if _step_identity(d) not in present]
+    if not missing:
+        return
+    new.steps.extend(missing)
+    new.partial = True
+    new.replay_class = max(new.replay_class, stored.replay_class)
+
+
 class SQLiteReviewStore:
     """The review queue in one SQLite file, keyed by trace id.
 
@@ -212,7 +231,10 @@ class SQLiteReviewStore:
         ``store_raw_values``.
 
         An update (a redelivered, late or re-decided trace) replaces the plan,
-        keeps ``created_time`` and sets ``updated_time`` (strictly later than the
+        but never loses a step: a step of the stored plan that the new plan
+        lacks (a late span planned after its trace was forgotten) is kept, the
+        plan is flagged partial and its class is the more restrictive of the
+        two. It keeps ``created_time`` and sets ``updated_time`` (strictly later than the
         previous one, even on a coarse clock). ``service_name`` replaces the
         stored one only when non-empty. A resolved item stays resolved unless the
         plan's replay class or steps changed (raw values aside): then the
@@ -250,6 +272,7 @@ class SQLiteReviewStore:
                 item = pb.ReviewItem.FromString(row[1])
                 created_ns = item.created_time.ToNanoseconds()
                 updated_ns = max(now, row[0] + 1)
+                _keep_missing_steps(item.plan, message)
                 changed = _substance(item.plan) != _substance(message)
                 item.plan.CopyFrom(message)
                 if service_name:

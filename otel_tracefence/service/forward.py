@@ -4,7 +4,8 @@ Targets: upstream OTLP/gRPC endpoints, sent through the OpenTelemetry SDK's own
 ``OTLPSpanExporter`` (its TLS, headers, compression and retry on the
 OTLP-retryable status codes, honouring the server's ``RetryInfo`` delay), or,
 with no upstream, an OTLP/JSON lines file. A batch the exporter could not
-deliver stays at the head of its queue and is tried again after a pause; past
+deliver stays at the head of its queue and is tried again after a pause (0.5 s,
+doubling up to 30 s; new work does not cut it short, a shutdown's drain does); past
 the queue bound (in spans) the oldest batches are dropped and counted.
 """
 
@@ -126,6 +127,7 @@ class Forwarder:
         self._on_failure = on_failure or (lambda: None)
         self._cond = threading.Condition()
         self._closing = False
+        self._draining = False  # drain() is waiting: a pause after a failure ends at once
         self._busy = False
         self._sending: ExportTraceServiceRequest | None = None  # the request the worker is sending
         self._sending_dropped = False  # it left the queue (past the bound) while being sent
@@ -173,6 +175,7 @@ class Forwarder:
 
     def _run(self) -> None:
         pause = PAUSE_AFTER_FAILURE_S[0]
+        failed_in_a_row = 0
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
@@ -197,29 +200,55 @@ class Forwarder:
                         self._queue.popleft()
                         self.depth -= spans
                     self.sent_spans += spans
+                    if failed_in_a_row:
+                        _log.warning(
+                            "forwarding to %s works again after %d failed attempt(s); %d spans still queued", self.target.name, failed_in_a_row, self.depth
+                        )
+                        failed_in_a_row = 0
                     pause = PAUSE_AFTER_FAILURE_S[0]
                     self._cond.notify_all()
                     continue
                 self.failures += 1
+                failed_in_a_row += 1
                 self._on_failure()
                 if self._closing:
                     self._cond.notify_all()
                     return
-                self._cond.wait(timeout=pause)
-                pause = min(pause * 2, PAUSE_AFTER_FAILURE_S[1])
+                # The exporter logs its own error; this says that nothing is lost yet, and what is held.
+                _log.warning(
+                    "forwarding %d spans to %s failed (%d in a row); they stay queued (%d/%d spans) and are tried again in %.1fs",
+                    spans, self.target.name, failed_in_a_row, self.depth, self.max_spans, pause,
+                )
+                pause = PAUSE_AFTER_FAILURE_S[0] if self._pause(pause) else min(pause * 2, PAUSE_AFTER_FAILURE_S[1])
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` after a failed attempt (caller holds the lock). New work does not cut the pause
+        short, or a busy producer would retry a refusing upstream on every batch; a drain starting does,
+        so a shutdown tries at once rather than sleeping through its deadline. True when cut short so."""
+        until = time.monotonic() + seconds
+        draining = self._draining
+        while not self._closing and self._draining == draining:
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._cond.wait(timeout=remaining)
+        return True
 
     def drain(self, timeout_s: float) -> bool:
         """Stop taking work once the queue is empty or ``timeout_s`` has passed; True when everything was sent."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
+            self._draining = True
+            self._cond.notify_all()
             while (self._queue or self._busy) and time.monotonic() < deadline:
                 self._cond.wait(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
-            drained = not self._queue
             self._closing = True
             self._cond.notify_all()
         self._thread.join(timeout=max(0.1, deadline - time.monotonic()) + 1)
-        if not drained:
+        with self._cond:  # after the join: an attempt under way at the deadline may have delivered
+            drained = not self._queue
             left = self.depth
+        if not drained:
             _log.error("shutdown: %d spans still queued for %s were not forwarded", left, self.target.name)
         try:
             self.target.close()

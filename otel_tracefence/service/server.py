@@ -54,6 +54,23 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(deny)
 
 
+def input_limits(config: TraceFenceConfig) -> dict[str, int]:
+    """Every bound on what the service reads and holds, as reported in the ``listening`` log line."""
+    settings = config.service
+    return {
+        "max_message_bytes": settings.max_message_bytes,
+        "max_attributes_per_span": config.limits.max_attributes_per_span,
+        "max_argument_bytes": config.limits.max_argument_bytes,
+        "max_argument_depth": config.limits.max_argument_depth,
+        "max_related_call_ids": config.limits.max_related_call_ids,
+        "max_traces": config.max_traces,
+        "max_spans_per_trace": config.max_spans_per_trace,
+        "decided_cache_size": config.decided_cache_size,
+        "intake_queue_spans": settings.intake_queue_spans,
+        "forward_queue_spans": settings.forward_queue_spans,
+    }
+
+
 def _meter_provider(config: TraceFenceConfig) -> Any:
     settings = config.service
     if settings.metrics_exporter == "none":
@@ -207,6 +224,9 @@ class TraceFenceService:
                 "forward_to": [f.target.name for f in self.forwarders],
                 "review_db": self.config.review_db,
                 "tls": bool(settings.tls_certificate_file),
+                "bearer_token": bool(settings.bearer_token),
+                "store_raw_values": self.config.store_raw_values,
+                "limits": input_limits(self.config),
             },
         )
 
