@@ -27,6 +27,7 @@ import contextvars
 import fnmatch
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -81,6 +82,25 @@ class Limits(BaseModel):
     """Most attributes read from one tool span; a tool span with more is malformed (``malformed_attributes``)."""
 
 
+def check_address(value: str, *, schemes: tuple[str, ...] = (), port_zero: bool = False) -> str:
+    """``host:port`` (or ``scheme://host:port`` for a listed scheme), the port within 1..65535 (0 too if allowed).
+
+    Raises ``ValueError`` naming what is wrong.
+    """
+    text = value.strip()
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme not in schemes:
+        raise ValueError(f"{value!r}: scheme must be one of {', '.join(schemes) or 'none'}")
+    try:
+        parts = urllib.parse.urlsplit("//" + (rest if sep else text))
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: {exc}") from None
+    if not parts.hostname or port is None or (port == 0 and not port_zero) or parts.path not in ("", "/"):
+        raise ValueError(f"{value!r}: expected host:port" + (f" or {'/'.join(schemes)}://host:port" if schemes else ""))
+    return text
+
+
 class UpstreamSettings(BaseModel):
     """One OTLP/gRPC endpoint decided spans are forwarded to (a Collector, Jaeger, Tempo...)."""
 
@@ -88,6 +108,11 @@ class UpstreamSettings(BaseModel):
 
     endpoint: str = Field(min_length=1)
     """``host:port`` or ``http(s)://host:port``; ``http://`` or ``insecure`` means plaintext."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        return check_address(value, schemes=("http", "https"))
     insecure: bool | None = None
     """Plaintext gRPC; default: true for ``http://`` endpoints, false otherwise (as OTEL_EXPORTER_OTLP_INSECURE)."""
     headers: dict[str, str] = Field(default_factory=dict)
@@ -107,7 +132,7 @@ class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     endpoint: str = "127.0.0.1:4317"
-    """Address of the OTLP/gRPC receiver (loopback by default; ``0.0.0.0:4317`` to listen on all)."""
+    """Address of the OTLP/gRPC receiver (loopback by default; ``0.0.0.0:4317`` to listen on all; port 0: any free port)."""
     review_endpoint: str = ""
     """Separate address for the review API and health service; empty serves them beside the receiver."""
     decision_wait_ms: float = Field(default=1000.0, ge=0)
@@ -141,6 +166,11 @@ class ServiceSettings(BaseModel):
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0)
 
+    @field_validator("endpoint", "review_endpoint")
+    @classmethod
+    def _listen_address(cls, value: str) -> str:
+        return check_address(value, port_zero=True) if value else value
+
 
 class TraceFenceConfig(BaseSettings):
     """Everything the normalizer, planner and their doors read.
@@ -149,7 +179,7 @@ class TraceFenceConfig(BaseSettings):
     keys read from an ``idempotency_key`` argument, hashes only (no raw values).
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
 
     tool_rules: list[ToolRule] = Field(default_factory=list)
     """First match wins: a tool's effect and where its idempotency key lives."""
@@ -209,6 +239,11 @@ class TraceFenceConfig(BaseSettings):
         return None
 
 
+def describe(error: ValidationError) -> str:
+    """A validation error as ``field.path: message; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in error.errors())
+
+
 def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> TraceFenceConfig:
     """Load the configuration: arguments, then environment, then the YAML file, then defaults.
 
@@ -235,7 +270,7 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         return TraceFenceConfig(**overrides)
     except ValidationError as exc:
         where = f"configuration (file {path}, {ENV_PREFIX}* variables)" if path else f"configuration ({ENV_PREFIX}* variables)"
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        problems = describe(exc)
         raise ConfigError(f"{where}: {problems}") from None
     except SettingsError as exc:
         # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.

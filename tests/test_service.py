@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
@@ -450,6 +451,16 @@ def test_backpressure_answers_unavailable_with_retry_info_and_clients_retry(serv
 # -- bad requests ---------------------------------------------------------------------------
 
 
+def _length_delimited(field: int, payload: bytes) -> bytes:
+    """One protobuf length-delimited field on the wire: tag, varint length, payload."""
+    size, varint = len(payload), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return bytes([field << 3 | 2]) + varint + payload
+
+
 def test_garbage_bytes_are_refused_and_the_service_keeps_serving(serve, upstream):
     service = serve()
     channel = grpc.insecure_channel(f"127.0.0.1:{service.port}")
@@ -457,7 +468,23 @@ def test_garbage_bytes_are_refused_and_the_service_keeps_serving(serve, upstream
         export_raw = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as bad:
             export_raw(b"\xff\x00garbage", timeout=5)
-        assert bad.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # permanent: OTLP clients do not retry it
+        assert "not an ExportTraceServiceRequest" in bad.value.details()
+        # Nesting past protobuf's recursion limit cannot be decoded at all: refused, never half-read.
+        deep = AnyValue(string_value="leaf")
+        for _ in range(40):
+            wrapped = AnyValue()
+            wrapped.kvlist_value.values.add(key="k").value.CopyFrom(deep)
+            deep = wrapped
+        attribute = b"\x0a\x04deep" + _length_delimited(2, deep.SerializeToString())  # KeyValue{key, value}
+        span = raw_tool_span(bytes.fromhex("ce" * 16), b"\x03" * 8, "search").SerializeToString() + _length_delimited(9, attribute)
+        # ExportTraceServiceRequest.resource_spans(1) > ResourceSpans.scope_spans(2) > ScopeSpans.spans(2), by hand:
+        # protobuf itself refuses to build a message this deep.
+        request = _length_delimited(1, _length_delimited(2, _length_delimited(2, span)))
+        with pytest.raises(grpc.RpcError) as too_deep:
+            export_raw(request, timeout=5)
+        assert too_deep.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "MaxDepth" in too_deep.value.details()
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(service=TRACE_SERVICE), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
         _, trace_stub_ = trace_stub(f"127.0.0.1:{service.port}")

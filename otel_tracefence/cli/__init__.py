@@ -12,14 +12,32 @@ from otel_tracefence.readers.errors import UnreadableInput
 from otel_tracefence.cli import plan, review, serve
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--config", default=default, help="YAML config file (default: $OTEL_TRACEFENCE_CONFIG)")
+    parser.add_argument("--log-level", default=default, type=str.upper, choices=LOG_LEVELS, help="logging level (default: WARNING)")
+
+
+def _everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept the global options after any subcommand too (``tracefence plan f.csv --config c.yaml``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _global_options(sub, argparse.SUPPRESS)
+                _everywhere(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
-    parser.add_argument("--config", help="YAML config file (default: $OTEL_TRACEFENCE_CONFIG)")
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
+    _global_options(parser, None)
+    parser.set_defaults(log_level="WARNING")
     subparsers = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(subparsers)
     review.add_parser(subparsers)
     serve.add_parser(subparsers)
+    _everywhere(parser)
     return parser
 
 
@@ -27,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (2 for usage, config and input errors)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config)
         return args.run(args, config)

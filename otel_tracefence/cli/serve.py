@@ -8,7 +8,12 @@ import sys
 import logging
 import time
 
-from otel_tracefence.config import TraceFenceConfig, UpstreamSettings
+import sqlite3
+
+from pydantic import ValidationError
+
+from otel_tracefence.config import ConfigError, ServiceSettings, TraceFenceConfig, describe
+from otel_tracefence.review.store import ReviewStoreError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFenceConfig:
-    """The configuration with command-line flags on top."""
+    """The configuration with command-line flags on top, validated like the file's values.
+
+    Raises :class:`~otel_tracefence.config.ConfigError` for a flag value the configuration would refuse.
+    """
     service = {
         key: value
         for key, value in {
@@ -44,17 +52,27 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
         if value is not None
     }
     if args.upstream:
-        service["upstreams"] = [UpstreamSettings(endpoint=e) for e in args.upstream]
+        service["upstreams"] = [{"endpoint": e} for e in args.upstream]
     top = {"review_db": args.review_db} if args.review_db is not None else {}
-    return config.model_copy(update={**top, "service": config.service.model_copy(update=service)})
+    try:
+        settings = ServiceSettings.model_validate({**config.service.model_dump(), **service})
+    except ValidationError as exc:
+        raise ConfigError(f"tracefence serve flags: {describe(exc)}") from None
+    return config.model_copy(update={**top, "service": settings})
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service import logs
     from otel_tracefence.service.server import TraceFenceService
 
-    logs.configure(args.log_level if args.log_level.upper() != "WARNING" else "INFO", args.log_format)
-    service = TraceFenceService(with_flags(config, args))
+    logs.configure(args.log_level if args.log_level != "WARNING" else "INFO", args.log_format)
+    try:
+        service = TraceFenceService(with_flags(config, args))
+    except ConfigError:
+        raise
+    except (OSError, ValueError, sqlite3.Error, ReviewStoreError) as exc:  # a bad upstream, review db or output file
+        print(f"tracefence serve: cannot start: {exc}", file=sys.stderr)
+        return 2
     received: list[int] = []
     # The handler only records the signal: it runs on the main thread between
     # bytecodes, so it must not take a lock the main thread may hold.

@@ -16,6 +16,7 @@ from typing import Callable
 
 import grpc
 from google.protobuf import duration_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -57,6 +58,23 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         self._refuse = refuse
         self._retry_delay_s = retry_delay_s
         self._on_rejected = on_rejected or (lambda n: None)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The ``TraceService`` handler, decoding requests itself: bytes that do not decode (garbage,
+        nesting past protobuf's recursion limit of 100) get ``INVALID_ARGUMENT``, which OTLP clients
+        do not retry, instead of gRPC's ``INTERNAL``."""
+        export = grpc.unary_unary_rpc_method_handler(
+            self.export_bytes, response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString
+        )
+        return grpc.method_handlers_generic_handler("opentelemetry.proto.collector.trace.v1.TraceService", {"Export": export})
+
+    def export_bytes(self, data: bytes, context: grpc.ServicerContext):
+        try:
+            request = trace_service_pb2.ExportTraceServiceRequest.FromString(data)
+        except DecodeError as exc:
+            _log.warning("refused an Export that does not decode: %s", exc)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not an ExportTraceServiceRequest: {exc}")
+        return self.Export(request, context)
 
     def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext):
         reason = self._refuse()

@@ -16,7 +16,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry import metrics
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
 from otel_tracefence.config import TraceFenceConfig
@@ -205,7 +204,7 @@ class TraceFenceService:
         settings = self.config.service
         main = self._server()
         receiver = TraceReceiver(self.intake, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, main)
+        main.add_generic_rpc_handlers((receiver.handler(),))
         review_server = main if not settings.review_endpoint else self._server()
         if self.store is not None:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)

@@ -1,0 +1,681 @@
+"""Faults (issue 5, item 2), with real parts: the service in process or as ``tracefence serve``, a real
+gRPC upstream, the SDK's ``OTLPSpanExporter`` as the client, real SQLite files on real filesystems.
+
+For each fault: what is kept, what is counted as dropped, and what the operator sees in the logs and
+the metrics (a real ``MeterProvider`` read by an ``InMemoryMetricReader``, or the JSON log lines of
+the subprocess).
+
+* The upstream refusing, slow, or gone: decided spans wait in the forward queue (bounded) and are
+  sent again after a pause (0.5 s doubling to 30 s; new batches do not cut it short, a shutdown's drain
+  does); nothing within the bound is lost. Past the bound the oldest batches are dropped and counted
+  (``tracefence.forward.dropped``; tests/test_service.py counts them exactly). ``tracefence.forward.failures``
+  counts failed attempts, ``tracefence.forward.queue.size`` shows what waits, and the service logs a
+  warning per failed attempt (what is held, when it tries again) and one when forwarding works again.
+  A slow upstream is the one case with duplicates: a request that ran past its deadline has an unknown
+  outcome, so it is sent again, and a backend that stored it late holds it twice (OTLP is
+  at-least-once; the copies are identical, span id for span id).
+* The review database locked, read-only or on a full disk: spans keep flowing (the data path waits on
+  the database at most once, for one busy timeout); an item whose write failed is held in memory and
+  written once the database takes writes again. Lost only: items still held at shutdown, or pushed out
+  past the bound (``max_traces``), each counted (``tracefence.review.writes`` ``outcome=dropped``) and
+  logged with the trace ids (past the bound: at most one line a minute, as every internal error; at
+  shutdown: always); their spans were forwarded annotated ``tracefence.replay.class=review``.
+* SIGKILL while writing review items: every item whose write committed is in the file, which opens and
+  passes ``PRAGMA integrity_check``.
+* SIGTERM under load: exit 0, every acknowledged span forwarded once, the stop line's figures agree.
+
+Timing: bounded waits everywhere, processes stopped by PID in ``finally``. Tests needing root powers
+(``chattr +i``, ``mount -t tmpfs``) skip where those are not available.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
+from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.service.forward import PAUSE_AFTER_FAILURE_S, Forwarder, UpstreamTarget
+from otel_tracefence.service.otlp_spans import request_span_count
+from otel_tracefence.service.server import TraceFenceService
+from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, wait_for
+
+OK = SpanExportResult.SUCCESS
+UPSTREAM_TIMEOUT_S = 1.0  # the service's deadline per forward attempt: short, to keep the tests short
+BUSY_TIMEOUT_S = inspect.signature(SQLiteReviewStore).parameters["busy_timeout_s"].default  # what the service's store waits
+# The issue asks for an upstream "gone for a minute". The forwarder's pause between attempts doubles up to
+# PAUSE_AFTER_FAILURE_S[1], so after a minute away the next attempt comes at most that much later; here the
+# upstream is gone for GONE_S (default 5 s, the test takes ~10 s). `make soak` can run the full minute:
+# TRACEFENCE_UPSTREAM_GONE_S=60 pytest tests/test_faults.py -k gone
+GONE_S = float(os.environ.get("TRACEFENCE_UPSTREAM_GONE_S", "5"))
+
+
+@pytest.fixture(autouse=True)
+def _no_tracefence_env(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def start_service(tmp_path):
+    """``start_service(upstream_port, review_db=..., top=..., **service_settings) -> (service, metric reader)``."""
+    made: list[tuple[TraceFenceService, MeterProvider]] = []
+
+    def make(upstream_port: int, *, review_db: Path | None = None, top: dict[str, Any] | None = None, **settings: Any):
+        reader = InMemoryMetricReader()
+        provider = MeterProvider(metric_readers=[reader])
+        settings.setdefault("endpoint", "127.0.0.1:0")
+        settings.setdefault("decision_wait_ms", 0)  # a trace is decided when its root arrives
+        settings.setdefault("drain_timeout_s", 2)
+        upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S)]
+        config = TraceFenceConfig(review_db=str(review_db or tmp_path / "review.db"), service=ServiceSettings(upstreams=upstreams, **settings), **(top or {}))
+        service = TraceFenceService(config, meter_provider=provider)
+        made.append((service, provider))
+        service.start()
+        return service, reader
+
+    yield make
+    for service, provider in made:
+        service.stop(grace_s=0)
+        provider.shutdown()
+
+
+@pytest.fixture
+def clients():
+    made: list[Client] = []
+
+    def make(port: int, service_name: str = "billing-agent", *, timeout_s: float | None = None) -> Client:
+        """A batch client (``send()`` is one Export call); ``timeout_s``: the exporter's deadline, retries included."""
+        client = Client(port, service_name, batch=True)
+        if timeout_s is not None:
+            client.exporter.shutdown(timeout_millis=100)
+            client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=timeout_s)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.shutdown()
+
+
+@pytest.fixture
+def upstream():
+    up = RecordingUpstream()
+    up.start()
+    yield up
+    up.stop()
+
+
+def metric(reader: InMemoryMetricReader, name: str, attributes: dict[str, Any] | None = None) -> float | None:
+    """The sum of the data points of ``name`` whose attributes include ``attributes``; None when there is none."""
+    data = reader.get_metrics_data()
+    total = None
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name != name:
+                    continue
+                for point in m.data.data_points:
+                    if all(point.attributes.get(k) == v for k, v in (attributes or {}).items()):
+                        total = (total or 0) + point.value
+    return total
+
+
+def logged(caplog, *parts: str, level: int = logging.WARNING) -> list[str]:
+    """Messages at ``level`` or above containing every one of ``parts``."""
+    return [r.getMessage() for r in caplog.records if r.levelno >= level and all(p in r.getMessage() for p in parts)]
+
+
+def send_traces(client: Client, count: int, *, review: bool = True) -> list[str]:
+    """``count`` agent turns in one Export call, acknowledged; their trace ids."""
+    ids = [agent_trace(client, review=review) for _ in range(count)]
+    assert client.send() is OK
+    return ids
+
+
+def span_ids(client: Client) -> list[str]:
+    return [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()]
+
+
+# -- the upstream ------------------------------------------------------------------------------------------
+
+
+class RefusingUpstream(RecordingUpstream):
+    """A backend shedding load: every call is answered UNAVAILABLE (no RetryInfo) until ``refusing`` is cleared."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusing = threading.Event()
+        self.refusing.set()
+        self.refused = 0
+
+    def Export(self, request, context):
+        if self.refusing.is_set():
+            with self._lock:
+                self.refused += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "backend overloaded, try later")
+        return super().Export(request, context)
+
+
+class SlowUpstream(RecordingUpstream):
+    """A backend that answers its first ``slow_calls`` calls after ``delay_s`` (past the caller's deadline) and
+    stores them all the same, as a backend that commits late does."""
+
+    def __init__(self, slow_calls: int, delay_s: float) -> None:
+        super().__init__()
+        self.slow_calls, self.delay_s = slow_calls, delay_s
+        self.calls = 0
+        self.late_spans = 0  # spans stored from calls answered past the deadline
+
+    def Export(self, request, context):
+        with self._lock:
+            self.calls += 1
+            slow = self.calls <= self.slow_calls
+        if slow:
+            time.sleep(self.delay_s)
+            with self._lock:
+                self.late_spans += request_span_count(request)
+        return super().Export(request, context)
+
+
+def test_upstream_refusing_loses_nothing_within_the_queue_bound(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    up = RefusingUpstream()
+    up.start()
+    try:
+        service, reader = start_service(up.port, forward_queue_spans=120)
+        forwarder = service.forwarders[0]
+        at_upstream = {"tracefence.upstream": forwarder.target.name}
+        client = clients(service.port)
+        traces = send_traces(client, 5, review=True) + send_traces(client, 5, review=False)
+        # Kept: all 30 spans wait in the queue (bound 120) while every attempt is refused.
+        wait_for(lambda: up.refused >= 2 and forwarder.failures >= 2 and forwarder.depth == 30, what="two refused attempts with 30 spans queued")
+        assert up.spans() == []
+        failures = metric(reader, "tracefence.forward.failures", at_upstream)
+        assert failures is not None and 2 <= failures <= forwarder.failures
+        assert metric(reader, "tracefence.forward.queue.size", at_upstream) == 30
+        assert metric(reader, "tracefence.forward.dropped") is None
+        # The operator sees our warning per failed attempt: nothing is lost yet, what waits, when it is tried
+        # again. (The exporter logs "Failed to export span batch" too, but its DuplicateFilter drops a message
+        # seen in the last 20 s window process-wide, so that line cannot be relied on, nor asserted here.)
+        assert logged(caplog, f"spans to {forwarder.target.name} failed (1 in a row); they stay queued (", "/120 spans) and are tried again in 0.5s")
+        assert logged(caplog, "failed (2 in a row)", "tried again in 1.0s")
+
+        up.refusing.clear()  # the backend accepts again
+        received = up.wait_spans(30, timeout=PAUSE_AFTER_FAILURE_S[1])
+        wait_for(lambda: forwarder.depth == 0 and forwarder.sent_spans == 30, what="the queue drained")
+        # Refused calls were never stored: each span exactly once.
+        assert sorted(r.span_id for r in up.spans()) == sorted(span_ids(client))
+        assert {r.trace_id for r in received} == set(traces)
+        assert all(r.tf["tracefence.replay.class"] in ("review", "injected") for r in received)
+        assert metric(reader, "tracefence.forward.failures", at_upstream) == forwarder.failures
+        assert metric(reader, "tracefence.forward.queue.size", at_upstream) == 0
+        assert metric(reader, "tracefence.forward.dropped") is None and forwarder.dropped_spans == 0
+        assert logged(caplog, f"forwarding to {forwarder.target.name} works again after {forwarder.failures} failed attempt(s)")
+    finally:
+        up.stop()
+
+
+def test_upstream_slow_is_retried_and_a_late_answer_is_an_at_least_once_duplicate(start_service, clients, caplog):
+    # What happens: the first two calls take 1.5 s against a 1 s deadline. The forwarder's exporter gets
+    # DEADLINE_EXCEEDED (its own retry cannot fit in the deadline), counts a failure, and the same batch is
+    # sent again after 0.5 s, then 1 s: the third call answers in time. The backend stored the two late calls
+    # too, so the spans of the batch at the head of the queue arrive three times: OTLP gives at-least-once
+    # delivery, and a timed-out request is an unknown outcome that must be sent again rather than lost. The
+    # copies are identical, span id for span id (backends deduplicate on it); there is never more than one
+    # copy per failed attempt plus the delivered one, and a span that was not in a timed-out call arrives once.
+    caplog.set_level(logging.INFO)
+    up = SlowUpstream(slow_calls=2, delay_s=UPSTREAM_TIMEOUT_S + 0.5)
+    up.start()
+    try:
+        service, reader = start_service(up.port)
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        traces = send_traces(client, 2)
+        wait_for(
+            lambda: forwarder.sent_spans == 6 and forwarder.depth == 0 and len(up.spans()) == 6 + up.late_spans and up.calls >= 3,
+            timeout=15,
+            what="every span delivered in time once, and the late copies stored",
+        )
+        time.sleep(UPSTREAM_TIMEOUT_S)  # nothing more is coming
+        assert forwarder.failures == 2 and up.late_spans > 0
+        received = up.spans()
+        assert len(received) == forwarder.sent_spans + up.late_spans  # the only extra copies are the late-stored calls
+        copies = Counter(r.span_id for r in received)
+        assert set(copies) == set(span_ids(client)) and {r.trace_id for r in received} == set(traces)
+        assert max(copies.values()) <= 1 + forwarder.failures
+        assert sum(n - 1 for n in copies.values()) == up.late_spans
+        first = {}
+        for r in received:  # a duplicate is the same span, annotations included
+            assert first.setdefault(r.span_id, r.span) == r.span
+        assert metric(reader, "tracefence.forward.failures", {"tracefence.upstream": forwarder.target.name}) == 2
+        assert metric(reader, "tracefence.forward.dropped") is None
+        assert len(logged(caplog, "in a row); they stay queued")) == 2
+        assert logged(caplog, "works again after 2 failed attempt(s)")
+    finally:
+        up.stop()
+
+
+def most_attempts(seconds: float) -> int:
+    """The most forward attempts that fit in ``seconds`` from the first failed one, pausing as the forwarder does."""
+    elapsed, pause, attempts = 0.0, PAUSE_AFTER_FAILURE_S[0], 1
+    while elapsed + pause <= seconds:
+        elapsed, pause, attempts = elapsed + pause, min(pause * 2, PAUSE_AFTER_FAILURE_S[1]), attempts + 1
+    return attempts
+
+
+def test_upstream_gone_for_a_while_then_back_on_the_same_port_loses_nothing(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    port = free_port()
+    first = RecordingUpstream()
+    first.start(port)
+    second = RecordingUpstream()
+    try:
+        service, reader = start_service(port)
+        forwarder = service.forwarders[0]
+        at_upstream = {"tracefence.upstream": forwarder.target.name}
+        client = clients(service.port)
+        send_traces(client, 2)
+        first.wait_spans(6)
+        wait_for(lambda: forwarder.sent_spans == 6 and forwarder.depth == 0, what="the first traces forwarded")
+        first.stop()  # the port is closed: connection refused
+        gone_at = time.monotonic()
+        during = 0
+        while time.monotonic() - gone_at < GONE_S:  # the agents keep sending: every Export is acknowledged
+            send_traces(client, 1, review=during % 2 == 0)
+            during += 1
+            time.sleep(0.25)
+        # Kept: everything decided meanwhile waits in the queue; counted: the failed attempts.
+        wait_for(lambda: forwarder.depth == 3 * during, what=f"{3 * during} spans queued (have {forwarder.depth})")
+        # Tried again after each pause, not on every new batch (which would hammer a refusing upstream).
+        assert 1 <= forwarder.failures <= most_attempts(time.monotonic() - gone_at), forwarder.failures
+        assert metric(reader, "tracefence.forward.queue.size", at_upstream) == 3 * during
+        assert metric(reader, "tracefence.forward.failures", at_upstream) >= 1
+        assert logged(caplog, "in a row); they stay queued")
+        second.start(port)  # back, on the same port
+        # The next attempt comes within the pause reached so far (at most PAUSE_AFTER_FAILURE_S[1]).
+        second.wait_spans(3 * during, timeout=min(GONE_S, PAUSE_AFTER_FAILURE_S[1]) + 10)
+        wait_for(lambda: forwarder.depth == 0, what="the queue drained")
+        time.sleep(0.2)
+        delivered = [r.span_id for r in first.spans() + second.spans()]
+        assert sorted(delivered) == sorted(span_ids(client))  # every span, once
+        assert (forwarder.sent_spans, forwarder.dropped_spans) == (6 + 3 * during, 0)
+        assert metric(reader, "tracefence.forward.dropped") is None
+        assert metric(reader, "tracefence.forward.failures", at_upstream) == forwarder.failures
+        assert logged(caplog, f"works again after {forwarder.failures} failed attempt(s)")
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_upstream_back_during_a_long_pause_is_tried_at_once_by_the_shutdown_drain(start_service, clients, caplog):
+    # The pause after the third failure is 2 s, longer than this drain deadline of 1 s: the drain must wake
+    # the forwarder rather than let it sleep through the shutdown with the upstream back.
+    caplog.set_level(logging.INFO)
+    port = free_port()
+    service, reader = start_service(port, drain_timeout_s=1)
+    forwarder = service.forwarders[0]
+    client = clients(service.port)
+    send_traces(client, 2)
+    wait_for(lambda: forwarder.failures >= 3, timeout=15, what="three failed attempts")
+    back = RecordingUpstream()
+    back.start(port)
+    try:
+        started = time.monotonic()
+        service.stop(grace_s=0)
+        assert time.monotonic() - started < 1 + 2  # the drain deadline, and at most one attempt under way at it
+        assert sorted(r.span_id for r in back.spans()) == sorted(span_ids(client))
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(True, 0)]
+    finally:
+        back.stop()
+
+
+def test_a_send_that_delivers_after_the_drain_deadline_is_reported_forwarded(upstream, caplog):
+    # The drain's deadline passes while a send is under way; that send then succeeds. The report must say
+    # what happened (everything forwarded), not what was true at the deadline.
+    caplog.set_level(logging.INFO)
+    slow = SlowUpstream(slow_calls=1, delay_s=0.8)
+    slow.start()
+    forwarder = Forwarder(UpstreamTarget(UpstreamSettings(endpoint=f"http://127.0.0.1:{slow.port}", timeout_s=3), BIG), 100)
+    try:
+        tid = bytes.fromhex("5a" * 16)
+        forwarder.put(raw_request(*(raw_span(tid, bytes([0, 0, 0, 0, 0, 0, 0, i])) for i in (1, 2))), 2)
+        wait_for(lambda: slow.calls == 1, what="the send under way")
+        assert forwarder.drain(0.2) is True
+        assert sorted(r.span_id for r in slow.spans()) == ["0000000000000001", "0000000000000002"]
+        assert (forwarder.sent_spans, forwarder.depth) == (2, 0)
+        assert not logged(caplog, "were not forwarded")
+    finally:
+        slow.stop()
+
+
+# -- the review database -----------------------------------------------------------------------------------
+
+
+def stored(db: Path) -> set[str]:
+    """Trace ids committed in the review database, read through a connection of our own (WAL: readers never wait)."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=0)
+    try:
+        return {row[0] for row in conn.execute("SELECT trace_id FROM review_items")}
+    finally:
+        conn.close()
+
+
+def review_counts(reader: InMemoryMetricReader) -> dict[str, float | None]:
+    return {o: metric(reader, "tracefence.review.writes", {"outcome": o}) for o in ("ok", "failed", "dropped")}
+
+
+def check_review_fault(
+    service: TraceFenceService,
+    reader: InMemoryMetricReader,
+    upstream: RecordingUpstream,
+    client: Client,
+    caplog,
+    db: Path,
+    *,
+    fault: Callable[[], None],
+    repair: Callable[[], None],
+    error_text: tuple[str, ...],
+    forwarded_within_s: float,
+) -> None:
+    """The common course of a review-database fault: before, during, after."""
+    before = send_traces(client, 1)  # written as usual
+    upstream.wait_spans(3)
+    assert stored(db) == set(before)
+    fault()
+    try:
+        started = time.monotonic()
+        first = send_traces(client, 1)
+        time.sleep(0.3)  # its write is failing (or waiting on the lock) now
+        rest = send_traces(client, 1) + send_traces(client, 1, review=False)
+        # Kept: the spans flow on, annotated; the data path waited on the database at most once.
+        received = upstream.wait_spans(12, timeout=forwarded_within_s + 5)
+        took = time.monotonic() - started
+        assert took < forwarded_within_s, f"spans forwarded after {took:.1f}s"
+        assert {r.trace_id for r in received} == set(before + first + rest)
+        failing = first + rest[:1]
+        assert stored(db) == set(before)  # not written yet...
+        # ...but held, counted and logged.
+        assert review_counts(reader) == {"ok": 1, "failed": 2, "dropped": None}
+        assert metric(reader, "tracefence.review.pending") == 2
+        assert metric(reader, "tracefence.errors", {"error.type": "review_write"}) >= 1
+        messages = logged(caplog, f"review item for trace {first[0]} not written", "held in memory", level=logging.ERROR)
+        assert messages and any(text in messages[0] for text in error_text), messages
+    finally:
+        repair()
+    # Writable again: the held items are written (the retry pause is at most 5 s), then new ones at once.
+    wait_for(lambda: stored(db) == set(before + failing), timeout=BUSY_TIMEOUT_S + 10, what="the held review items written")
+    assert metric(reader, "tracefence.review.pending") == 0
+    assert review_counts(reader) == {"ok": 3, "failed": 2, "dropped": None}
+    assert logged(caplog, "the review queue takes writes again: wrote 2 held item(s)")
+    after = send_traces(client, 1)
+    upstream.wait_spans(15)  # the item is written before its spans are handed on
+    assert stored(db) == set(before + failing + after)
+    with SQLiteReviewStore(db, create=False) as store:
+        items = {i.trace_id: i for i in store.list(page_size=100)[0]}
+    for trace_id in failing:
+        item = items[trace_id]
+        assert (item.plan.replay_class, item.state, item.service_name) == (pb.REPLAY_CLASS_REVIEW, pb.REVIEW_STATE_OPEN, "billing-agent")
+        assert [d.step.tool for d in item.plan.steps] == ["accounts.get_balance", "payments.charge"]
+    assert review_counts(reader)["dropped"] is None
+
+
+def test_review_db_locked_past_the_busy_timeout(start_service, upstream, clients, caplog, tmp_path):
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db)
+    holder = sqlite3.connect(db, isolation_level=None, timeout=0)  # another process's writer, say the review CLI
+
+    def lock() -> None:
+        holder.execute("BEGIN EXCLUSIVE")
+
+    def unlock() -> None:  # held for longer than the busy timeout by then
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+    # The first failing write waits the busy timeout; the items after it queue behind it without waiting.
+    check_review_fault(
+        service, reader, upstream, clients(service.port), caplog, db,
+        fault=lock, repair=unlock, error_text=("database is locked",), forwarded_within_s=BUSY_TIMEOUT_S + 2.5,
+    )
+
+
+def _chattr_works(directory: Path) -> bool:
+    probe = directory / "chattr-probe"
+    probe.write_text("x")
+    try:
+        return subprocess.run(["chattr", "+i", str(probe)], capture_output=True, timeout=10).returncode == 0
+    except OSError:
+        return False
+    finally:
+        subprocess.run(["chattr", "-i", str(probe)], capture_output=True, timeout=10)
+        probe.unlink()
+
+
+def _immutable(db: Path, on: bool) -> None:
+    # The database and its WAL, not the -shm index: SQLite maps that one, and a write to a mapped immutable
+    # file kills the process with SIGBUS (a fault no code of ours can catch; keep -shm writable).
+    files = [str(p) for p in (db, Path(f"{db}-wal")) if p.exists()]
+    subprocess.run(["chattr", "+i" if on else "-i", *files], check=True, capture_output=True, timeout=10)
+
+
+def test_review_db_read_only(start_service, upstream, clients, caplog, tmp_path):
+    # Read-only for root too: the immutable attribute (chattr +i). Permission bits do not stop root, and a
+    # read-only remount is refused while the service holds the file open for writing.
+    if not _chattr_works(tmp_path):
+        pytest.skip("chattr +i is not available on this filesystem")
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db)
+    try:
+        check_review_fault(
+            service, reader, upstream, clients(service.port), caplog, db,
+            fault=lambda: _immutable(db, True), repair=lambda: _immutable(db, False),
+            error_text=("disk I/O error", "readonly"), forwarded_within_s=3,
+        )
+    finally:
+        _immutable(db, False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs, unmounted afterwards; skips where mounting is not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)], capture_output=True, text=True, timeout=10)
+    except OSError as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True, timeout=10).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=10)
+
+
+def _fill(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        block = b"\0" * 4096
+        while True:
+            os.write(fd, block)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+
+
+def test_review_db_on_a_full_disk(start_service, upstream, clients, caplog, small_disk):
+    caplog.set_level(logging.INFO)
+    db = small_disk / "review.db"
+    filler = small_disk / "filler"
+    service, reader = start_service(upstream.port, review_db=db)
+    try:
+        check_review_fault(
+            service, reader, upstream, clients(service.port), caplog, db,
+            fault=lambda: _fill(filler), repair=lambda: filler.unlink(missing_ok=True),
+            error_text=("database or disk is full",), forwarded_within_s=3,
+        )
+    finally:
+        service.stop(grace_s=0)  # closes the store before the fixture unmounts the disk
+
+
+def test_review_items_unwritable_until_shutdown_or_past_the_bound_are_counted_and_logged_as_lost(start_service, upstream, clients, caplog, tmp_path):
+    if not _chattr_works(tmp_path):
+        pytest.skip("chattr +i is not available on this filesystem")
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db, top={"max_traces": 2})
+    client = clients(service.port)
+    _immutable(db, True)
+    try:
+        traces = [send_traces(client, 1)[0] for _ in range(3)]
+        received = upstream.wait_spans(9)
+        # Held at most max_traces: the oldest is pushed out, counted and logged with its trace id.
+        wait_for(lambda: review_counts(reader)["dropped"] == 1, what="one item dropped past the bound")
+        assert logged(caplog, "1 review item(s) held past the bound of 2 are lost: traces " + traces[0], level=logging.ERROR)
+        assert metric(reader, "tracefence.review.pending") == 2
+        service.stop(grace_s=0)  # still read-only: the last try fails, the two held items are lost
+        assert review_counts(reader) == {"ok": None, "failed": 3, "dropped": 3}
+        assert metric(reader, "tracefence.errors", {"error.type": "review_dropped"}) == 2
+        assert logged(caplog, f"shutdown: 2 review item(s) could not be written and are lost: traces {traces[1]}, {traces[2]}", level=logging.ERROR)
+    finally:
+        _immutable(db, False)
+    assert stored(db) == set()
+    # The spans themselves went on, marked for review: the operator can still find those traces upstream.
+    assert {r.trace_id for r in received if r.tf["tracefence.replay.class"] == "review"} == set(traces)
+
+
+# -- the process ---------------------------------------------------------------------------------------------
+
+
+def test_sigkill_while_writing_review_items_keeps_every_committed_item(tmp_path, upstream, clients):
+    # "Acknowledged", for a review item: its upsert committed (SQLiteReviewStore.upsert returned; with WAL
+    # and synchronous=FULL the commit is in the -wal file, fsynced). The test sees two sets of such items
+    # before the kill: those another connection read back from the file (only committed rows are visible to
+    # it), and those whose spans reached the upstream annotated `review` (the service writes a trace's item
+    # before it hands the spans on). Every one of them must be in the file after SIGKILL.
+    db = tmp_path / "review.db"
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(db), "--decision-wait-ms", "0",
+        cwd=tmp_path,
+    )
+    stop = threading.Event()
+    sender = None
+    sent: list[str] = []
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+        client = clients(port, timeout_s=2)
+
+        def send_loop() -> None:
+            while not stop.is_set():
+                sent.extend(agent_trace(client, review=True) for _ in range(5))
+                if client.send() is not OK:
+                    return
+
+        sender = threading.Thread(target=send_loop, daemon=True)
+        sender.start()
+        seen: set[str] = set()
+        wait_for(lambda: seen.update(stored(db)) or len(seen) >= 40, timeout=20, interval=0.05, what="40 review items committed")
+        forwarded = {r.trace_id for r in upstream.spans() if r.tf.get("tracefence.replay.class") == "review"}
+        assert serve.proc.poll() is None
+        serve.proc.send_signal(signal.SIGKILL)  # the client is still sending: writes are under way
+        assert serve.proc.wait(timeout=10) == -signal.SIGKILL
+        stop.set()
+        sender.join(timeout=10)
+        assert not sender.is_alive()
+    finally:
+        stop.set()
+        serve.stop()
+    assert Path(f"{db}-wal").exists()  # killed: nothing was checkpointed or closed
+    with SQLiteReviewStore(db, create=False) as store:  # it opens (recovering the WAL)
+        items, token = store.list(page_size=1000)
+    assert token == ""
+    kept = {i.trace_id for i in items}
+    assert seen <= kept and forwarded <= kept, (seen - kept, forwarded - kept)
+    assert kept <= set(sent)
+    assert all((i.plan.replay_class, i.state, i.service_name) == (pb.REPLAY_CLASS_REVIEW, pb.REVIEW_STATE_OPEN, "billing-agent") for i in items)
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+
+def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream, clients):
+    # Several agents send while SIGTERM arrives. Each Export carries a complete trace (decided at once) and
+    # one whose root never comes (held until the shutdown decides it, partial). Acknowledged = Export
+    # returned OK; refused calls (UNAVAILABLE while shutting down, then connection refused) are the
+    # client's to keep or drop, never the service's.
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
+        "--decision-wait-ms", "0", "--max-wait-ms", "600000",
+        cwd=tmp_path,
+    )
+    stop = threading.Event()
+    acked: list[set[str]] = [set() for _ in range(3)]
+    attempted: set[str] = set()
+    threads: list[threading.Thread] = []
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+
+        def send_loop(index: int) -> None:
+            client = clients(port, f"agent-{index}", timeout_s=3)
+            done = 0
+            while not stop.is_set():
+                agent_trace(client, review=index % 2 == 0)
+                agent_trace(client, review=index % 2 == 1, end_root=False)
+                batch = [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()[done:]]
+                done += len(batch)
+                attempted.update(batch)
+                if client.send() is not OK:
+                    return
+                acked[index].update(batch)
+
+        threads = [threading.Thread(target=send_loop, args=(i,), daemon=True) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: all(len(a) >= 60 for a in acked), timeout=20, what="every client acknowledged a while")
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=15)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        stop.set()
+        serve.stop()
+    received = upstream.spans()
+    ids = Counter(r.span_id for r in received)
+    every_acked = set().union(*acked)
+    assert every_acked <= set(ids), f"{len(every_acked - set(ids))} acknowledged spans never reached the upstream"
+    assert set(ids) <= attempted and max(ids.values()) == 1  # nothing invented, nothing twice
+    held = {r.trace_id for r in received if r.tf.get("tracefence.trace.partial") is True}
+    assert held and all(len(upstream.trace(t)) == 2 for t in held)
+    assert serve.log("stopping", timeout=1)["signal"] == "SIGTERM"
+    stopped = serve.log("tracefence serve stopped", timeout=1)
+    assert (stopped["decided_at_shutdown"], stopped["forwarded_all"], stopped["dropped_spans"]) == (len(held), True, 0)
+    assert "Traceback" not in serve.stderr()
