@@ -166,3 +166,28 @@ def test_exporter_in_process_holds_a_trace_across_batches(tmp_path):
     assert inner.export([lookup]) is SpanExportResult.FAILURE  # the inner exporter was shut down
     with pytest.raises(ReviewStoreError, match="closed"):
         store.list()
+
+
+def test_bad_settings_never_stop_zero_code_tracing(monkeypatch, tmp_path, caplog):
+    """Built from the environment by opentelemetry-instrument, the exporter degrades instead of failing the setup."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OTEL_TRACEFENCE_TOOL_RULES", "read_*=read")  # not JSON
+    monkeypatch.setenv("OTEL_TRACEFENCE_EXPORTER", "bogus")
+    exporter = TraceFenceSpanExporter()  # no exception: defaults used, OTLP as the inner exporter
+    assert exporter.config.tool_rules == [] and exporter.config.review_db == "tracefence-review.db"
+    exporter.shutdown()
+    monkeypatch.delenv("OTEL_TRACEFENCE_TOOL_RULES")
+    monkeypatch.setenv("OTEL_TRACEFENCE_REVIEW_DB", str(tmp_path / "missing-dir" / "review.db"))
+    inner = InMemorySpanExporter()
+    exporter = TraceFenceSpanExporter(inner)  # the review database cannot be opened: planned without a queue
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("agent").start_as_current_span("invoke_agent a"):
+        with tool_call("read_file", effect="read", tracer_provider=provider):
+            pass
+    provider.shutdown()
+    assert {s.attributes["tracefence.replay.class"] for s in inner.get_finished_spans()} == {"dynamic"}
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "planning with the default settings instead" in messages
+    assert "exporting through OTLP instead" in messages
+    assert "cannot open the review database" in messages

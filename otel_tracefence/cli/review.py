@@ -27,12 +27,12 @@ import argparse
 import os
 import sqlite3
 import sys
-import unicodedata
 from typing import Any, Iterable, Protocol, Sequence
 
 from google.protobuf import json_format
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.cli.table import cell
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.store import MAX_PAGE_SIZE, ReviewStoreError, SQLiteReviewStore
@@ -297,14 +297,6 @@ def _json(item: pb.ReviewItem) -> str:
 # -- tables ----------------------------------------------------------------
 
 
-def _cell(value: object) -> str:
-    """Text safe for a terminal: control and format characters (from traces or notes) are escaped; empty is ``-``."""
-    text = str(value)
-    if not text:
-        return "-"
-    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
-
-
 def _enum(enum_type: object, value: int, prefix: str) -> str:
     name = enum_type.Name(value)  # type: ignore[attr-defined]
     return "-" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
@@ -330,13 +322,13 @@ def render_list(items: Sequence[pb.ReviewItem]) -> str:
         cls = _enum(pb.ReplayClass, item.plan.replay_class, "REPLAY_CLASS_") + (" (partial)" if item.plan.partial else "")
         rows.append(
             (
-                _cell(item.trace_id),
+                cell(item.trace_id),
                 _enum(pb.ReviewState, item.state, "REVIEW_STATE_"),
                 cls,
-                _cell(item.service_name),
+                cell(item.service_name),
                 f"{held}/{len(item.plan.steps)}",
                 _time(item.updated_time, item.HasField("updated_time")),
-                _cell(item.resolved_by),
+                cell(item.resolved_by),
             )
         )
     return _grid(rows)
@@ -349,15 +341,15 @@ def render_item(item: pb.ReviewItem) -> str:
     """The item's fields, one per line, then one row per step of its plan."""
     plan = item.plan
     fields = [
-        ("trace", _cell(item.trace_id)),
+        ("trace", cell(item.trace_id)),
         ("state", _enum(pb.ReviewState, item.state, "REVIEW_STATE_")),
         ("class", _enum(pb.ReplayClass, plan.replay_class, "REPLAY_CLASS_") + (" (partial)" if plan.partial else "")),
-        ("service", _cell(item.service_name)),
+        ("service", cell(item.service_name)),
         ("created", _time(item.created_time, item.HasField("created_time"))),
         ("updated", _time(item.updated_time, item.HasField("updated_time"))),
-        ("resolved_by", _cell(item.resolved_by)),
+        ("resolved_by", cell(item.resolved_by)),
         ("resolved", _time(item.resolved_time, item.HasField("resolved_time"))),
-        ("note", _cell(item.resolution_note)),
+        ("note", cell(item.resolution_note)),
     ]
     width = max(len(name) for name, _ in fields)
     head = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
@@ -366,13 +358,13 @@ def render_item(item: pb.ReviewItem) -> str:
         s = d.step
         rows.append(
             (
-                _cell(s.call_id),
-                _cell(s.tool),
+                cell(s.call_id),
+                cell(s.tool),
                 _enum(pb.Effect, s.effect, "EFFECT_"),
                 _enum(pb.ToolStatus, s.status, "TOOL_STATUS_"),
                 _enum(pb.Decision, d.decision, "DECISION_"),
-                _cell(",".join(d.reasons)),
-                _cell(",".join(d.related_call_ids)),
+                cell(",".join(d.reasons)),
+                cell(",".join(d.related_call_ids)),
             )
         )
     return head + "\n\n" + _grid(rows)

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Sequence
 
 from otel_tracefence.model import TracePlan
+
+
+def cell(value: object) -> str:
+    """Text safe for a terminal: control and format characters (from traces or notes) are escaped; empty is ``-``."""
+    text = str(value)
+    if not text:
+        return "-"
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
 
 COLUMNS = ("trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related")
 
@@ -24,5 +33,6 @@ def render(plans: Sequence[TracePlan]) -> str:
             rows.append(
                 (trace, cls, s.call_id, s.tool or "-", s.effect.value, s.status.value, d.decision.value, ",".join(d.reasons) or "-", ",".join(d.related_call_ids) or "-")
             )
+    rows = [tuple(cell(value) for value in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)

@@ -11,17 +11,19 @@ the OTLP/gRPC exporter (``OTEL_EXPORTER_OTLP_*`` variables apply), or through
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_tracefence.config import TraceFenceConfig, load_config
+from otel_tracefence.config import ConfigError, TraceFenceConfig, load_config
 from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
 from otel_tracefence.telemetry import guarded
 
 INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
+_log = logging.getLogger("otel_tracefence")
 _DEFAULT = object()
 
 
@@ -38,6 +40,32 @@ def _default_inner() -> SpanExporter:
     raise ValueError(f"{INNER_EXPORTER_ENV}={name!r}: expected otlp or console")
 
 
+def _config_or_defaults(settings: dict[str, Any]) -> TraceFenceConfig:
+    try:
+        return load_config(**settings)
+    except ConfigError as exc:
+        _log.error("tracefence: %s; planning with the default settings instead", exc)
+        return TraceFenceConfig.model_construct()  # the defaults alone: no file, no environment
+
+
+def _inner_or_otlp() -> SpanExporter:
+    try:
+        return _default_inner()
+    except ValueError as exc:
+        _log.error("tracefence: %s; exporting through OTLP instead", exc)
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+
+
+def _review_sink_or_none(config: TraceFenceConfig) -> ReviewSink | None:
+    try:
+        return open_review_sink(config)
+    except Exception as exc:  # noqa: BLE001 - any store failure: trace on without the review queue
+        _log.error("tracefence: cannot open the review database %r (%s); traces are planned and exported without a review queue", config.review_db, exc)
+        return None
+
+
 class TraceFenceSpanExporter(SpanExporter):
     """A ``SpanExporter`` that plans whole traces, then exports them annotated through ``inner``.
 
@@ -48,6 +76,13 @@ class TraceFenceSpanExporter(SpanExporter):
     exported at ``force_flush`` or ``shutdown`` flagged partial. ``export``
     always answers ``SUCCESS`` for what it holds: losing them is never the
     agent's problem; failures of ``inner`` are counted.
+
+    Built by ``opentelemetry-instrument`` from environment variables, it never
+    fails the agent's tracing setup: a bad ``OTEL_TRACEFENCE_*`` setting is
+    logged as an error and the defaults are used instead; a review database
+    that cannot be opened is logged and the review queue is left out; an
+    unknown ``OTEL_TRACEFENCE_EXPORTER`` falls back to OTLP. Explicit
+    arguments (``config=``, ``inner=``, ``review_sink=``) are used as given.
     """
 
     def __init__(
@@ -59,9 +94,9 @@ class TraceFenceSpanExporter(SpanExporter):
         meter_provider: Any = None,
         **settings: Any,
     ) -> None:
-        self.config = config if config is not None else load_config(**settings)
-        self._inner = inner if inner is not None else _default_inner()
-        sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
+        self.config = config if config is not None else _config_or_defaults(settings)
+        self._inner = inner if inner is not None else _inner_or_otlp()
+        sink = _review_sink_or_none(self.config) if review_sink is _DEFAULT else review_sink
         self._fence = SdkFence(self.config, self._emit, component="exporter", review_sink=sink, meter_provider=meter_provider)
 
     def _emit(self, spans: Sequence[ReadableSpan]) -> None:
