@@ -104,18 +104,62 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
     return extra
 
 
+def _request_order(request: RequestedCall) -> tuple:
+    span = request.span
+    when = span.end_time_unix_nano or span.start_time_unix_nano  # the requested-only step's start time
+    return (when, span.sequence, span.span_id, request.index, request.call_id or "", request.tool, request.arguments.sha256 or "")
+
+
+def _distinct_spans(spans: Sequence[SpanView]) -> tuple[Sequence[SpanView], dict[str, int]]:
+    """The spans with each span id once, and the ids that name several different spans (how many).
+
+    A span delivered twice (an OTLP client retrying an export that did arrive) is one span: the
+    copy first in the source is kept. Two different spans under one id (corrupt or colliding ids)
+    are both kept, whatever the order they came in: neither may hide the other's tool call.
+    """
+    by_id: dict[str, list[SpanView]] = {}
+    for span in spans:
+        by_id.setdefault(span.span_id, []).append(span)
+    if len(by_id) == len(spans):
+        return spans, {}
+    kept: list[SpanView] = []
+    clashing: dict[str, int] = {}
+    for span_id, group in by_id.items():
+        if len(group) > 1:
+            group.sort(key=lambda s: (s.sequence, s.start_time_unix_nano, repr(s)))  # by content: any input order
+            group = [s for i, s in enumerate(group) if not any(_same_span(s, earlier) for earlier in group[:i])]
+            if len(group) > 1:
+                clashing[span_id] = len(group)
+        kept.extend(group)
+    return kept, clashing
+
+
+def _same_span(a: SpanView, b: SpanView) -> bool:
+    return replace(a, sequence=0) == replace(b, sequence=0)
+
+
 def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> NormalizedTrace:
     """The tool steps of one trace's spans (DESIGN.md, "Normalized step").
 
     A tool span inside another tool span (no agent or model span between) is a
     dispatch attempt of the outer step, which counts its attempts. Never raises
-    for any span; the order of ``spans`` does not matter.
+    for any span; the order of ``spans`` does not matter. A span given twice counts
+    once; different spans sharing one span id each become a step of their own,
+    malformed (field ``span_id``), neither an attempt nor holding any.
     """
-    by_id = {s.span_id: s for s in spans}
+    spans, clashing = _distinct_spans(spans)
+    by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
     own_steps = {}
+    clashing_steps: list[ToolStep] = []
+    stepless: list[SpanView] = []  # where requested calls are looked for
     for span in spans:
         step = span_to_step(span, config)
-        if step is not None:
+        if step is None:
+            stepless.append(span)
+        elif span.span_id in clashing:
+            bad = MalformedField("span_id", f"span id {span.span_id} is shared by {clashing[span.span_id]} different spans of the trace")
+            clashing_steps.append(replace(step, malformed=step.malformed + (bad,)))
+        else:
             own_steps[span.span_id] = step
     # No early return when no span is a tool span: a call the model requested is a step
     # even when no tool span records it (the process may have died before exporting one).
@@ -146,8 +190,11 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
         sent = sum(a.span_id not in has_inner for a in inner)
         result.steps.append(_fill_from_attempts(step, inner, sent) if inner else step)
-    requests = [call for span in spans if span.span_id not in tool_ids for call in requested_calls(span, config.limits)]
+    result.steps.extend(clashing_steps)
+    requests = [call for span in stepless for call in requested_calls(span, config.limits)]
     if requests:
+        # In trace order, not input order: the first request of a call id is the one that becomes its step.
+        requests.sort(key=_request_order)
         result.steps.extend(_unrecorded_requests(result.steps, requests, config))
     result.steps.sort(key=lambda s: s.order_key)
     return result

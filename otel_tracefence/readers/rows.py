@@ -159,33 +159,43 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     )
 
 
+_JSON_SPACE = " \t\r\n"  # RFC 8259 white space; str.strip() would take more
+
+
 def _json_array_rows(text: str) -> Iterator[tuple[int, Any]]:
     """Elements of a top-level JSON array with the line each starts on."""
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
-    index = len(text) - len(text.lstrip())
+    index = len(text) - len(text.lstrip(_JSON_SPACE))
     if not text.startswith("[", index):
         raise UnreadableInput("line 1: a JSON rows file must be an array of objects")
     index += 1
     expect_value = True
+    seen = False
+    line, counted_to = 1, 0  # lines counted once, as the scan moves on (counting from 0 for each row was quadratic)
     while True:
-        while index < len(text) and text[index] in " \t\r\n":
+        while index < len(text) and text[index] in _JSON_SPACE:
             index += 1
         if index >= len(text):
             raise UnreadableInput(f"line {text.count(chr(10), 0, index) + 1}: the JSON array is not closed")
-        if text[index] == "]":
+        line += text.count("\n", counted_to, index)
+        counted_to = index
+        if text[index] == "]" and (not expect_value or not seen):
+            if text[index + 1 :].strip(_JSON_SPACE):
+                raise UnreadableInput(f"line {line}: not JSON: more after the array's closing ]")
             return
         if text[index] == "," and not expect_value:
             index += 1
             expect_value = True
             continue
-        line = text.count("\n", 0, index) + 1
+        if not expect_value or text[index] in ",]":  # [1 2], [1,], [,1]: not JSON
+            raise UnreadableInput(f"line {line}: not JSON: expected {'a value' if expect_value else ', or ]'}")
         try:
             value, index = decoder.raw_decode(text, index)
         except json.JSONDecodeError as exc:
             raise UnreadableInput(f"line {exc.lineno}: not JSON: {exc.msg}") from None
         except (RecursionError, ValueError) as exc:
             raise UnreadableInput(f"line {line}: {exc if isinstance(exc, ValueError) else 'nesting too deep'}") from None
-        expect_value = False
+        expect_value, seen = False, True
         yield line, value
 
 
