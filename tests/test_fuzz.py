@@ -20,6 +20,8 @@ The coverage-guided runs (atheris) are ``bench/fuzz_otlp.py`` and ``bench/fuzz_c
 
 from __future__ import annotations
 
+import pytest
+
 import base64
 import csv
 import io
@@ -866,3 +868,36 @@ def test_the_cli_on_each_regression_file(tmp_path):
         done = _run_cli(path)
         stderr = done.stderr.decode("utf-8", "replace")
         assert done.returncode in (0, 1, 2) and "Traceback" not in stderr, (text[:80], stderr)
+
+
+# -- keys given twice: never read last-wins (found by a newcomer's trial) -----------------------------
+
+
+def test_a_row_key_given_twice_is_refused_not_read_last_wins(config):
+    from otel_tracefence.cli.plan import plan_text
+    from otel_tracefence.readers.errors import UnreadableInput
+
+    row = '{"trace_id": "t", "call_id": "a", "tool": "payments.charge", "effect": "write", "effect": "read", "status": "ok"}'
+    plans, errors = plan_text(row + "\n", "ndjson", config)
+    assert plans == [] and [(e.line, e.field) for e in errors] == [(1, "row")]
+    assert "key 'effect' appears twice" in errors[0].message
+    with pytest.raises(UnreadableInput, match="key 'effect' appears twice"):
+        plan_text("[" + row + "]", "json", config)
+    with pytest.raises(UnreadableInput, match="column 'effect' appears twice in the header"):
+        plan_text("call_id,tool,effect,effect,status\na,payments.charge,write,read,ok\n", "csv", config)
+
+
+def test_an_otlp_attribute_given_twice_makes_the_tool_span_malformed(config):
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+    from otel_tracefence.normalize import from_otlp
+    from otel_tracefence.pipeline import plan_spans
+
+    span = PbSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="execute_tool payments.charge", end_time_unix_nano=2)
+    for key, value in (("gen_ai.tool.name", "payments.charge"), ("tracefence.effect", "write"), ("tracefence.effect", "read")):
+        span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
+    plan = plan_spans("01" * 16, [from_otlp(span)], config).plan
+    (decision,) = plan.steps
+    assert (decision.decision.value, decision.reasons[0], plan.replay_class.value) == ("review", "malformed_attributes", "review")
+    assert "'tracefence.effect' given more than once" in decision.step.malformed[0].message

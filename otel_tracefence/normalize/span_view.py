@@ -54,6 +54,7 @@ class SpanView:
     status_message: str = ""
     events: Sequence[SpanEvent] = field(default_factory=tuple)
     sequence: int = 0
+    duplicate_keys: tuple[str, ...] = ()  # attribute keys the span carried more than once (OTLP allows it on the wire)
 
 
 def any_value_to_python(value: AnyValue) -> Any:
@@ -73,14 +74,27 @@ def key_values_to_dict(key_values: Sequence[KeyValue]) -> dict[str, Any]:
     return {kv.key: any_value_to_python(kv.value) for kv in key_values}
 
 
+def _duplicates(key_values: Sequence[KeyValue], kept: dict[str, Any]) -> tuple[str, ...]:
+    if len(kept) == len(key_values):
+        return ()
+    seen: set[str] = set()
+    return tuple(sorted({kv.key for kv in key_values if kv.key in seen or seen.add(kv.key)}))
+
+
 def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
-    """View of an OTLP protobuf span (``opentelemetry.proto.trace.v1.Span``)."""
+    """View of an OTLP protobuf span (``opentelemetry.proto.trace.v1.Span``).
+
+    A key repeated in the span's attributes keeps its last value here and is
+    listed in ``duplicate_keys``: the normalizer refuses to read a tool span
+    whose labels say two things.
+    """
     parent = span.parent_span_id.hex() or None
+    attributes = key_values_to_dict(span.attributes)
     return SpanView(
         trace_id=span.trace_id.hex(),
         span_id=span.span_id.hex(),
         name=span.name,
-        attributes=key_values_to_dict(span.attributes),
+        attributes=attributes,
         parent_span_id=parent,
         parent_is_remote=bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
         start_time_unix_nano=span.start_time_unix_nano,
@@ -89,6 +103,7 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
         status_message=span.status.message,
         events=tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events),
         sequence=sequence,
+        duplicate_keys=_duplicates(span.attributes, attributes),
     )
 
 

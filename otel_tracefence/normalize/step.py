@@ -52,6 +52,9 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         )
         attributes = dict(islice(attributes.items(), limit))
         span = replace(span, attributes=attributes)
+    if span.duplicate_keys:
+        keys = ", ".join(repr(k) for k in span.duplicate_keys)
+        malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
     tool = cv.tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))

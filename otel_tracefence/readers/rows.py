@@ -164,7 +164,7 @@ _JSON_SPACE = " \t\r\n"  # RFC 8259 white space; str.strip() would take more
 
 def _json_array_rows(text: str) -> Iterator[tuple[int, Any]]:
     """Elements of a top-level JSON array with the line each starts on."""
-    decoder = json.JSONDecoder(parse_constant=_reject_constant)
+    decoder = _ROW_DECODER
     index = len(text) - len(text.lstrip(_JSON_SPACE))
     if not text.startswith("[", index):
         raise UnreadableInput("line 1: a JSON rows file must be an array of objects")
@@ -203,12 +203,26 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all distinct: with a key twice (``"effect": "write", "effect": "read"``)
+    which one the producer meant cannot be known, so the row is refused, never read last-wins."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"key {twice!r} appears twice in one object")
+    return obj
+
+
+_ROW_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+
+
 def _ndjson_rows(text: str) -> Iterator[tuple[int, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line, parse_constant=_reject_constant)
+            yield number, _ROW_DECODER.decode(line)
         except json.JSONDecodeError as exc:
             yield number, InputError(number, "row", f"not JSON: {exc.msg} at column {exc.colno}")
         except RecursionError:
@@ -228,6 +242,9 @@ def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
         header = reader.fieldnames or []
     except csv.Error as exc:
         raise UnreadableInput(f"line 1: not CSV: {exc}") from None
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise UnreadableInput(f"line 1: column {twice[0]!r} appears twice in the header")
     if "tool" not in header or not ({"call_id", "id"} & set(header)):
         raise UnreadableInput("line 1: the CSV header must name at least tool and call_id (or id)")
     start = reader.line_num + 1
