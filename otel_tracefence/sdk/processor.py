@@ -64,12 +64,19 @@ class TraceFenceSpanProcessor(SpanProcessor):
 
     def _emit(self, spans: Sequence[ReadableSpan]) -> None:
         for processor in self._downstream:
-            for span in spans:
-                guarded(self._fence.telemetry, "downstream", lambda: processor.on_end(span))
+            on_end = processor.on_end
+            for span in spans:  # per span, inline: this runs for every span the agent ends
+                try:
+                    on_end(span)
+                except Exception as exc:  # noqa: BLE001 - one processor's fault never stops the others
+                    self._fence.telemetry.error("downstream", f"on_end failed: {exc!r}", exc)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         for processor in self._downstream:
-            guarded(self._fence.telemetry, "downstream", lambda: processor.on_start(span, parent_context=parent_context))
+            try:
+                processor.on_start(span, parent_context=parent_context)
+            except Exception as exc:  # noqa: BLE001
+                self._fence.telemetry.error("downstream", f"on_start failed: {exc!r}", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         self._fence.add_span(span)
