@@ -44,7 +44,14 @@ _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("trac
 
 
 class ConfigError(ValueError):
-    """The configuration cannot be used; the message names the file and field."""
+    """The configuration cannot be used; the message names the file and field.
+
+    ``fields``: the top-level settings at fault, when known.
+    """
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.fields = fields
 
 
 class ToolRule(BaseModel):
@@ -121,7 +128,7 @@ class UpstreamSettings(BaseModel):
     """CA bundle (PEM) to verify the upstream's certificate."""
     client_certificate_file: str | None = None
     client_key_file: str | None = None
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """Deadline for one export including the exporter's own retries, in seconds."""
     compression: Literal["none", "gzip"] = "none"
 
@@ -135,9 +142,9 @@ class ServiceSettings(BaseModel):
     """Address of the OTLP/gRPC receiver (loopback by default; ``0.0.0.0:4317`` to listen on all; port 0: any free port)."""
     review_endpoint: str = ""
     """Separate address for the review API and health service; empty serves them beside the receiver."""
-    decision_wait_ms: float = Field(default=1000.0, ge=0)
+    decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
-    max_wait_ms: float = Field(default=30_000.0, gt=0)
+    max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)
     """Longest a trace is held since its first span; a trace whose root never came is then decided partial."""
     max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     """Largest Export request accepted, in bytes (the OTLP specification suggests 64 MiB; gRPC's default is 4 MiB)."""
@@ -151,9 +158,9 @@ class ServiceSettings(BaseModel):
     """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
     backpressure_ratio: float = Field(default=0.8, gt=0, le=1)
     """Queue fill at which Export answers UNAVAILABLE with a retry delay, so clients retry instead of losing spans."""
-    retry_delay_s: float = Field(default=1.0, gt=0)
+    retry_delay_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Retry delay suggested to clients refused for back-pressure, in seconds."""
-    drain_timeout_s: float = Field(default=10.0, gt=0)
+    drain_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """On shutdown, how long the forward queues may take to drain, in seconds."""
     max_workers: int = Field(default=8, gt=0)
     """Threads serving gRPC calls."""
@@ -164,7 +171,7 @@ class ServiceSettings(BaseModel):
     """When set, every call must carry ``authorization: Bearer <token>`` (compared in constant time)."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
-    metrics_interval_ms: float = Field(default=60_000.0, gt=0)
+    metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
 
     @field_validator("endpoint", "review_endpoint")
     @classmethod
@@ -198,7 +205,7 @@ class TraceFenceConfig(BaseSettings):
         default_factory=lambda: ["review"]
     )
     """Replay classes whose traces go to the review queue; in the environment, comma-separated."""
-    decision_wait_ms: float = Field(default=0.0, ge=0)
+    decision_wait_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     """Milliseconds to keep waiting for a trace's late children after its local root span ends."""
     max_traces: int = Field(default=10_000, gt=0)
     """Most traces held at once; past it the oldest is planned as it stands, flagged partial."""
@@ -271,9 +278,11 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
     except ValidationError as exc:
         where = f"configuration (file {path}, {ENV_PREFIX}* variables)" if path else f"configuration ({ENV_PREFIX}* variables)"
         problems = describe(exc)
-        raise ConfigError(f"{where}: {problems}") from None
+        fields = tuple(dict.fromkeys(str(err["loc"][0]) for err in exc.errors() if err["loc"]))
+        raise ConfigError(f"{where}: {problems}", fields) from None
     except SettingsError as exc:
         # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.
-        raise ConfigError(f"environment: {exc}: {ENV_PREFIX}* variables take JSON for lists and nested values") from None
+        fields = tuple(re.findall(r'field "(\w+)"', str(exc)))
+        raise ConfigError(f"environment: {exc}: {ENV_PREFIX}* variables take JSON for lists and nested values", fields) from None
     finally:
         _config_file.reset(token)

@@ -901,3 +901,22 @@ def test_an_otlp_attribute_given_twice_makes_the_tool_span_malformed(config):
     (decision,) = plan.steps
     assert (decision.decision.value, decision.reasons[0], plan.replay_class.value) == ("review", "malformed_attributes", "review")
     assert "'tracefence.effect' given more than once" in decision.step.malformed[0].message
+
+
+def test_string_arguments_are_json_text_in_every_row_format(config):
+    """The same calls give the same plan as CSV and as NDJSON, arguments encoded or not (newcomer's trial)."""
+    from otel_tracefence.cli.plan import plan_text
+
+    def decisions(text: str, fmt: str) -> dict[str, str]:
+        plans, errors = plan_text(text, fmt, config)
+        assert errors == []
+        return {d.step.call_id: f"{d.decision.value}:{d.reasons[0]}" for d in plans[0].steps}
+
+    rows = [("a", '{"ticket": 7, "state": "closed", "idempotency_key": "k1"}'), ("b", '{"ticket": 7, "state": "open", "idempotency_key": "k1"}')]
+    ndjson = "".join(json.dumps({"trace_id": "t", "call_id": c, "tool": "ticket.update", "effect": "write", "status": "ok", "arguments": a}) + "\n" for c, a in rows)
+    objects = "".join(json.dumps({"trace_id": "t", "call_id": c, "tool": "ticket.update", "effect": "write", "status": "ok", "arguments": json.loads(a)}) + "\n" for c, a in rows)
+    csv_text = "trace_id,call_id,tool,effect,status,arguments\n" + "".join(f't,{c},ticket.update,write,ok,"{a.replace(chr(34), chr(34) * 2)}"\n' for c, a in rows)
+    expected = {"a": "conflict:idempotency_key_conflict", "b": "conflict:idempotency_key_conflict"}
+    assert decisions(ndjson, "ndjson") == decisions(objects, "ndjson") == decisions(csv_text, "csv") == expected
+    plans, errors = plan_text(json.dumps({"call_id": "n", "tool": "x", "arguments": '{"x": NaN}'}) + "\n", "ndjson", config)
+    assert [(e.field, "NaN is not JSON" in e.message) for e in errors] == [("arguments", True)]

@@ -173,8 +173,11 @@ def test_bad_settings_never_stop_zero_code_tracing(monkeypatch, tmp_path, caplog
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OTEL_TRACEFENCE_TOOL_RULES", "read_*=read")  # not JSON
     monkeypatch.setenv("OTEL_TRACEFENCE_EXPORTER", "bogus")
-    exporter = TraceFenceSpanExporter()  # no exception: defaults used, OTLP as the inner exporter
+    monkeypatch.setenv("OTEL_TRACEFENCE_REVIEW_CLASSES", "review,static")
+    exporter = TraceFenceSpanExporter()  # no exception: the bad setting's default, OTLP as the inner exporter
     assert exporter.config.tool_rules == [] and exporter.config.review_db == "tracefence-review.db"
+    assert exporter.config.review_classes == ["review", "static"]  # the good settings are kept
+    assert os.environ["OTEL_TRACEFENCE_TOOL_RULES"] == "read_*=read"  # and the environment is left as it was
     exporter.shutdown()
     monkeypatch.delenv("OTEL_TRACEFENCE_TOOL_RULES")
     monkeypatch.setenv("OTEL_TRACEFENCE_REVIEW_DB", str(tmp_path / "missing-dir" / "review.db"))
@@ -188,6 +191,6 @@ def test_bad_settings_never_stop_zero_code_tracing(monkeypatch, tmp_path, caplog
     provider.shutdown()
     assert {s.attributes["tracefence.replay.class"] for s in inner.get_finished_spans()} == {"dynamic"}
     messages = " ".join(r.getMessage() for r in caplog.records)
-    assert "planning with the default settings instead" in messages
+    assert "using the default for tool_rules, the other settings as given" in messages
     assert "exporting through OTLP instead" in messages
     assert "cannot open the review database" in messages

@@ -115,8 +115,10 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
             malformed.append(status)
             status = ToolStatus.UNKNOWN
     raw_arguments = _text(row, "arguments") if arguments_are_text else row.get("arguments", _ABSENT)
+    # A string is JSON text in every format, as in CSV and in gen_ai.tool.call.arguments: an
+    # encoded object must compare equal to the same object written out (docs/DECISIONS.md).
     arguments = NOT_RECORDED if raw_arguments is _ABSENT or raw_arguments is None else arguments_from_value(
-        raw_arguments, config.limits, text_is_json=arguments_are_text
+        raw_arguments, config.limits, text_is_json=True
     )
     if arguments.malformed is not None:
         malformed.append(arguments.malformed)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_tracefence.config import ConfigError, TraceFenceConfig, load_config
+from otel_tracefence.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
 from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
 from otel_tracefence.telemetry import guarded
 
@@ -41,11 +41,32 @@ def _default_inner() -> SpanExporter:
 
 
 def _config_or_defaults(settings: dict[str, Any]) -> TraceFenceConfig:
+    """The configuration; a setting at fault falls back to its default, the others are kept.
+
+    A bad ``OTEL_TRACEFENCE_<SETTING>`` variable is hidden from the reload (and put
+    back afterwards): the settings library parses every variable before any
+    argument can override it.
+    """
+    overrides = dict(settings)
+    hidden: dict[str, str] = {}
     try:
-        return load_config(**settings)
-    except ConfigError as exc:
-        _log.error("tracefence: %s; planning with the default settings instead", exc)
-        return TraceFenceConfig.model_construct()  # the defaults alone: no file, no environment
+        for _ in range(len(TraceFenceConfig.model_fields)):
+            try:
+                return load_config(**overrides)
+            except ConfigError as exc:
+                bad = [f for f in exc.fields if f in TraceFenceConfig.model_fields and f not in overrides]
+                if not bad:
+                    _log.error("tracefence: %s; planning with the default settings instead", exc)
+                    break
+                _log.error("tracefence: %s; using the default for %s, the other settings as given", exc, ", ".join(bad))
+                for field in bad:
+                    overrides[field] = TraceFenceConfig.model_fields[field].get_default(call_default_factory=True)
+                    prefix = f"{ENV_PREFIX}{field.upper()}"
+                    for name in [n for n in os.environ if n.upper() == prefix or n.upper().startswith(prefix + "__")]:
+                        hidden[name] = os.environ.pop(name)
+    finally:
+        os.environ.update(hidden)
+    return TraceFenceConfig.model_construct()  # the defaults alone: no file, no environment
 
 
 def _inner_or_otlp() -> SpanExporter:
