@@ -440,7 +440,7 @@ def main() -> int:
         print(f"service said: {json.dumps({k: v for k, v in entry.items() if k not in ('time', 'logger', 'level')})}")
     if errors:
         print(f"service logged {len(errors)} error line(s); first: {errors[0].get('message')}")
-    print(f"VmRSS by third of the run (median / max MiB): " + ", ".join(f"{statistics.median(t):.0f} / {max(t):.0f}" if t else "-" for t in thirds))
+    print("VmRSS by third of the run (median / max MiB): " + ", ".join(f"{statistics.median(t):.0f} / {max(t):.0f}" if t else "-" for t in thirds))
     print(f"VmRSS: max seen {max_rss:.0f} MiB (VmHWM {peak:.0f} MiB), bound {bound:.0f} MiB")
     checks = {
         f"memory: VmHWM {peak:.0f} MiB <= bound {bound:.0f} MiB": peak <= bound,

@@ -13,3 +13,22 @@ def config():
     from otel_tracefence.config import TraceFenceConfig
 
     return TraceFenceConfig()
+
+
+@pytest.fixture(autouse=True)
+def _no_tracefence_env(monkeypatch):
+    """Tests set the OTEL_TRACEFENCE_* and OTLP exporter variables they need; none leak in from the runner."""
+    for name in list(os.environ):
+        if name.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def upstream():
+    """A real gRPC TraceService on a free loopback port that records every request."""
+    from service_helpers import RecordingUpstream
+
+    up = RecordingUpstream()
+    up.start()
+    yield up
+    up.stop()

@@ -68,13 +68,6 @@ BUSY_TIMEOUT_S = inspect.signature(SQLiteReviewStore).parameters["busy_timeout_s
 GONE_S = float(os.environ.get("TRACEFENCE_UPSTREAM_GONE_S", "5"))
 
 
-@pytest.fixture(autouse=True)
-def _no_tracefence_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP")):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def start_service(tmp_path):
     """``start_service(upstream_port, review_db=..., top=..., **service_settings) -> (service, metric reader)``."""
@@ -115,14 +108,6 @@ def clients():
     yield make
     for client in made:
         client.shutdown()
-
-
-@pytest.fixture
-def upstream():
-    up = RecordingUpstream()
-    up.start()
-    yield up
-    up.stop()
 
 
 def metric(reader: InMemoryMetricReader, name: str, attributes: dict[str, Any] | None = None) -> float | None:

@@ -39,16 +39,6 @@ TF = "tracefence."
 PRODUCER_LABELS = ("tracefence.effect", "tracefence.status", "tracefence.idempotency_key")
 
 
-@pytest.fixture(autouse=True)
-def _no_tracefence_env(monkeypatch):
-    """Settings come only from each test's arguments."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("OTEL_TRACEFENCE_"):
-            monkeypatch.delenv(name)
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 

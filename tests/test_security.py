@@ -49,7 +49,6 @@ from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service import server as server_module
 from otel_tracefence.service.server import TraceFenceService
 from service_helpers import (
-    RecordingUpstream,
     attrs,
     clean_env,
     make_certificate,
@@ -167,15 +166,6 @@ OUR_ANNOTATIONS = ("tracefence.replay.class", "tracefence.plan.schema_version", 
 
 def our_annotations(span) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in span.attributes.items() if k.startswith(OUR_ANNOTATIONS)}
-
-
-@pytest.fixture(autouse=True)
-def _no_tracefence_env(monkeypatch):
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP")):
-            monkeypatch.delenv(name)
 
 
 # -- 1. hashes only by default -----------------------------------------------------------------------
@@ -422,14 +412,6 @@ def test_redaction_settings_from_the_environment_and_the_file(tmp_path, monkeypa
 
 
 # -- 3. the bearer token, TLS, the review API on its own address ----------------------------------------
-
-
-@pytest.fixture
-def upstream():
-    up = RecordingUpstream()
-    up.start()
-    yield up
-    up.stop()
 
 
 @pytest.fixture

@@ -70,23 +70,6 @@ def ours(span) -> dict[str, Any]:
     return {k: v for k, v in tf_attrs(span).items() if k.startswith(OUR_KEYS)}
 
 
-@pytest.fixture(autouse=True)
-def _no_tracefence_env(monkeypatch):
-    import os
-
-    for name in list(os.environ):
-        if name.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def upstream():
-    up = RecordingUpstream()
-    up.start()
-    yield up
-    up.stop()
-
-
 @pytest.fixture
 def serve(tmp_path, upstream):
     """``serve(**service_settings)``: a started service forwarding to ``upstream`` (or ``upstream_port``)."""

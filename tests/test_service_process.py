@@ -5,20 +5,11 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review.store import SQLiteReviewStore
-from service_helpers import Client, RecordingUpstream, ServeProcess, agent_trace, tracefence
-
-
-@pytest.fixture
-def upstream():
-    up = RecordingUpstream()
-    up.start()
-    yield up
-    up.stop()
+from service_helpers import Client, ServeProcess, agent_trace, tracefence
 
 
 def test_sigterm_with_traces_held_decides_them_partial_forwards_and_stores_them(tmp_path, upstream):

@@ -31,13 +31,6 @@ PROGRAM = Path(__file__).resolve().parent / "programs" / "zero_code_agent.py"
 INSTRUMENT = Path(sys.executable).parent / "opentelemetry-instrument"
 
 
-@pytest.fixture(autouse=True)
-def _no_tracefence_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith("OTEL_TRACEFENCE_"):
-            monkeypatch.delenv(name)
-
-
 def console_spans(stdout: str) -> list[dict]:
     """The ConsoleSpanExporter's output: one indented JSON object per span, back to back."""
     decoder = json.JSONDecoder()

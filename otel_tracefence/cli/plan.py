@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
 
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass, TracePlan
