@@ -196,17 +196,22 @@ def upstream_child() -> None:
 
 
 class Upstream:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--upstream-child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """A counting upstream in a child process (``command``: how to start it), asked over its stdin/stdout."""
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        command = command or [sys.executable, __file__, "--upstream-child"]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError("counting upstream did not start")
         self.port = json.loads(line)["port"]
+        self._lock = threading.Lock()
 
     def ask(self, command: str) -> dict:
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
+        with self._lock:  # one question and its answer at a time, whichever thread asks
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
         if not line:
             raise RuntimeError("counting upstream died")
         return json.loads(line)

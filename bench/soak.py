@@ -75,7 +75,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import GRPC_OPTIONS, ROOT_INDEX, SPANS_PER_TRACE, Service, agent_trace, percentile, stop_process  # noqa: E402
+from service import GRPC_OPTIONS, ROOT_INDEX, SPANS_PER_TRACE, Service, Upstream, agent_trace, percentile  # noqa: E402
 
 SPAN_KIB = 4.0
 DECIDED_KIB = 4.0
@@ -179,31 +179,9 @@ def _check(query: dict, masks: dict[int, array]) -> dict:
     return {"expected": expected, "missing": missing, "examples": examples, "received_of_unacknowledged_traces": unacked}
 
 
-class Upstream:
-    def __init__(self, delay_ms: float) -> None:
-        command = [sys.executable, __file__, "--upstream-child", "--upstream-delay-ms", str(delay_ms)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("counting upstream did not start")
-        self.port = json.loads(line)["port"]
-        self._lock = threading.Lock()
-
-    def ask(self, command: str) -> dict:
-        with self._lock:
-            self.process.stdin.write(command + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("counting upstream died")
-        return json.loads(line)
-
-    def stop(self) -> None:
-        try:
-            self.process.stdin.close()
-        except OSError:
-            pass
-        stop_process(self.process, 5)
+def soak_upstream(delay_ms: float) -> Upstream:
+    """The counting upstream of ``bench/service.py``, run from this file so it can answer slowly."""
+    return Upstream([sys.executable, __file__, "--upstream-child", "--upstream-delay-ms", str(delay_ms)])
 
 
 # -- a client (child process) -------------------------------------------------------------------------------
@@ -344,7 +322,7 @@ def main() -> int:
     samples: list[tuple[float, float]] = []
     stop_sampling = threading.Event()
     try:
-        upstream = Upstream(args.upstream_delay_ms)
+        upstream = soak_upstream(args.upstream_delay_ms)
         service = Service(workdir, upstream.port, max_wait_ms=args.max_wait_ms, max_traces=args.max_traces)
         listening = service.logged("tracefence serve listening")[0]
         base = service.status("VmRSS")
