@@ -146,7 +146,7 @@ GEN_AI_OUTPUT_MESSAGES = OUTPUT_MESSAGES_KEY
 OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"
 # Older OpenLLMetry: gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}.
 OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0-9]+)\.(id|name|arguments)$"
-REQUESTED_CALL_KEY_PREFIXES = ("llm.output_messages.", "gen_ai.completion.")
+OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
 

@@ -119,10 +119,10 @@ def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_f
 
 
 def _has_indexed_calls(span: SpanView) -> bool:
+    """True for the model spans whose conventions flatten calls into indexed keys: OpenInference
+    ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
     attributes = span.attributes
-    if attributes.get("openinference.span.kind") == "LLM":
-        return True
-    return any(key.startswith(cv.REQUESTED_CALL_KEY_PREFIXES) for key in attributes)
+    return attributes.get("openinference.span.kind") == "LLM" or cv.OPENLLMETRY_MODEL_SPAN_KEY in attributes
 
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:

@@ -333,12 +333,12 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
     for span in stepless:
-        if span.span_id in asking or span.span_id in covered or _below_any(span, by_id, tool_ids):
+        if span.span_id in asking or span.span_id in covered:
             continue
         sign = tool_activity_sign(span)
         if sign is None and not own_steps and asked_for_tools(span):
             sign = "its finish reason says the model asked for tool calls, and none could be read"
-        if sign is not None:
+        if sign is not None and not _below_any(span, by_id, tool_ids):
             result.steps.append(_unrecognized_step(span, sign, config))
     result.steps.sort(key=lambda s: s.order_key)
     return result
