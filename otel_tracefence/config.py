@@ -314,6 +314,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         where = f"configuration (file {path}, {ENV_PREFIX}* variables)" if path else f"configuration ({ENV_PREFIX}* variables)"
         problems = describe(exc)
         fields = tuple(dict.fromkeys(str(err["loc"][0]) for err in exc.errors() if err["loc"]))
+        if fields and all(name in overrides for name in fields):  # the caller's own arguments are at fault
+            where = "configuration (arguments)"
         raise ConfigError(f"{where}: {problems}", fields) from None
     except SettingsError as exc:
         # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.

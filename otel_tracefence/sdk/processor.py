@@ -8,6 +8,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_tracefence.config import TraceFenceConfig, load_config
+from otel_tracefence.sdk.wiring import check_downstream, check_settings
 from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
 from otel_tracefence.telemetry import guarded
 
@@ -56,7 +57,11 @@ class TraceFenceSpanProcessor(SpanProcessor):
         """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the SQLite
         store at ``config.review_db``; pass ``None`` for none. ``settings``: any
         :class:`~otel_tracefence.config.TraceFenceConfig` field, overriding the environment.
-        Raises :class:`~otel_tracefence.config.ConfigError` for a bad configuration."""
+        Raises :class:`TypeError` for a downstream that is not a span processor (an exporter must be
+        wrapped in ``BatchSpanProcessor`` or ``SimpleSpanProcessor``) and for a keyword that is no
+        setting; :class:`~otel_tracefence.config.ConfigError` for a bad configuration."""
+        check_downstream(downstream, type(self).__name__)
+        check_settings(settings, type(self).__name__)
         self.config = config if config is not None else load_config(**settings)
         self._downstream = tuple(downstream)
         sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
