@@ -7,12 +7,13 @@ import sys
 from dataclasses import replace
 
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Effect, MalformedField, ReplayClass, ToolStatus, ToolStep, TracePlan
+from otel_tracefence.model import Decision, Effect, MalformedField, ReplayClass, ToolStatus, ToolStep, TracePlan
 from otel_tracefence.pipeline import group_request, plan_spans, plan_steps
 from otel_tracefence.readers.detect import FORMATS, detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.readers.rows import read_rows
+from otel_tracefence.reasons import RESULT_NOT_RECORDED
 from otel_tracefence.schema import plan_to_json
 from otel_tracefence.cli import table
 
@@ -61,9 +62,12 @@ def unreadable_span_step(error: InputError) -> ToolStep:
     )
 
 
-def plan_text(text: str, input_format: str, config: TraceFenceConfig) -> tuple[list[TracePlan], list[InputError]]:
+def plan_text(
+    text: str, input_format: str, config: TraceFenceConfig, *, warnings: list[InputError] | None = None
+) -> tuple[list[TracePlan], list[InputError]]:
     """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
 
+    ``warnings``, when given, receives what was read but ignored (a row column that is no field).
     Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
     """
     if not text.strip():
@@ -90,6 +94,8 @@ def plan_text(text: str, input_format: str, config: TraceFenceConfig) -> tuple[l
                 )
         return plans, errors
     rows = read_rows(text, fmt, config)
+    if warnings is not None:
+        warnings.extend(rows.warnings)
     return [plan_steps(trace_id, steps, config) for trace_id, steps in sorted(rows.steps.items())], rows.errors
 
 
@@ -104,7 +110,10 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     text = decode_utf8(_read(args.file))
     fmt = detect_format(text) if args.input_format == "auto" and text.strip() else args.input_format
     on_malformed = args.on_malformed or on_malformed_default(fmt)
-    plans, errors = plan_text(text, fmt, config)
+    warnings: list[InputError] = []
+    plans, errors = plan_text(text, fmt, config, warnings=warnings)
+    for warning in warnings:
+        print(f"tracefence plan: {args.file}: warning: {warning}", file=sys.stderr)
     if errors:
         # A row or span that could not be read at all is missing from the plans: planning the
         # rest would hide it (a dropped write could leave its trace "dynamic"), so always reject.
@@ -122,6 +131,34 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(table.render(plans))
     if args.fail_on:
         threshold = ReplayClass(args.fail_on).rank
-        if any(p.replay_class is not None and p.replay_class.rank >= threshold for p in plans):
+        met = [p for p in plans if p.replay_class is not None and p.replay_class.rank >= threshold]
+        for plan in met:
+            print(f"tracefence plan: {args.file}: {fail_on_line(plan, args.fail_on)}", file=sys.stderr)
+        if met:
             return EXIT_FAIL_ON
     return EXIT_OK
+
+
+FAIL_ON_REASONS = 3
+
+
+def fail_on_line(plan: TracePlan, fail_on: str) -> str:
+    """Why ``plan`` met ``--fail-on``: its trace id, class, and the first reasons (with a call id
+    each) of the steps that put it in that class, e.g.
+    ``fail-on review: trace t1: class review: write_timeout (call c3), +1 more``."""
+    assert plan.replay_class is not None
+    cls = plan.replay_class
+    if cls is ReplayClass.REVIEW:
+        causes = [(d.reasons[0] if d.reasons else d.decision.value, d.step.call_id) for d in plan.steps if d.decision in (Decision.REVIEW, Decision.CONFLICT)]
+    elif cls is ReplayClass.STATIC:
+        causes = [(RESULT_NOT_RECORDED, d.step.call_id) for d in plan.steps if d.decision is Decision.SKIP and not d.step.result_recorded]
+    else:
+        causes = [(d.reasons[0] if d.reasons else d.decision.value, d.step.call_id) for d in plan.steps if d.decision is Decision.SKIP]
+    firsts: dict[str, str] = {}
+    for code, call_id in causes:
+        firsts.setdefault(code, call_id)
+    shown = [f"{code} (call {table.cell(call_id)})" for code, call_id in list(firsts.items())[:FAIL_ON_REASONS]]
+    if len(firsts) > FAIL_ON_REASONS:
+        shown.append(f"+{len(firsts) - FAIL_ON_REASONS} more")
+    partial = " (partial)" if plan.partial else ""
+    return f"fail-on {fail_on}: trace {table.cell(plan.trace_id) if plan.trace_id else '(none)'}: class {cls.value}{partial}: {', '.join(shown)}"

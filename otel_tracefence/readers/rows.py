@@ -3,12 +3,16 @@
 Fields: ``trace_id`` (optional), ``call_id`` or ``id``, ``tool``, ``effect``,
 ``status``, ``idempotency_key``, ``arguments`` (a JSON value; JSON text in CSV),
 ``result`` (optional), ``start_time`` (optional: Unix nanoseconds, or an RFC 3339
-timestamp). Other fields are ignored. An empty CSV cell is an absent field.
+timestamp). The camelCase spellings ``traceId``, ``callId``, ``idempotencyKey`` and
+``startTime`` are accepted; a row that carries both spellings of one field is
+malformed at that field. Other fields are ignored, each named once in
+:attr:`RowsRead.warnings`. An empty CSV cell is an absent field.
 """
 
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 from dataclasses import dataclass, field
@@ -32,6 +36,43 @@ class RowsRead:
 
     steps: dict[str, list[ToolStep]] = field(default_factory=dict)
     errors: list[InputError] = field(default_factory=list)
+    warnings: list[InputError] = field(default_factory=list)
+    """One per column that is no row field, at the line it first appears (the header's, in CSV)."""
+
+
+FIELDS = ("trace_id", "call_id", "id", "tool", "effect", "status", "idempotency_key", "arguments", "result", "start_time")
+"""The row fields, in their snake_case spelling."""
+CAMEL_CASE = {"traceId": "trace_id", "callId": "call_id", "idempotencyKey": "idempotency_key", "startTime": "start_time"}
+"""The camelCase spellings accepted for the fields of more than one word."""
+_KNOWN = frozenset(FIELDS) | frozenset(CAMEL_CASE)
+
+
+def unknown_column(name: str, line: int) -> InputError:
+    """The warning for a column that is no row field: ignored, with the closest field when one is near."""
+    close = difflib.get_close_matches(name.lower().replace("-", "_"), [*FIELDS, *(c.lower() for c in CAMEL_CASE)], n=1, cutoff=0.75)
+    if close:
+        suggestion = CAMEL_CASE.get(next((c for c in CAMEL_CASE if c.lower() == close[0]), ""), close[0])
+        hint = f"did you mean {suggestion!r}?"
+    else:
+        hint = f"the fields are {', '.join(FIELDS)}"
+    return InputError(line, printable(str(name))[:100], f"not a row field, ignored; {hint}", planned=True)
+
+
+def _one_spelling(row: dict[str, Any]) -> tuple[dict[str, Any], list[MalformedField]]:
+    """``row`` with camelCase fields under their snake_case names; a field given in both spellings is malformed."""
+    if not any(camel in row for camel in CAMEL_CASE):
+        return row, []
+    row = dict(row)
+    malformed = []
+    for camel, snake in CAMEL_CASE.items():
+        if camel not in row:
+            continue
+        value = row.pop(camel)
+        if _text(row, snake) is not _ABSENT and not (value is None or value == ""):
+            malformed.append(MalformedField(snake, f"both {snake} and {camel} given: give one"))
+        elif _text(row, snake) is _ABSENT:
+            row[snake] = value
+    return row, malformed
 
 
 def _text(row: dict[str, Any], name: str) -> Any:
@@ -74,7 +115,7 @@ def _not_unicode(name: str, value: str) -> MalformedField:
 
 def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
     """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
-    malformed: list[MalformedField] = []
+    row, malformed = _one_spelling(row)
     # Names and ids end up in the plan, which is written as UTF-8: one that is not a string or an
     # integer, or holds a lone surrogate (JSON's "\ud800" escape), is malformed, never printed as is.
     trace_id = _text(row, "trace_id")
@@ -247,8 +288,8 @@ def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
     twice = sorted({name for name in header if header.count(name) > 1})
     if twice:
         raise UnreadableInput(f"line 1: column {twice[0]!r} appears twice in the header")
-    if "tool" not in header or not ({"call_id", "id"} & set(header)):
-        raise UnreadableInput("line 1: the CSV header must name at least tool and call_id (or id)")
+    if "tool" not in header or not ({"call_id", "callId", "id"} & set(header)):
+        raise UnreadableInput(_not_a_header(text))
     start = reader.line_num + 1
     while True:
         try:
@@ -268,6 +309,21 @@ def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
         start = reader.line_num + 1
 
 
+def _not_a_header(text: str) -> str:
+    """Why the first line is no CSV header: a JSON value that is no rows file is named as such."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = []
+    if isinstance(value, (list, dict)):  # rows or OTLP/JSON read as CSV on purpose (--input-format csv)
+        return "line 1: the CSV header must name at least tool and call_id (or id)"
+    kind = {bool: "true/false", str: "string", type(None): "null"}.get(type(value), "number")
+    return (
+        f"line 1: the input is a JSON {kind}, not a trace file: give OTLP/JSON (an object with resourceSpans), "
+        "JSON rows (an array of objects), NDJSON rows (one object per line) or CSV rows with a header"
+    )
+
+
 READERS = {"json": _json_array_rows, "ndjson": _ndjson_rows, "csv": _csv_rows}
 
 
@@ -277,6 +333,7 @@ def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRea
     Raises :class:`UnreadableInput` when the file as a whole cannot be read.
     """
     result = RowsRead()
+    unknown: set[str] = set()
     for line, row in READERS[input_format](text):
         if isinstance(row, InputError):
             result.errors.append(row)
@@ -284,6 +341,10 @@ def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRea
         if not isinstance(row, dict):
             result.errors.append(InputError(line, "row", f"a row must be an object, not {type(row).__name__}"))
             continue
+        for name in row:
+            if name not in _KNOWN and name not in unknown:
+                unknown.add(name)
+                result.warnings.append(unknown_column(name, 1 if input_format == "csv" else line))
         step = row_to_step(row, line, config, arguments_are_text=input_format == "csv")
         result.errors.extend(InputError(line, f.field, f.message, planned=True) for f in step.malformed)
         result.steps.setdefault(step.trace_id, []).append(step)

@@ -1,0 +1,145 @@
+"""Issue 13 on the command line: camelCase rows, unknown columns named, --fail-on says why,
+messages that name the problem and the fix, --version, ``tracefence tools``. The real CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import decisions, plan, plans_of, run
+
+
+def ndjson(tmp_path: Path, rows: list[dict], name: str = "rows.ndjson") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# --- Row columns ---
+
+
+def test_camel_case_idempotency_key_finds_the_conflict(tmp_path: Path):
+    path = ndjson(
+        tmp_path,
+        [
+            {"traceId": "t1", "callId": "c1", "tool": "ticket.update", "effect": "write", "status": "ok", "idempotencyKey": "k", "arguments": {"a": 1}, "startTime": 1},
+            {"traceId": "t1", "callId": "c2", "tool": "ticket.update", "effect": "write", "status": "ok", "idempotencyKey": "k", "arguments": {"a": 2}, "startTime": 2},
+        ],
+    )
+    proc = plan(path)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert decisions(plans_of(proc)["t1"]) == [
+        ("c1", "conflict", ["idempotency_key_conflict", "result_not_recorded"], ["c2"]),
+        ("c2", "conflict", ["idempotency_key_conflict", "result_not_recorded"], ["c1"]),
+    ]
+
+
+def test_camel_case_csv_header(tmp_path: Path):
+    path = tmp_path / "rows.csv"
+    path.write_text('traceId,callId,tool,effect,status,idempotencyKey,startTime\nt1,c1,invoice.create,write,ok,inv-1,2026-01-01T00:00:00Z\n', encoding="utf-8")
+    proc = plan(path)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    (step,) = plans_of(proc)["t1"]["steps"]
+    assert (step["step"]["callId"], step["step"]["idempotencyKey"], step["step"]["startTimeUnixNano"]) == ("c1", "inv-1", "1767225600000000000")
+
+
+def test_both_spellings_in_one_row_are_malformed(tmp_path: Path):
+    path = ndjson(
+        tmp_path,
+        [
+            {"trace_id": "t1", "call_id": "c1", "tool": "x", "effect": "read"},
+            {"trace_id": "t1", "call_id": "c2", "callId": "c2", "tool": "x", "effect": "read"},
+            {"trace_id": "t1", "traceId": "t2", "call_id": "c3", "tool": "x", "effect": "read"},
+        ],
+    )
+    proc = plan(path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"tracefence plan: {path}: line 2: call_id: both call_id and callId given: give one\n"
+        f"tracefence plan: {path}: line 3: trace_id: both trace_id and traceId given: give one\n"
+        f"tracefence plan: {path}: rejected, 2 error(s); nothing was planned\n"
+    )
+    reviewed = plan(path, "--on-malformed", "review")
+    assert reviewed.returncode == 0
+    assert decisions(plans_of(reviewed)["t1"])[1] == ("c2", "review", ["malformed_call_id", "arguments_not_recorded"], [])
+
+
+def test_unknown_columns_are_named_once_each_with_the_closest_field(tmp_path: Path):
+    path = ndjson(
+        tmp_path,
+        [
+            {"trace_id": "t1", "call_id": "c1", "tool": "x", "effect": "read", "idempotencykey": "k"},
+            {"trace_id": "t1", "call_id": "c2", "tool": "x", "effect": "read", "idempotencykey": "k", "colour": "red"},
+        ],
+    )
+    proc = plan(path)
+    assert proc.returncode == 0
+    assert proc.stderr == (
+        f"tracefence plan: {path}: warning: line 1: idempotencykey: not a row field, ignored; did you mean 'idempotency_key'?\n"
+        f"tracefence plan: {path}: warning: line 2: colour: not a row field, ignored; the fields are trace_id, call_id, id, tool, effect, status, idempotency_key, arguments, result, start_time\n"
+    )
+
+
+def test_unknown_csv_column_is_named_at_the_header(tmp_path: Path):
+    path = tmp_path / "rows.csv"
+    path.write_text("call_id,tool,effect,Idempotency-Key\nc1,x,read,k\nc2,x,read,k\n", encoding="utf-8")
+    proc = plan(path)
+    assert proc.returncode == 0
+    assert proc.stderr == f"tracefence plan: {path}: warning: line 1: Idempotency-Key: not a row field, ignored; did you mean 'idempotency_key'?\n"
+
+
+# --- --fail-on says which traces met it and why ---
+
+
+def test_fail_on_prints_one_line_per_trace_that_met_it(tmp_path: Path):
+    path = ndjson(
+        tmp_path,
+        [
+            {"trace_id": "t1", "call_id": "c1", "tool": "ticket.update", "effect": "write", "status": "ok", "idempotency_key": "k", "arguments": {"a": 1}},
+            {"trace_id": "t1", "call_id": "c2", "tool": "ticket.update", "effect": "write", "status": "ok", "idempotency_key": "k", "arguments": {"a": 2}},
+            {"trace_id": "t1", "call_id": "c3", "tool": "invoice.create", "effect": "write", "status": "timeout"},
+            {"trace_id": "t1", "call_id": "c4", "tool": "mystery", "status": "ok"},
+            {"trace_id": "t1", "call_id": "c5", "tool": "invoice.void", "effect": "write", "status": "error"},
+            {"trace_id": "t2", "call_id": "d1", "tool": "invoice.create", "effect": "write", "status": "ok"},
+            {"trace_id": "t3", "call_id": "e1", "tool": "crm.lookup", "effect": "read", "status": "ok"},
+        ],
+    )
+    proc = plan(path, "--fail-on", "static")
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"tracefence plan: {path}: fail-on static: trace t1: class review: idempotency_key_conflict (call c1), write_timeout (call c3), effect_unknown (call c4), +1 more\n"
+        f"tracefence plan: {path}: fail-on static: trace t2: class static: result_not_recorded (call d1)\n"
+    )
+    proc = plan(path, "--fail-on", "review", "--format", "table")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        f"tracefence plan: {path}: fail-on review: trace t1: class review: idempotency_key_conflict (call c1), write_timeout (call c3), effect_unknown (call c4), +1 more"
+    ]
+
+
+def test_fail_on_not_met_prints_nothing(tmp_path: Path):
+    path = ndjson(tmp_path, [{"trace_id": "t3", "call_id": "e1", "tool": "crm.lookup", "effect": "read", "status": "ok"}])
+    proc = plan(path, "--fail-on", "injected")
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+# --- Messages that name the problem and the fix ---
+
+
+def test_a_json_number_is_not_called_a_csv_header_problem(tmp_path: Path):
+    path = tmp_path / "n.json"
+    path.write_text("42\n", encoding="utf-8")
+    proc = plan(path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"tracefence plan: {path}: line 1: the input is a JSON number, not a trace file: give OTLP/JSON (an object with resourceSpans), "
+        "JSON rows (an array of objects), NDJSON rows (one object per line) or CSV rows with a header; nothing was planned\n"
+    )
+
+
+def test_a_text_that_is_not_json_keeps_the_csv_header_message(tmp_path: Path):
+    path = tmp_path / "n.csv"
+    path.write_text("name,value\na,1\n", encoding="utf-8")
+    proc = plan(path)
+    assert proc.returncode == 2
+    assert proc.stderr == f"tracefence plan: {path}: line 1: the CSV header must name at least tool and call_id (or id); nothing was planned\n"
