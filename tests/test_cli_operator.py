@@ -143,3 +143,27 @@ def test_a_text_that_is_not_json_keeps_the_csv_header_message(tmp_path: Path):
     proc = plan(path)
     assert proc.returncode == 2
     assert proc.stderr == f"tracefence plan: {path}: line 1: the CSV header must name at least tool and call_id (or id); nothing was planned\n"
+
+
+def _otlp_span(trace_id: str, span_id: str) -> str:
+    span = {"traceId": trace_id, "spanId": span_id, "name": "execute_tool x", "attributes": [{"key": "gen_ai.tool.name", "value": {"stringValue": "x"}}]}
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n"
+
+
+def test_base64_ids_are_named_as_base64_with_the_hex_fix(tmp_path: Path):
+    path = tmp_path / "b64.otlp.json"
+    path.write_text(_otlp_span("W47/95gDgQPSabYzgT/GDA==", "ERERERERERE="), encoding="utf-8")
+    proc = plan(path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"tracefence plan: {path}: line 1, span ERERERERERE=: traceId: the span's traceId 'W47/95gDgQPSabYzgT/GDA==' is base64 "
+        "(protobuf's plain JSON mapping); OTLP/JSON writes ids as 32 hex characters: convert each id (in Python: base64.b64decode(id).hex())\n"
+        f"tracefence plan: {path}: rejected, 1 error(s); nothing was planned\n"
+    )
+    path.write_text(_otlp_span("5b8efff798038103d269b633813fc60c", "ERERERERERE="), encoding="utf-8")
+    proc = plan(path)
+    assert proc.returncode == 0
+    assert proc.stderr == (
+        f"tracefence plan: {path}: warning: line 1, span ERERERERERE=: spanId: the span's spanId 'ERERERERERE=' is base64 "
+        "(protobuf's plain JSON mapping); OTLP/JSON writes ids as 16 hex characters: convert each id (in Python: base64.b64decode(id).hex())\n"
+    )

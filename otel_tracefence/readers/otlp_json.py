@@ -40,6 +40,11 @@ def _hex_ids_to_base64(obj: dict[str, Any], where: str) -> None:
         value = obj.get(name)
         if value is None or value == "" and name in ("parentSpanId", "parent_span_id"):
             continue
+        if isinstance(value, str) and _is_base64_id(value, length // 2):
+            raise ValueError(
+                f"{name}: the {where}'s {name} {value!r} is base64 (protobuf's plain JSON mapping); OTLP/JSON writes ids "
+                f"as {length} hex characters: convert each id (in Python: base64.b64decode(id).hex())"
+            )
         if not isinstance(value, str) or len(value) != length:
             raise ValueError(f"{name}: the {where}'s {name} must be {length} hex characters, got {value!r}"[:200])
         try:
@@ -49,6 +54,20 @@ def _hex_ids_to_base64(obj: dict[str, Any], where: str) -> None:
         if not any(raw):
             raise ValueError(f"{name}: an all-zero id is invalid")
         obj[name] = base64.b64encode(raw).decode("ascii")
+
+
+def _is_base64_id(value: str, size: int) -> bool:
+    """True when ``value`` is not hex but is the base64 (standard or URL-safe, padded or not) of ``size`` bytes."""
+    if len(value) > 4 * size or all(c in "0123456789abcdefABCDEF" for c in value):
+        return False
+    padded = value + "=" * (-len(value) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            if len(decode(padded.encode("ascii"), validate=True) if decode is base64.b64decode else decode(padded.encode("ascii"))) == size:
+                return True
+        except (ValueError, UnicodeEncodeError):
+            continue
+    return False
 
 
 def _parse_span(span_json: dict[str, Any]) -> Span:
