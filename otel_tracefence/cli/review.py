@@ -8,9 +8,13 @@ Two sources, the same commands and the same output:
 * the gRPC review API of a running ``tracefence serve``: ``--endpoint HOST:PORT``
   (or ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT``), with ``--token`` (or
   ``$OTEL_TRACEFENCE_REVIEW_TOKEN``) sent as ``authorization: Bearer <token>``,
-  and ``--ca-file PEM`` to speak TLS (plaintext without it). ``list``, ``show``
-  and ``resolve`` call ``ListReviewItems``, ``GetReviewItem`` and
-  ``ResolveReviewItem``.
+  and ``--ca-file PEM`` to speak TLS (plaintext without it; ``http://HOST:PORT``
+  is plaintext and ``https://HOST:PORT`` TLS, as for ``serve --upstream``).
+  ``list``, ``show`` and ``resolve`` call ``ListReviewItems``, ``GetReviewItem``
+  and ``ResolveReviewItem``.
+
+``show`` takes the trace id in any letter case, or a prefix of it that only one
+item has.
 
 Which source: ``--db`` or ``--endpoint`` when given (not both), else
 ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT`` when set, else the database file.
@@ -43,6 +47,7 @@ TOKEN_ENV = "OTEL_TRACEFENCE_REVIEW_TOKEN"
 API_TIMEOUT_S = 30.0
 DEFAULT_DB = "tracefence-review.db"
 EXIT_OK, EXIT_ERROR = 0, 2
+SHOWN_MATCHES = 5  # trace ids named when a prefix given to ``show`` is ambiguous
 
 STATES = {"open": pb.REVIEW_STATE_OPEN, "resolved": pb.REVIEW_STATE_RESOLVED, "all": None}
 CLASSES = {c.value: c for c in ReplayClass}
@@ -81,7 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     list_parser.add_argument("--limit", type=int, default=0, help="print at most this many items (default: all)")
 
     show_parser = actions.add_parser("show", parents=[common], help="show one item with its plan")
-    show_parser.add_argument("trace_id", metavar="TRACE_ID")
+    show_parser.add_argument("trace_id", metavar="TRACE_ID", help="the trace id, in any letter case, or a prefix of it that only one item has")
 
     resolve_parser = actions.add_parser("resolve", parents=[common], help="mark an item resolved")
     resolve_parser.add_argument("trace_id", metavar="TRACE_ID")
@@ -92,9 +97,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _api_arguments(parser: argparse.ArgumentParser, default: Any) -> None:
-    parser.add_argument("--endpoint", metavar="HOST:PORT", default=default, help=f"use the review API of a running tracefence serve instead of a database file (default: ${ENDPOINT_ENV})")
+    parser.add_argument("--endpoint", metavar="HOST:PORT", default=default, help=f"HOST:PORT, http://HOST:PORT or https://HOST:PORT: use the review API of a running tracefence serve instead of a database file (default: ${ENDPOINT_ENV})")
     parser.add_argument("--token", default=default, help=f"bearer token for the review API (default: ${TOKEN_ENV})")
-    parser.add_argument("--ca-file", metavar="PEM", default=default, help="CA certificate(s) to verify the review API's TLS certificate; without it, plaintext")
+    parser.add_argument("--ca-file", metavar="PEM", default=default, help="CA certificate(s) to verify the review API's TLS certificate; without it, plaintext (or TLS with the system's roots for an https:// endpoint)")
 
 
 def _db_path(args: argparse.Namespace, config: TraceFenceConfig) -> str:
@@ -119,6 +124,46 @@ class ReviewSource(Protocol):
 
     def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
 
+    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]: ...
+
+
+def api_target(endpoint: str, ca_file: str | None) -> tuple[str, bool]:
+    """The gRPC target (``HOST:PORT``) of a review API endpoint and whether it speaks TLS.
+
+    ``http://`` is plaintext and ``https://`` TLS, as for ``serve --upstream``; without a
+    scheme, TLS when a CA file is given. Raises :class:`ValueError` for ``http://`` with a CA file.
+    """
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        return endpoint, bool(ca_file)
+    scheme = scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"--endpoint {endpoint}: give HOST:PORT, http://HOST:PORT (plaintext) or https://HOST:PORT (TLS)")
+    if scheme == "http" and ca_file:
+        raise ValueError(f"--endpoint {endpoint} is plaintext (http://) but --ca-file asks for TLS: give https://{rest.rstrip('/')} or leave --ca-file out")
+    return rest.rstrip("/"), scheme == "https"
+
+
+def read_pem_roots(path: str) -> bytes:
+    """The CA certificates in the PEM file at ``path``, checked before gRPC sees them (gRPC itself only
+    logs a core error line at the first call). Raises :class:`OSError` when the file cannot be read and
+    :class:`ValueError` when it holds no PEM certificate."""
+    import ssl
+
+    with open(path, "rb") as f:
+        data = f.read()
+    problem = ""
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        problem = "no '-----BEGIN CERTIFICATE-----' block"
+    else:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=data.decode("ascii"))
+        except (ssl.SSLError, UnicodeDecodeError, ValueError) as exc:
+            problem = f"the certificate does not parse ({getattr(exc, 'reason', None) or exc})"
+    if problem:
+        raise ValueError(f"--ca-file {path}: not a PEM CA certificate file: {problem}; give the CA certificate(s) that signed the review API's certificate, in PEM")
+    return data
+
 
 class ApiSource:
     """The review API (``tracefence.v1.ReviewService``) behind the store's interface: ``get`` gives
@@ -126,17 +171,21 @@ class ApiSource:
     :class:`ValueError`; other failures raise :class:`grpc.RpcError`."""
 
     def __init__(self, endpoint: str, *, token: str | None = None, ca_file: str | None = None) -> None:
+        """``endpoint``: ``HOST:PORT`` (plaintext, or TLS with ``ca_file``), ``http://HOST:PORT``
+        (plaintext) or ``https://HOST:PORT`` (TLS, verified with ``ca_file`` or the system's roots),
+        as ``tracefence serve --upstream`` takes them. Raises :class:`ValueError` for ``http://`` with
+        a ``ca_file`` or a ``ca_file`` that is not PEM, :class:`OSError` for one that cannot be read."""
         import grpc
 
         from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
 
         self._grpc = grpc
-        if ca_file:
-            with open(ca_file, "rb") as f:  # OSError: the caller says which file
-                credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
-            self._channel = grpc.secure_channel(endpoint, credentials)
+        target, tls = api_target(endpoint, ca_file)
+        if tls:
+            roots = read_pem_roots(ca_file) if ca_file else None
+            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=roots))
         else:
-            self._channel = grpc.insecure_channel(endpoint)
+            self._channel = grpc.insecure_channel(target)
         self._stub = pb_grpc.ReviewServiceStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
@@ -177,6 +226,16 @@ class ApiSource:
                 raise KeyError(trace_id) from None
             raise
 
+    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]:
+        """Up to ``limit`` trace ids that start with ``prefix`` ignoring letter case, sorted (pages through the queue)."""
+        found: list[str] = []
+        token = ""
+        while True:
+            items, token = self.list(state=None, replay_classes=(), service_name=None, page_size=MAX_PAGE_SIZE, page_token=token)
+            found.extend(i.trace_id for i in items if i.trace_id.lower().startswith(prefix.lower()))
+            if not token:
+                return sorted(found)[:limit]
+
     def close(self) -> None:
         self._channel.close()
 
@@ -213,6 +272,8 @@ def _run_api(args: argparse.Namespace, endpoint: str) -> int:
         source = ApiSource(endpoint, token=token, ca_file=args.ca_file)
     except OSError as exc:
         return _fail(args, f"--ca-file {args.ca_file}: {exc.strerror or exc}")
+    except ValueError as exc:
+        return _fail(args, str(exc))
     try:
         return _act(args, source, endpoint)
     except ValueError as exc:  # INVALID_ARGUMENT from the API
@@ -247,7 +308,18 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     if args.review_action == "show":
         item = source.get(args.trace_id)
         if item is None:
-            return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
+            matches = source.trace_ids_starting(args.trace_id, limit=SHOWN_MATCHES + 1)
+            if not matches:
+                return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
+            if len(matches) > 1:
+                more = ", ..." if len(matches) > SHOWN_MATCHES else ""
+                counted = f"{SHOWN_MATCHES} or more" if more else str(len(matches))
+                return _fail(
+                    args, f"{where}: trace id prefix {args.trace_id!r} matches {counted} items: {', '.join(matches[:SHOWN_MATCHES])}{more}; give more of the id"
+                )
+            item = source.get(matches[0])
+            if item is None:  # resolved away between the two reads: cannot happen with the queue's API, but say so
+                return _fail(args, f"{where}: no review item for trace id {matches[0]!r}")
     else:
         try:
             item = source.resolve(args.trace_id, resolved_by=args.by, note=args.note)

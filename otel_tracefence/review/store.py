@@ -293,6 +293,15 @@ class SQLiteReviewStore:
             row = self._connection().execute("SELECT item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
         return None if row is None else pb.ReviewItem.FromString(row[0])
 
+    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> builtins.list[str]:
+        """Up to ``limit`` trace ids that start with ``prefix``, compared ignoring ASCII letter case, sorted."""
+        pattern = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT trace_id FROM review_items WHERE lower(trace_id) LIKE ? ESCAPE '\\' ORDER BY trace_id LIMIT ?", (pattern, limit)
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
         """Mark the item resolved by ``resolved_by`` (a person or system) with ``note``.
 

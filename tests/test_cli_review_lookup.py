@@ -1,0 +1,87 @@
+"""Issue 13: ``review show`` by any letter case or a unique prefix; ``--endpoint http://`` and https://;
+``--ca-file`` that is not PEM. The real CLI as a subprocess, a real SQLite queue, a real review API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_tracefence.config import ServiceSettings, TraceFenceConfig
+from otel_tracefence.service.server import TraceFenceService
+from test_cli_review import SHOW_TABLE, TRACE, db, tracefence  # noqa: F401 - db is a fixture
+
+
+@pytest.mark.parametrize("given", [TRACE.upper(), TRACE[:6], TRACE[:6].upper(), "4BF92f35"])
+def test_show_takes_any_case_and_a_unique_prefix(db: Path, given: str):
+    proc = tracefence("show", given, "--db", str(db))
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", SHOW_TABLE)
+
+
+def test_an_ambiguous_prefix_names_the_items(db: Path):
+    proc = tracefence("show", "T-", "--db", str(db))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"tracefence review show: {db}: trace id prefix 'T-' matches 2 items: t-static, t-support; give more of the id\n"
+
+
+def test_a_prefix_nothing_has_is_unknown(db: Path):
+    proc = tracefence("show", "4bf0", "--db", str(db))
+    assert (proc.returncode, proc.stderr) == (2, f"tracefence review show: {db}: no review item for trace id '4bf0'\n")
+
+
+def test_like_wildcards_in_a_prefix_are_literal(db: Path):
+    proc = tracefence("show", "t_s", "--db", str(db))
+    assert (proc.returncode, proc.stderr) == (2, f"tracefence review show: {db}: no review item for trace id 't_s'\n")
+
+
+@pytest.fixture
+def review_api(db: Path, tmp_path: Path):
+    config = TraceFenceConfig(review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", output_file=str(tmp_path / "out.jsonl")))
+    service = TraceFenceService(config)
+    service.start()
+    yield service
+    service.stop(grace_s=0)
+
+
+def test_review_endpoint_takes_http_scheme_as_serve_upstream_does(review_api):
+    proc = tracefence("--endpoint", f"http://127.0.0.1:{review_api.port}", "show", TRACE[:8])
+    assert (proc.returncode, proc.stderr, proc.stdout) == (0, "", SHOW_TABLE)
+    proc = tracefence("--endpoint", f"http://127.0.0.1:{review_api.port}/", "show", "T-")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"tracefence review show: http://127.0.0.1:{review_api.port}/: trace id prefix 'T-' matches 2 items: t-static, t-support; give more of the id\n"
+
+
+def test_http_endpoint_with_a_ca_file_is_refused_naming_the_fix(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    proc = tracefence("--endpoint", "http://review:4317", "--ca-file", str(ca), "list")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        "tracefence review list: --endpoint http://review:4317 is plaintext (http://) but --ca-file asks for TLS: "
+        "give https://review:4317 or leave --ca-file out\n"
+    )
+
+
+def test_an_unknown_scheme_is_refused(tmp_path: Path):
+    proc = tracefence("--endpoint", "grpc://review:4317", "list")
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "tracefence review list: --endpoint grpc://review:4317: give HOST:PORT, http://HOST:PORT (plaintext) or https://HOST:PORT (TLS)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"not a certificate\n", "no '-----BEGIN CERTIFICATE-----' block"),
+        (b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "the certificate does not parse"),
+    ],
+)
+def test_a_ca_file_that_is_not_pem_is_named_before_grpc_sees_it(tmp_path: Path, content: bytes, problem: str):
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(content)
+    proc = tracefence("--endpoint", "127.0.0.1:9", "--ca-file", str(ca), "list")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.startswith(f"tracefence review list: --ca-file {ca}: not a PEM CA certificate file: {problem}")
+    assert proc.stderr.endswith("; give the CA certificate(s) that signed the review API's certificate, in PEM\n")
+    assert len(proc.stderr.splitlines()) == 1
