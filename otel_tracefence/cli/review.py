@@ -158,8 +158,8 @@ def read_pem_roots(path: str) -> bytes:
     else:
         try:
             ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=data.decode("ascii"))
-        except (ssl.SSLError, UnicodeDecodeError, ValueError) as exc:
-            problem = f"the certificate does not parse ({getattr(exc, 'reason', None) or exc})"
+        except (ssl.SSLError, UnicodeDecodeError, ValueError):
+            problem = "a certificate block does not parse"
     if problem:
         raise ValueError(f"--ca-file {path}: not a PEM CA certificate file: {problem}; give the CA certificate(s) that signed the review API's certificate, in PEM")
     return data
