@@ -31,7 +31,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
@@ -211,6 +211,33 @@ class ServiceSettings(BaseModel):
     def _listen_address(cls, value: str) -> str:
         return check_address(value, port_zero=True) if value else value
 
+    @model_validator(mode="after")
+    def _review_endpoint_apart(self) -> ServiceSettings:
+        """The review API on the receiver's own address would fail to bind ("Address already in use")."""
+        if self.review_endpoint and _same_listen_address(self.endpoint, self.review_endpoint):
+            raise ValueError(
+                f"review_endpoint {self.review_endpoint} is the receiver's endpoint {self.endpoint}: leave review_endpoint out "
+                "to serve the review API beside the receiver, or give it a port of its own"
+            )
+        return self
+
+
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", "*", ""})
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1"})
+
+
+def _same_listen_address(a: str, b: str) -> bool:
+    """Whether two ``host:port`` listen addresses would collide: the same port (not 0) on the same
+    host, or on any host when either is a wildcard."""
+    host_a, _, port_a = a.strip().rpartition(":")
+    host_b, _, port_b = b.strip().rpartition(":")
+    if port_a != port_b or port_a in ("0", ""):
+        return False
+    host_a, host_b = host_a.lower(), host_b.lower()
+    if host_a in _LOOPBACK_HOSTS and host_b in _LOOPBACK_HOSTS:
+        return True
+    return host_a == host_b or host_a in _WILDCARD_HOSTS or host_b in _WILDCARD_HOSTS
+
 
 class TraceFenceConfig(BaseSettings):
     """Everything the normalizer, planner and their doors read.
@@ -283,7 +310,9 @@ class TraceFenceConfig(BaseSettings):
 
 def describe(error: ValidationError) -> str:
     """A validation error as ``field.path: message; ...``."""
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in error.errors())
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" if err["loc"] else err["msg"].removeprefix("Value error, ") for err in error.errors()
+    )
 
 
 def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> TraceFenceConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from typing import Sequence
@@ -29,8 +30,17 @@ def _everywhere(parser: argparse.ArgumentParser) -> None:
                 _everywhere(sub)
 
 
+def version() -> str:
+    """The installed distribution's version (``otel-tracefence``), or ``unknown`` when it is not installed."""
+    try:
+        return importlib.metadata.version("otel-tracefence")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
+    parser.add_argument("--version", action="version", version=f"tracefence {version()}")
     _global_options(parser, None)
     parser.set_defaults(log_level="WARNING")
     subparsers = parser.add_subparsers(dest="command", required=True)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import logging
 import time
+from typing import Mapping
 
 import sqlite3
 
 from pydantic import ValidationError
 
-from otel_tracefence.config import ConfigError, ServiceSettings, TraceFenceConfig, describe
+from otel_tracefence.config import ConfigError, ServiceSettings, TraceFenceConfig, UpstreamSettings, describe
 from otel_tracefence.review.store import ReviewStoreError
 
 
@@ -61,6 +63,26 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
     return config.model_copy(update={**top, "service": settings})
 
 
+def upstream_transport(upstream: UpstreamSettings, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether the SDK's OTLP/gRPC exporter will speak TLS to ``upstream``, and why, by its own rule:
+    ``https://`` is TLS; else ``insecure`` when set; else ``OTEL_EXPORTER_OTLP_TRACES_INSECURE`` or
+    ``OTEL_EXPORTER_OTLP_INSECURE``; else ``http://`` is plaintext and anything else TLS."""
+    scheme = upstream.endpoint.partition("://")[0].lower() if "://" in upstream.endpoint else ""
+    if scheme == "https":
+        return True, "https:// endpoint"
+    if upstream.insecure is not None:
+        return not upstream.insecure, f"insecure: {str(upstream.insecure).lower()}"
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"):
+        value = environ.get(name)
+        if value is not None:
+            return value.strip().lower() != "true", f"{name}={value}"
+    if scheme == "http":
+        return False, "http:// endpoint"
+    if upstream.certificate_file or upstream.client_certificate_file:
+        return True, "certificate_file given"
+    return True, f"no scheme: TLS is the default; write http://{upstream.endpoint} for plaintext"
+
+
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service import logs
     from otel_tracefence.service.server import TraceFenceService
@@ -73,6 +95,14 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     except (OSError, ValueError, sqlite3.Error, ReviewStoreError) as exc:  # a bad upstream, review db or output file
         print(f"tracefence serve: cannot start: {exc}", file=sys.stderr)
         return 2
+    log = logging.getLogger("otel_tracefence.service")
+    for upstream in service.config.service.upstreams:
+        tls, because = upstream_transport(upstream)
+        log.log(
+            logging.WARNING if tls and because.startswith("no scheme") else logging.INFO,
+            "upstream transport",
+            extra={"upstream": upstream.endpoint, "transport": "tls" if tls else "plaintext", "because": because},
+        )
     received: list[int] = []
     # The handler only records the signal: it runs on the main thread between
     # bytecodes, so it must not take a lock the main thread may hold.
