@@ -10,7 +10,7 @@ from typing import Sequence
 
 from otel_tracefence.config import ConfigError, load_config
 from otel_tracefence.readers.errors import UnreadableInput
-from otel_tracefence.cli import plan, review, serve
+from otel_tracefence.cli import plan, review, serve, tools
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parser(subparsers)
     review.add_parser(subparsers)
     serve.add_parser(subparsers)
+    tools.add_parser(subparsers)
     _everywhere(parser)
     return parser
 
