@@ -30,6 +30,7 @@ import functools
 import inspect
 import json
 import logging
+import threading
 from typing import Any, Callable, Mapping, TypeVar
 
 from opentelemetry import context as otel_context
@@ -194,7 +195,9 @@ def failure_status(exc: BaseException) -> str:
     return "error"
 
 
-def declare(effect: str | None = None, *, idempotency_key: str | None = None, span: Span | None = None) -> None:
+def declare(
+    effect: str | None = None, *, idempotency_key: str | None = None, span: Span | None = None, tool: str | None = None
+) -> None:
     """Label a tool span with the producer's ``tracefence.effect`` and ``tracefence.idempotency_key``.
 
     For a tool body that runs under a span someone else made (a framework's
@@ -204,16 +207,29 @@ def declare(effect: str | None = None, *, idempotency_key: str | None = None, sp
     (leave it to the operator's rules); ``idempotency_key`` is the key the
     destination deduplicates on, a non-empty string or ``None``. ``None`` values
     are not written. Never use the model's tool-call id as the key: models mint a
-    new one each turn.
+    new one each turn. ``tool`` names the tool in the warning below (default: the
+    calling function's name).
 
-    Raises :class:`ValueError` for any other effect or key. When there is no
-    recording span (no SDK, not sampled, no current span) it does nothing.
+    Raises :class:`ValueError` for any other effect or key. A ``span`` given, or a
+    current span whose kind cannot be read, is labelled when it is recording. When
+    tracing is on (an SDK tracer provider is set) but there is no recording tool
+    span to label (no current span, or the current one is an agent, chain or other
+    non-tool span, as inside tools of OpenInference's LangChain instrumentation),
+    nothing is written: a warning is logged once per tool name with the remedy
+    (``tool_rules`` in the configuration), and every such call is counted in the
+    ``tracefence.declare.unrecorded`` metric. Without an SDK, or for a trace that
+    was not sampled, it does nothing.
     """
     effect = _check_effect(effect)
     idempotency_key = _check_key(idempotency_key)
     target = span if span is not None else trace.get_current_span()
     try:
         if not target.is_recording():
+            if span is None and not target.get_span_context().is_valid and _tracing_on():
+                _unrecorded(tool or _caller_name(), effect, idempotency_key, "there is no current span")
+            return
+        if span is None and _is_tool_span(target) is False:
+            _unrecorded(tool or _caller_name(), effect, idempotency_key, f"the current span {_span_name(target)!r} is not a tool span")
             return
         if effect is not None:
             target.set_attribute(TRACEFENCE_EFFECT, effect)
@@ -221,6 +237,104 @@ def declare(effect: str | None = None, *, idempotency_key: str | None = None, sp
             target.set_attribute(TRACEFENCE_IDEMPOTENCY_KEY, idempotency_key)
     except Exception:  # noqa: BLE001 - a broken span implementation must not break the tool
         _log.debug("tracefence: could not label span", exc_info=True)
+
+
+# What marks a span as a tool step at its start (the conventions of otel_tracefence.normalize, spelled
+# here so that an agent importing this module does not load the normalizer).
+_TOOL_KIND_VALUES = {
+    GEN_AI_OPERATION_NAME: ("execute_tool",),
+    "openinference.span.kind": ("TOOL",),
+    "traceloop.span.kind": ("tool",),
+    "langfuse.observation.type": ("tool",),
+    "langsmith.span.kind": ("tool", "TOOL"),
+    "mlflow.spanType": ("TOOL",),
+    "mcp.method.name": ("tools/call",),
+}
+_TOOL_NAME_KEYS = ("ai.toolCall.name", "gen_ai.completion.tool.name", "crewai.tool.name", "haystack.tool.name")
+_TOOL_SPAN_NAME_PREFIXES = ("execute_tool ", "tools/call ", "running tool")
+
+
+def _is_tool_span(span: Any) -> bool | None:
+    """Whether a recording span's attributes and name, as they are now, mark a tool step: ``None``
+    when they cannot be read (not an SDK span), so the caller labels it rather than guess."""
+    try:
+        attributes = getattr(span, "attributes", None)
+        if not isinstance(attributes, Mapping):
+            return None
+        if any(isinstance(k, str) and k.startswith("tracefence.") for k in attributes):
+            return True
+        if any(attributes.get(key) in values for key, values in _TOOL_KIND_VALUES.items()):
+            return True
+        if GEN_AI_TOOL_NAME in attributes and GEN_AI_OPERATION_NAME not in attributes:
+            return True
+        if any(key in attributes for key in _TOOL_NAME_KEYS):
+            return True
+        name = getattr(span, "name", "")
+        return isinstance(name, str) and (name.startswith(_TOOL_SPAN_NAME_PREFIXES) or name.endswith(".tool"))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _span_name(span: Any) -> str:
+    try:
+        name = getattr(span, "name", "")
+        return name if isinstance(name, str) else ""
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _tracing_on() -> bool:
+    """True when a tracer provider other than the API's default (proxy or no-op) is set globally."""
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
+def _caller_name() -> str:
+    """The name of the function that called :func:`declare` (the tool body)."""
+    import sys
+
+    try:
+        return sys._getframe(2).f_code.co_name
+    except (AttributeError, ValueError):  # pragma: no cover - interpreters without frames
+        return "<unknown>"
+
+
+UNRECORDED_METRIC = "tracefence.declare.unrecorded"
+_warned_tools: set[str] = set()
+_warned_lock = threading.Lock()
+_unrecorded_counter: Any = None
+
+
+def _unrecorded(tool: str, effect: str | None, key: str | None, why: str) -> None:
+    """Count a declaration no span records, and warn once per tool name with the remedy. Never raises."""
+    global _unrecorded_counter
+    try:
+        if _unrecorded_counter is None:
+            from opentelemetry import metrics
+
+            _unrecorded_counter = metrics.get_meter("otel_tracefence").create_counter(
+                UNRECORDED_METRIC, unit="{call}", description="declare() calls with no recording tool span to label: nothing was recorded."
+            )
+        _unrecorded_counter.add(1, {"tracefence.component": "instrument", GEN_AI_TOOL_NAME: tool})
+        with _warned_lock:
+            if tool in _warned_tools:
+                return
+            _warned_tools.add(tool)
+        rule = [f"match: {json.dumps(tool)}"]
+        if effect is not None:
+            rule.append(f"effect: {effect}")
+        if key is not None:
+            rule.append("idempotency_key_argument: <argument name>")
+        _log.warning(
+            "tracefence: declare() in tool %r recorded nothing: %s to label, so its calls plan without this label "
+            "(effect_unknown unless a rule says otherwise). Label the tool in the configuration instead: "
+            "tool_rules: [{%s}]. See README \"Labelling tools\" for your framework.",
+            tool,
+            why,
+            ", ".join(rule),
+        )
+    except Exception:  # noqa: BLE001 - the tool must run whatever happens here
+        pass
 
 
 class ToolCallSpan:
