@@ -167,3 +167,50 @@ def test_base64_ids_are_named_as_base64_with_the_hex_fix(tmp_path: Path):
         f"tracefence plan: {path}: warning: line 1, span ERERERERERE=: spanId: the span's spanId 'ERERERERERE=' is base64 "
         "(protobuf's plain JSON mapping); OTLP/JSON writes ids as 16 hex characters: convert each id (in Python: base64.b64decode(id).hex())\n"
     )
+
+
+# --- Progress on a terminal only ---
+
+
+def _plan_with_stderr_on_a_terminal(path: Path) -> tuple[int, str, str]:
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    from conftest import ROOT
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal 120 columns wide
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_TRACEFENCE_", "TQDM_"))}
+    out = path.with_suffix(".out")
+    with out.open("wb") as stdout_file:  # a file, not a pipe: nobody reads a pipe while the terminal is read
+        proc = subprocess.Popen([sys.executable, "-m", "otel_tracefence", "plan", str(path)], stdout=stdout_file, stderr=slave, cwd=ROOT, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=60)
+    stdout = out.read_text(encoding="utf-8")
+    os.close(master)
+    return proc.returncode, stdout, b"".join(chunks).decode(errors="replace")
+
+
+def test_progress_is_shown_when_stderr_is_a_terminal_and_never_in_a_pipe(tmp_path: Path):
+    rows = [{"trace_id": f"t{i:04d}", "call_id": "c", "tool": "crm.lookup", "effect": "read", "status": "ok"} for i in range(300)]
+    path = ndjson(tmp_path, rows)
+    code, stdout, terminal = _plan_with_stderr_on_a_terminal(path)
+    assert code == 0
+    assert len(stdout.splitlines()) == 300
+    assert "\rtracefence plan:   0%|" in terminal and "| 0/300 [00:00<?, ?trace/s]" in terminal  # tqdm's bar, cleared at the end
+    piped = plan(path)
+    assert (piped.returncode, piped.stderr, piped.stdout) == (0, "", stdout)

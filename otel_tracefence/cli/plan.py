@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, Effect, MalformedField, ReplayClass, ToolStatus, ToolStep, TracePlan
@@ -18,6 +19,7 @@ from otel_tracefence.schema import plan_to_json
 from otel_tracefence.cli import table
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_REJECTED = 0, 1, 2
+T = TypeVar("T")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -62,13 +64,36 @@ def unreadable_span_step(error: InputError) -> ToolStep:
     )
 
 
+def _no_progress(items: Sequence[T], total: int) -> Iterable[T]:
+    return items
+
+
+def terminal_progress(items: Sequence[T], total: int) -> Iterable[T]:
+    """``items`` with a progress bar on standard error (tqdm) when it is a terminal; quiet otherwise.
+
+    The bar is cleared when done. The ``TQDM_*`` variables tune it (``TQDM_DELAY=2``: only past 2 s).
+    """
+    if not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, total=total, desc="tracefence plan", unit="trace", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
 def plan_text(
-    text: str, input_format: str, config: TraceFenceConfig, *, warnings: list[InputError] | None = None
+    text: str,
+    input_format: str,
+    config: TraceFenceConfig,
+    *,
+    warnings: list[InputError] | None = None,
+    progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
 ) -> tuple[list[TracePlan], list[InputError]]:
     """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
 
     ``warnings``, when given, receives what was read but ignored (a row column that is no field).
-    Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
+    ``progress`` wraps the traces as they are planned (``progress(traces, count)``), e.g.
+    :func:`terminal_progress`. Raises :class:`UnreadableInput` when the text as a whole cannot
+    be read, or is empty.
     """
     if not text.strip():
         raise UnreadableInput("the input is empty: no rows or spans to plan")
@@ -83,7 +108,7 @@ def plan_text(
                 traces.setdefault(error.trace_id, [])
                 unreadable.setdefault(error.trace_id, []).append(unreadable_span_step(error))
         plans = []
-        for trace_id, views in sorted(traces.items()):
+        for trace_id, views in progress(sorted(traces.items()), len(traces)):
             planned = plan_spans(trace_id, views, config, extra_steps=unreadable.get(trace_id, ()))
             plans.append(planned.plan)
             for d in planned.plan.steps:
@@ -96,7 +121,7 @@ def plan_text(
     rows = read_rows(text, fmt, config)
     if warnings is not None:
         warnings.extend(rows.warnings)
-    return [plan_steps(trace_id, steps, config) for trace_id, steps in sorted(rows.steps.items())], rows.errors
+    return [plan_steps(trace_id, steps, config) for trace_id, steps in progress(sorted(rows.steps.items()), len(rows.steps))], rows.errors
 
 
 def on_malformed_default(fmt: str) -> str:
@@ -111,7 +136,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     fmt = detect_format(text) if args.input_format == "auto" and text.strip() else args.input_format
     on_malformed = args.on_malformed or on_malformed_default(fmt)
     warnings: list[InputError] = []
-    plans, errors = plan_text(text, fmt, config, warnings=warnings)
+    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=terminal_progress)
     for warning in warnings:
         print(f"tracefence plan: {args.file}: warning: {warning}", file=sys.stderr)
     if errors:
