@@ -15,6 +15,8 @@ in-memory exporter (to print the plans) and to an OTLP/JSON file
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -45,6 +47,19 @@ CONVERSATIONS = {
         ("ticket.update", {"ticket": 7, "state": "reopened", "idempotency_key": "tk-7"}),
     ],
 }
+
+
+def tracefence_command() -> str:
+    """How to run ``tracefence`` from here: ``tracefence`` when it is on the PATH (the virtual environment
+    is active), else the path of the script beside this interpreter (``.venv/bin/tracefence``)."""
+    script = Path(sys.executable).parent / "tracefence"
+    if not script.exists() or shutil.which("tracefence") == str(script):
+        return "tracefence"
+    try:
+        relative = os.path.relpath(script)
+    except ValueError:  # another drive (Windows)
+        return str(script)
+    return str(script) if relative.startswith("..") else relative
 
 
 def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -121,8 +136,10 @@ def run() -> int:
                 related = ",".join(span.attributes[annotate.STEP_RELATED_CALL_IDS]) or "-"
                 print(f"  {span.attributes['gen_ai.tool.call.id']:<22} {span.attributes['gen_ai.tool.name']:<16} {decision:<9} {reasons}  related: {related}")
     provider.shutdown()
-    print(f"\nannotated spans: {OUT / 'demo-spans.otlp.jsonl'}  (try: tracefence plan {OUT / 'demo-spans.otlp.jsonl'} --format table)")
-    print(f"review queue: {OUT / 'demo-review.db'}\n")
+    command = tracefence_command()
+    print(f"\nannotated spans: {OUT / 'demo-spans.otlp.jsonl'}  (try: {command} plan {OUT / 'demo-spans.otlp.jsonl'} --format table)")
+    print(f"tools they show: {command} tools {OUT / 'demo-spans.otlp.jsonl'}")
+    print(f"review queue: {OUT / 'demo-review.db'}  (try: {command} review --db {OUT / 'demo-review.db'} show <trace id prefix>)\n")
     sys.stdout.flush()
     from otel_tracefence.cli import main
 

@@ -1,0 +1,31 @@
+"""Issue 13: the commands ``make demo`` suggests work as printed, without activating .venv."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_the_demos_suggested_commands_run_without_an_active_venv(tmp_path: Path):
+    bin_dir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir)
+    demo = subprocess.run([sys.executable, "-m", "otel_tracefence.demo"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert demo.returncode == 0, demo.stderr
+    script = str(Path(sys.executable).parent / "tracefence")
+    suggested = re.findall(r"\(try: (.+?)\)$|^tools they show: (.+)$", demo.stdout, flags=re.M)
+    commands = [a or b for a, b in suggested]
+    assert commands == [
+        f"{script} plan out/demo-spans.otlp.jsonl --format table",
+        f"{script} tools out/demo-spans.otlp.jsonl",
+        f"{script} review --db out/demo-review.db show <trace id prefix>",
+    ]
+    trace_id = re.search(r"^([0-9a-f]{32})  open", demo.stdout, flags=re.M).group(1)
+    for command in commands:
+        proc = subprocess.run(shlex.split(command.replace("<trace id prefix>", trace_id[:8])), capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, (command, proc.stderr)
+        assert proc.stdout
