@@ -1,0 +1,38 @@
+"""Issue 13: the README lists every metric the product emits, and its zero-code example turns off the
+metrics and logs exporters that would otherwise fail without a collector."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+
+def _emitted_metric_names() -> set[str]:
+    names = set()
+    for path in (ROOT / "otel_tracefence").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        names.update(re.findall(r'create_(?:counter|up_down_counter|histogram|observable_gauge|observable_counter|gauge)\(\s*"(tracefence\.[a-z0-9_.]+)"', text))
+        names.update(re.findall(r'^[A-Z_]*METRIC = "(tracefence\.[a-z0-9_.]+)"', text, flags=re.M))
+    return names
+
+
+def test_every_metric_is_listed_in_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Self-telemetry") : readme.index("## Failure modes")]
+    listed = set(re.findall(r"^\s*\* `(tracefence\.[a-z0-9_.]+)`", section, flags=re.M))
+    emitted = _emitted_metric_names()
+    assert "tracefence.review.pending" in emitted and "tracefence.declare.unrecorded" in emitted
+    assert listed == emitted
+
+
+def test_zero_code_example_turns_the_metrics_exporter_off():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### 2. Zero-code") : readme.index("### 3. The service")]
+    assert "OTEL_METRICS_EXPORTER=none OTEL_LOGS_EXPORTER=none \\\nOTEL_TRACEFENCE_REVIEW_DB" in section
+
+
+def test_readme_says_how_pydantic_ai_is_instrumented_and_how_to_run_tracefence():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`Agent(..., instrument=True)`" in readme and "`Agent.instrument_all()`" in readme
+    assert "`.venv/bin/tracefence ...`" in readme and "`. .venv/bin/activate`" in readme
