@@ -2,7 +2,7 @@
 
 One row per tool name: how many calls (steps) it made, its effect and which source
 decided it, its status counts, how many of its steps were held (``review`` or
-``conflict``), and an example call id (the first held one, else the first). Rows
+``conflict``), and an example call id (the least held one, else the least). Rows
 are sorted by held steps, most first, then by tool name.
 
 ``--rules-skeleton`` prints, instead of the table, a YAML ``tool_rules`` block with
@@ -69,12 +69,13 @@ class ToolSummary:
         self.statuses[call.status] += 1
         if call.effect == "unknown" and call.effect_source == "none":
             self.unlabelled += 1
+        # The example: a held call (the one worth looking at) when there is one, the least call id of
+        # its kind, so the same traces give the same table whatever order their ids sort in.
         if call.decision in HELD:
-            if not self.held:
-                self.example = call.call_id  # the first held call is the one worth looking at
+            self.example = call.call_id if not self.held else min(self.example, call.call_id)
             self.held += 1
-        elif not self.example:
-            self.example = call.call_id
+        elif not self.held:
+            self.example = min(self.example, call.call_id) if self.example else call.call_id
 
 
 def summarize(calls: Iterable[Call]) -> list[ToolSummary]:
