@@ -16,6 +16,10 @@ WRITE_STATUS_UNKNOWN = "write_status_unknown"
 WRITE_ERROR = "write_error"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
 REPEATS_EARLIER_WRITE = "repeats_earlier_write"
+# A tool span that arrived after its trace was decided (and its other spans exported): the
+# trace was decided before it was complete, so this step fails closed. Applied by the shared
+# engine (otel_tracefence/buffer.py), not by the planner: the planner sees no time.
+DECIDED_BEFORE_COMPLETE = "decided_before_complete"
 WRITE_COMMITTED = "write_committed"
 DECLARED_READ = "declared_read"
 
