@@ -218,20 +218,19 @@ class TraceBuffer(Generic[P]):
                 if held is None:
                     held = self._held[view.trace_id] = _Held(self._clock())
                 held.spans.append((view, payload))
-                if local_root and self._wait_s <= 0:
+                if local_root:
+                    held.deadline = self._clock() + self._wait_s
+                # Complete: the root ended with no wait, or it ended and so has every span started here.
+                complete = (local_root and self._wait_s <= 0) or (held.deadline is not None and open_ids is not None and not open_ids)
+                if complete:
                     # Complete as it stands, even when this span reaches the bound: not partial.
                     to_decide.append((view.trace_id, self._pop(view.trace_id), False))
                 elif len(held.spans) >= self._config.max_spans_per_trace:
                     to_decide.append((view.trace_id, self._pop(view.trace_id), True))
-                else:
-                    if local_root:
-                        held.deadline = self._clock() + self._wait_s
-                    if held.deadline is not None and open_ids is not None and not open_ids:
-                        # Root ended and every span started here has ended: complete, decide now.
-                        to_decide.append((view.trace_id, self._pop(view.trace_id), False))
                 while len(self._held) > self._config.max_traces:
                     oldest, evicted = next(iter(self._held.items()))
-                    to_decide.append((oldest, self._pop(oldest), self._incomplete(oldest, evicted)))
+                    partial = self._incomplete(oldest, evicted)
+                    to_decide.append((oldest, self._pop(oldest), partial))
         if remembered is not None or deciding is not None:
             return [self._late_span(view, payload, deciding)]
         return [self._decide(*item) for item in to_decide]
@@ -253,8 +252,8 @@ class TraceBuffer(Generic[P]):
         now = self._clock()
         with self._lock:
             ready = [(tid, held) for tid, held in self._held.items() if (d := self._deadline(held)) is not None and d <= now]
-            items = [(tid, self._pop(tid), self._incomplete(tid, held)) for tid, held in ready]
-        return [self._decide(*item) for item in items]
+            items = [(tid, partial, self._pop(tid)) for tid, held in ready for partial in [self._incomplete(tid, held)]]
+        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
 
     def next_deadline(self) -> float | None:
         """The earliest moment (``clock`` seconds) a held trace becomes due, or ``None``."""
@@ -265,8 +264,8 @@ class TraceBuffer(Generic[P]):
     def drain(self) -> list[Decided[P]]:
         """Decide everything held: traces whose local root has not ended are flagged partial."""
         with self._lock:
-            items = [(tid, self._pop(tid), self._incomplete(tid, held)) for tid, held in list(self._held.items())]
-        return [self._decide(*item) for item in items]
+            items = [(tid, partial, self._pop(tid)) for tid, held in list(self._held.items()) for partial in [self._incomplete(tid, held)]]
+        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
 
     def _pop(self, trace_id: str) -> list[tuple[SpanView, P]]:
         # Caller holds the lock and decides the trace next (_decide). The held entry stays readable until popped.
