@@ -1,0 +1,250 @@
+"""Traces whose tool spans outlive their root (issue 14): the processor waits for them, and a tool span
+that still comes after its trace was decided fails closed, in every door.
+
+Real parts: the shared case ``tool_spans_outlive_root.otlp.json`` rebuilt as SDK spans and fed in
+the SDK's order, a real TracerProvider running an asyncio agent, a real ``tracefence serve`` with
+the SDK's OTLP/gRPC exporter as client and a recording upstream, real SQLite review queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from case_spans import end_time_order, feed, readable_spans
+from conftest import SHARED_CASES
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
+from otel_tracefence.instrument import tool_call
+from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.sdk import TraceFenceSpanProcessor
+from otel_tracefence.service.server import TraceFenceService
+from service_helpers import OTLPSpanExporter
+
+CASE = SHARED_CASES / "tool_spans_outlive_root.otlp.json"
+TRACE_ID = "7c3e2a4d9f1b6e5c0a8d3f2e1b4c5d6e"
+CLASS = "tracefence.replay.class"
+DECISION = "tracefence.step.decision"
+REASONS = "tracefence.step.reasons"
+PARTIAL = "tracefence.trace.partial"
+LATE = "tracefence.trace.late"
+TOOLS = {"execute_tool get_order": "replay", "execute_tool get_customer": "replay", "execute_tool close_order": "skip"}
+
+needs_case = pytest.mark.skipif(not CASE.is_file(), reason=f"{CASE} is not beside the checkout")
+
+
+def _attrs(span: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in (span.attributes or {}).items()}
+
+
+def _by_name(spans: list[ReadableSpan]) -> dict[str, dict[str, Any]]:
+    named = {s.name: _attrs(s) for s in spans}
+    assert len(named) == len(spans)
+    return named
+
+
+def _processor(tmp_path: Path | None = None, **settings: Any) -> tuple[TraceFenceSpanProcessor, InMemorySpanExporter, SQLiteReviewStore | None]:
+    exporter = InMemorySpanExporter()
+    store = SQLiteReviewStore(tmp_path / "review.db") if tmp_path is not None else None
+    return TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=store, **settings), exporter, store
+
+
+# -- the processor -------------------------------------------------------------------------------
+
+
+@needs_case
+def test_case_through_the_processor_with_defaults_every_span_carries_injected():
+    """As the SDK delivers them: starts at start time, ends at end time. The root ends first; the
+    trace is decided when its last open span ends, without waiting out the 60 s and without a flush."""
+    processor, exporter, _ = _processor()
+    assert processor.config.decision_wait_ms == 60_000
+    spans = readable_spans(CASE)
+    assert [s.name for s in end_time_order(spans)][0] == "invoke_agent streaming"  # the root ends first
+    feed(processor, spans)
+    got = _by_name(list(exporter.get_finished_spans()))
+    assert set(got) == {"invoke_agent streaming", *TOOLS}
+    for name, attributes in got.items():
+        assert attributes[CLASS] == "injected", name
+        assert PARTIAL not in attributes and LATE not in attributes
+    for name, decision in TOOLS.items():
+        assert got[name][DECISION] == decision
+    processor.shutdown()
+
+
+@needs_case
+def test_case_ends_only_in_end_time_order_are_held_for_the_wait_and_carry_injected():
+    """Only ``on_end`` calls, in end-time order (spans from elsewhere): nothing says the trace is complete,
+    so it is held for the decision wait; flushed, every span carries the CLI's class."""
+    processor, exporter, _ = _processor()
+    for span in end_time_order(readable_spans(CASE)):
+        processor.on_end(span)
+    assert exporter.get_finished_spans() == ()  # held: tool spans may still come within the wait
+    processor.force_flush()
+    got = _by_name(list(exporter.get_finished_spans()))
+    assert {name: a[CLASS] for name, a in got.items()} == dict.fromkeys(["invoke_agent streaming", *TOOLS], "injected")
+    processor.shutdown()
+
+
+@needs_case
+@pytest.mark.parametrize("starts", [True, False], ids=["with-starts", "ends-only"])
+def test_case_without_a_wait_late_tool_spans_fail_closed(tmp_path, starts):
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    feed(processor, readable_spans(CASE), starts=starts)
+    got = _by_name(list(exporter.get_finished_spans()))
+    # Decided at the root's end with no tool step: the root leaves untouched.
+    assert not any(k.startswith("tracefence.") for k in got["invoke_agent streaming"])
+    for name in TOOLS:  # every tool span came after the decision
+        attributes = got[name]
+        assert attributes[CLASS] == "review", name
+        assert attributes[DECISION] == "review"
+        assert attributes[REASONS] == ["decided_before_complete"]
+        assert attributes[PARTIAL] is True and attributes[LATE] is True
+    assert not any(a.get(CLASS) == "dynamic" for a in got.values())
+    (item,) = store.list()[0]
+    assert item.trace_id == TRACE_ID
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW and item.plan.partial is True
+    assert {s.step.call_id: (s.decision, list(s.reasons)) for s in item.plan.steps} == {
+        call: (pb.DECISION_REVIEW, ["decided_before_complete"]) for call in ("call_s1", "call_s2", "call_s3")
+    }
+    processor.shutdown()
+
+
+@needs_case
+def test_a_late_span_never_carries_a_class_below_one_already_handed_on(tmp_path):
+    """Decided with the write (review: its status was not recorded ok), then a late read: it is fenced
+    too, and the class stays review; a late non-tool span carries the trace's class."""
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    spans = {s.name: s for s in readable_spans(CASE)}
+    processor.on_end(spans["execute_tool close_order"])
+    processor.on_end(spans["invoke_agent streaming"])  # decided: injected
+    first = _by_name(list(exporter.get_finished_spans()))
+    assert {a[CLASS] for a in first.values()} == {"injected"}
+    processor.on_end(spans["execute_tool get_order"])  # a read that, on time, would have kept the trace injected
+    late = _attrs(exporter.get_finished_spans()[-1])
+    assert (late[CLASS], late[DECISION], late[REASONS]) == ("review", "review", ["decided_before_complete"])
+    processor.on_end(spans["execute_tool get_customer"])
+    assert _attrs(exporter.get_finished_spans()[-1])[CLASS] == "review"
+    (item,) = store.list()[0]
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    # The write left with skip; the stored plan keeps it, and fences only the late steps.
+    assert {s.step.call_id: s.decision for s in item.plan.steps} == {"call_s1": pb.DECISION_REVIEW, "call_s2": pb.DECISION_REVIEW, "call_s3": pb.DECISION_SKIP}
+    processor.shutdown()
+
+
+# -- a real agent whose root ends before its background tool --------------------------------------
+
+
+async def _streaming_agent(provider: TracerProvider, background_started: asyncio.Event) -> asyncio.Task:
+    """An agent turn that streams its answer: it reads an order, starts closing it in a background
+    task, and ends its run span while the close is still running. Returns the background task."""
+    tracer = provider.get_tracer("agent.loop")
+
+    async def close_order() -> None:
+        async with tool_call("close_order", effect="write", idempotency_key="close-o-5", arguments={"order": "o-5"}, record_result=True, call_id="call_close", tracer_provider=provider) as call:
+            background_started.set()
+            await asyncio.sleep(0.1)  # the destination answers after the run span has ended
+            call.set_result({"closed": True})
+
+    with tracer.start_as_current_span("invoke_agent streaming", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        async with tool_call("get_order", effect="read", arguments={"order": "o-5"}, record_result=True, call_id="call_get", tracer_provider=provider) as call:
+            await asyncio.sleep(0)
+            call.set_result({"state": "open"})
+        task = asyncio.create_task(close_order())  # in the run's context: a child of the run span
+        await background_started.wait()
+    return task  # the run span has ended; the close is still running
+
+
+def _run_agent(processor: TraceFenceSpanProcessor) -> tuple[TracerProvider, list[str]]:
+    provider = TracerProvider(resource=Resource.create({"service.name": "streaming-agent"}))
+    provider.add_span_processor(processor)
+    order: list[str] = []
+
+    async def main() -> None:
+        task = await _streaming_agent(provider, asyncio.Event())
+        order.append("root ended")
+        await task
+        order.append("background ended")
+
+    asyncio.run(main())
+    return provider, order
+
+
+def test_real_agent_background_tool_outliving_the_root_defaults(tmp_path):
+    processor, exporter, store = _processor(tmp_path)
+    provider, order = _run_agent(processor)
+    assert order == ["root ended", "background ended"]
+    got = _by_name(list(exporter.get_finished_spans()))
+    assert set(got) == {"invoke_agent streaming", "execute_tool get_order", "execute_tool close_order"}
+    ends = {s.name: s.end_time for s in exporter.get_finished_spans()}
+    assert ends["invoke_agent streaming"] < ends["execute_tool close_order"]  # the root really ended first
+    assert {name: a[CLASS] for name, a in got.items()} == dict.fromkeys(got, "injected")
+    assert (got["execute_tool get_order"][DECISION], got["execute_tool close_order"][DECISION]) == ("replay", "skip")
+    assert not any(PARTIAL in a or LATE in a for a in got.values())
+    assert store.list()[0] == []  # injected is not a review class
+    provider.shutdown()
+
+
+def test_real_agent_background_tool_outliving_the_root_without_a_wait_fails_closed(tmp_path):
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    provider, _ = _run_agent(processor)
+    got = _by_name(list(exporter.get_finished_spans()))
+    # The root and the read left at the root's end, knowing only the read: dynamic. The write
+    # came after: review, so the most restrictive class on the trace's spans is review.
+    assert got["invoke_agent streaming"][CLASS] == "dynamic"
+    late = got["execute_tool close_order"]
+    assert (late[CLASS], late[DECISION], late[REASONS], late[LATE], late[PARTIAL]) == ("review", "review", ["decided_before_complete"], True, True)
+    (item,) = store.list()[0]
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    assert {s.step.call_id: s.decision for s in item.plan.steps} == {"call_get": pb.DECISION_REPLAY, "call_close": pb.DECISION_REVIEW}
+    provider.shutdown()
+
+
+# -- the service ---------------------------------------------------------------------------------
+
+
+@needs_case
+def test_service_tool_span_sent_after_max_wait_fails_closed(tmp_path, upstream):
+    db = tmp_path / "r.db"
+    config = TraceFenceConfig(
+        review_db=str(db),
+        service=ServiceSettings(
+            endpoint="127.0.0.1:0",
+            decision_wait_ms=100,
+            max_wait_ms=300,
+            drain_timeout_s=2,
+            upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)],
+        ),
+    )
+    service = TraceFenceService(config)
+    service.start()
+    client = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{service.port}", insecure=True, timeout=10)
+    try:
+        spans = {s.name: s for s in readable_spans(CASE)}
+        # The two reads arrive; the root and the write do not within max_wait_ms.
+        sent = time.monotonic()
+        assert client.export([spans["execute_tool get_order"], spans["execute_tool get_customer"]]).name == "SUCCESS"
+        first = upstream.wait_spans(2, TRACE_ID)
+        assert time.monotonic() - sent >= 0.25
+        for received in first:
+            assert (received.tf[CLASS], received.tf[PARTIAL]) == ("dynamic", True)
+        assert client.export([spans["execute_tool close_order"]]).name == "SUCCESS"  # after max_wait_ms
+        late = {r.name: r.tf for r in upstream.wait_spans(3, TRACE_ID)}["execute_tool close_order"]
+        assert (late[CLASS], late[DECISION], list(late[REASONS]), late[LATE], late[PARTIAL]) == ("review", "review", ["decided_before_complete"], True, True)
+        assert client.export([spans["invoke_agent streaming"]]).name == "SUCCESS"
+        root = {r.name: r.tf for r in upstream.wait_spans(4, TRACE_ID)}["invoke_agent streaming"]
+        assert (root[CLASS], root[LATE]) == ("review", True)  # never back below review
+        item = service.store.get(TRACE_ID)
+        assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW and item.plan.partial is True
+        assert {s.step.call_id: s.decision for s in item.plan.steps} == {"call_s1": pb.DECISION_REPLAY, "call_s2": pb.DECISION_REPLAY, "call_s3": pb.DECISION_REVIEW}
+    finally:
+        client.shutdown()
+        service.stop(grace_s=0)
