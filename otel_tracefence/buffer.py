@@ -135,6 +135,7 @@ class _Remembered:
     plan: TracePlan | None = None  # the trace's latest plan
     span_ids: set[str] = field(default_factory=set)  # every span seen: a redelivered one is not a new call
     late_step_span_ids: set[str] = field(default_factory=set)  # steps recorded (or dispatched again) by late spans
+    dispatched: set[str] = field(default_factory=set)  # steps (span ids) with dispatch attempt spans seen
 
 
 class TraceBuffer(Generic[P]):
@@ -279,7 +280,7 @@ class TraceBuffer(Generic[P]):
     def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
-            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans})
+            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()))
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
             return Decided(trace_id, spans, None, exc)
         finally:
@@ -302,10 +303,12 @@ class TraceBuffer(Generic[P]):
             except Exception:  # noqa: BLE001 - hand the span on with what is known
                 return Late(view, payload, remembered.replay_class, None, None)
 
-    def _remember(self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None) -> None:
+    def _remember(
+        self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None
+    ) -> None:
         with self._lock:
             self._decided[trace_id] = _Remembered(
-                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set()
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set(), dispatched or set()
             )
             self._decided.move_to_end(trace_id)
             while len(self._decided) > self._config.decided_cache_size:
@@ -326,9 +329,13 @@ class TraceBuffer(Generic[P]):
         steps = list(remembered.steps)
         late_steps = set(remembered.late_step_span_ids)
         owner = next((i for i, s in enumerate(steps) if s.span_id and s.span_id == view.parent_span_id), None)
+        dispatched = set(remembered.dispatched)
         if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
-            steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
-            late_steps.add(steps[owner].span_id)
+            owner_id = steps[owner].span_id
+            if owner_id in dispatched:  # one more attempt; a first attempt span is the step's one dispatch
+                steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
+            dispatched.add(owner_id)
+            late_steps.add(owner_id)
             step = None
         else:
             steps = [s for s in steps if not (s.requested_only and s.call_id == step.call_id)] + [step]
@@ -338,7 +345,7 @@ class TraceBuffer(Generic[P]):
         kept = most_restrictive(planned, remembered.replay_class)
         if kept != planned:  # never below a class already handed on for this trace
             plan = replace(plan, replay_class=ReplayClass(kept))
-        self._remember(view.trace_id, plan, span_ids, late_steps)
+        self._remember(view.trace_id, plan, span_ids, late_steps, dispatched)
         mine = next((d for d in plan.steps if d.step is step), None) if step is not None else None
         return Late(view, payload, kept, mine, plan, True)
 

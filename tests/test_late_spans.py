@@ -248,3 +248,57 @@ def test_service_tool_span_sent_after_max_wait_fails_closed(tmp_path, upstream):
     finally:
         client.shutdown()
         service.stop(grace_s=0)
+
+
+# -- the zero-code exporter ------------------------------------------------------------------------
+
+
+@needs_case
+def test_exporter_plans_children_of_the_roots_batch_with_it():
+    """One batch in end-time order (the root first): the root is decided after the batch's other
+    spans, so every span carries the CLI's class; a tool span of a later batch fails closed."""
+    from otel_tracefence.sdk import TraceFenceSpanExporter
+
+    inner = InMemorySpanExporter()
+    exporter = TraceFenceSpanExporter(inner, review_sink=None)
+    spans = end_time_order(readable_spans(CASE))
+    assert exporter.export(spans).name == "SUCCESS"
+    assert {s.name: _attrs(s)[CLASS] for s in inner.get_finished_spans()} == dict.fromkeys([s.name for s in spans], "injected")
+    exporter.shutdown()
+
+    inner = InMemorySpanExporter()
+    exporter = TraceFenceSpanExporter(inner, review_sink=None)
+    exporter.export(spans[:3])  # the root and both reads: decided dynamic
+    assert {_attrs(s)[CLASS] for s in inner.get_finished_spans()} == {"dynamic"}
+    exporter.export(spans[3:])  # the write, in the next batch
+    late = _attrs(inner.get_finished_spans()[-1])
+    assert (late[CLASS], late[DECISION], late[REASONS], late[LATE]) == ("review", "review", ["decided_before_complete"], True)
+    exporter.shutdown()
+
+
+# -- a late dispatch attempt -----------------------------------------------------------------------
+
+
+def test_a_late_dispatch_attempt_fences_the_step_it_belongs_to(tmp_path):
+    """A retry wrapper's inner tool span that ends after its trace was decided: the step it belongs
+    to (committed, skip, already handed on) was decided without it, so the step is fenced too."""
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "close_order", "gen_ai.tool.call.id": "call_close"}
+    with tracer.start_as_current_span("invoke_agent a"):
+        outer = tracer.start_span("execute_tool close_order", attributes={**tool, "tracefence.effect": "write", "gen_ai.tool.call.result": "{}"})
+        with trace.use_span(outer, end_on_exit=False):
+            attempt = tracer.start_span("execute_tool close_order (attempt)", attributes=tool)
+        outer.end()
+    got = _by_name(list(exporter.get_finished_spans()))  # decided at the root's end: the attempt is still open
+    assert got["execute_tool close_order"][DECISION] == "skip" and got["invoke_agent a"][CLASS] == "injected"
+    attempt.end()
+    late = _attrs(exporter.get_finished_spans()[-1])
+    assert (late[CLASS], late[LATE], late[PARTIAL]) == ("review", True, True)
+    (item,) = store.list()[0]
+    (decision,) = item.plan.steps
+    assert (decision.step.call_id, decision.decision, list(decision.reasons)) == ("call_close", pb.DECISION_REVIEW, ["decided_before_complete", "arguments_not_recorded"])
+    assert decision.step.attempts == 1  # one attempt span under a step is its one dispatch, as the CLI counts it
+    provider.shutdown()
