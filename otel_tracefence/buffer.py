@@ -40,6 +40,7 @@ from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
 
 P = TypeVar("P")
+FORGOTTEN_FACTOR = 2  # traces remembered by id and class only, as a multiple of decided_cache_size
 
 
 # Reason codes that explain without fencing: ``decided_before_complete`` goes before them.
@@ -172,6 +173,10 @@ class TraceBuffer(Generic[P]):
         # fill it). ``None``: too many to track; the trace then waits its whole decision wait.
         self._open: OrderedDict[str, set[str] | None] = OrderedDict()
         self._decided: OrderedDict[str, _Remembered] = OrderedDict()
+        # Traces pushed out of the decided cache: their id and the class handed on, for
+        # FORGOTTEN_FACTOR x decided_cache_size more traces, so a span of one still comes late
+        # (and fails closed) instead of starting a new trace with a class of its own.
+        self._forgotten: OrderedDict[str, str | None] = OrderedDict()
         # Traces being planned right now (popped, not yet remembered): their spans are late,
         # once the plan is remembered. Late spans are planned one at a time against the
         # latest remembered steps, so concurrent late spans of one trace lose none.
@@ -185,7 +190,7 @@ class TraceBuffer(Generic[P]):
     def started(self, trace_id: str, span_id: str) -> None:
         """A span of ``trace_id`` started in this process: its trace is not complete until it ends."""
         with self._lock:
-            if trace_id in self._decided or trace_id in self._deciding:
+            if trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten:
                 return  # it will be late whatever happens
             if trace_id not in self._open:
                 self._open[trace_id] = set()
@@ -208,6 +213,10 @@ class TraceBuffer(Generic[P]):
         to_decide: list[tuple[str, list[tuple[SpanView, P]], bool]] = []
         with self._lock:
             remembered = self._decided.get(view.trace_id)
+            if remembered is None and view.trace_id in self._forgotten:
+                # Decided long ago and forgotten but for its class: late all the same.
+                remembered = self._decided[view.trace_id] = _Remembered(self._forgotten.pop(view.trace_id), [])
+                self._trim_decided()
             deciding = self._deciding.get(view.trace_id) if remembered is None else None
             if remembered is not None:
                 self._decided.move_to_end(view.trace_id)
@@ -311,8 +320,16 @@ class TraceBuffer(Generic[P]):
                 plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set(), dispatched or set()
             )
             self._decided.move_to_end(trace_id)
-            while len(self._decided) > self._config.decided_cache_size:
-                self._decided.popitem(last=False)
+            self._forgotten.pop(trace_id, None)
+            self._trim_decided()
+
+    def _trim_decided(self) -> None:
+        # Caller holds the lock.
+        while len(self._decided) > self._config.decided_cache_size:
+            forgotten, remembered = self._decided.popitem(last=False)
+            self._forgotten[forgotten] = remembered.replay_class
+        while len(self._forgotten) > FORGOTTEN_FACTOR * self._config.decided_cache_size:
+            self._forgotten.popitem(last=False)
 
     def _late(self, view: SpanView, payload: P, remembered: _Remembered) -> Late[P]:
         partial = remembered.plan is not None and remembered.plan.partial

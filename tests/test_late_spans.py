@@ -302,3 +302,28 @@ def test_a_late_dispatch_attempt_fences_the_step_it_belongs_to(tmp_path):
     assert (decision.step.call_id, decision.decision, list(decision.reasons)) == ("call_close", pb.DECISION_REVIEW, ["decided_before_complete", "arguments_not_recorded"])
     assert decision.step.attempts == 1  # one attempt span under a step is its one dispatch, as the CLI counts it
     provider.shutdown()
+
+
+# -- a trace pushed out of the decided cache -------------------------------------------------------
+
+
+@needs_case
+def test_a_late_read_of_a_forgotten_trace_still_fails_closed(tmp_path):
+    """Past ``decided_cache_size`` a trace is remembered by id and class only; a late read of it is
+    late all the same (review), never a new trace of its own (which would say dynamic)."""
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0, decided_cache_size=1)
+    spans = {s.name: s for s in readable_spans(CASE)}
+    processor.on_end(spans["execute_tool close_order"])
+    processor.on_end(spans["invoke_agent streaming"])  # decided: injected
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    with provider.get_tracer("agent").start_as_current_span("invoke_agent other"):
+        with tool_call("lookup", effect="read", tracer_provider=provider):
+            pass  # one more decided trace: the first is forgotten
+    processor.on_end(spans["execute_tool get_order"])
+    late = _attrs(exporter.get_finished_spans()[-1])
+    assert (late[CLASS], late[DECISION], late[REASONS], late[LATE]) == ("review", "review", ["decided_before_complete"], True)
+    (item,) = [i for i in store.list()[0] if i.trace_id == TRACE_ID]
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    assert {s.step.call_id: s.decision for s in item.plan.steps} == {"call_s1": pb.DECISION_REVIEW}
+    provider.shutdown()
