@@ -310,7 +310,9 @@ class TraceBuffer(Generic[P]):
             try:
                 return self._late(view, payload, remembered)
             except Exception:  # noqa: BLE001 - hand the span on with what is known
-                return Late(view, payload, remembered.replay_class, None, None)
+                # It may be a tool step nobody planned: fail closed (a trace with tool steps says review).
+                fenced = ReplayClass.REVIEW.value if remembered.replay_class is not None else None
+                return Late(view, payload, fenced, None, None, True)
 
     def _remember(
         self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None

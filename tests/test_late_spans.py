@@ -327,3 +327,24 @@ def test_a_late_read_of_a_forgotten_trace_still_fails_closed(tmp_path):
     assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
     assert {s.step.call_id: s.decision for s in item.plan.steps} == {"call_s1": pb.DECISION_REVIEW}
     provider.shutdown()
+
+
+@needs_case
+def test_a_late_span_that_cannot_be_planned_carries_review(monkeypatch):
+    """A failure of ours while planning a late span never lets it leave with the trace's earlier,
+    safer class: it may be a tool step nobody planned."""
+    from otel_tracefence import buffer as buffer_module
+
+    processor, exporter, _ = _processor(decision_wait_ms=0)
+    spans = {s.name: s for s in readable_spans(CASE)}
+    processor.on_end(spans["execute_tool get_order"])
+    processor.on_end(spans["invoke_agent streaming"])  # decided: dynamic
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(buffer_module, "span_to_step", broken)
+    processor.on_end(spans["execute_tool close_order"])
+    late = _attrs(exporter.get_finished_spans()[-1])
+    assert (late[CLASS], late[LATE]) == ("review", True)
+    processor.shutdown()
