@@ -9,6 +9,7 @@ the SDK's OTLP/gRPC exporter as client and a recording upstream, real SQLite rev
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from pathlib import Path
 from typing import Any
@@ -348,3 +349,76 @@ def test_a_late_span_that_cannot_be_planned_carries_review(monkeypatch):
     late = _attrs(exporter.get_finished_spans()[-1])
     assert (late[CLASS], late[LATE]) == ("review", True)
     processor.shutdown()
+
+
+# -- a pydantic-ai agent whose tool hands the work to a background task ------------------------------
+
+
+def _run_pydantic_agent(processor: TraceFenceSpanProcessor) -> TracerProvider:
+    """A real pydantic-ai agent (offline TestModel) inside a request span. Its tool ``close_order``
+    hands the close to a background task, a sibling tool span under the request, and returns; the
+    agent run and the request span end while the background close is still running."""
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.test import TestModel
+
+    from otel_tracefence.instrument import declare
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "pydantic-agent"}))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("app")
+    agent = Agent(TestModel(call_tools=["close_order"]))
+    agent.instrument = InstrumentationSettings(tracer_provider=provider, include_content=True)
+    background: list[asyncio.Task] = []
+    request: dict[str, Any] = {}
+
+    async def background_close(order: str, started: asyncio.Event) -> None:
+        async with tool_call("orders.close", effect="write", idempotency_key=f"close-{order}", arguments={"order": order}, record_result=True, call_id=f"bg-{order}", tracer_provider=provider) as call:
+            started.set()
+            await asyncio.sleep(0.1)
+            call.set_result({"closed": True})
+
+    @agent.tool_plain
+    async def close_order(order: str) -> str:
+        declare("write", idempotency_key=f"schedule-{order}")
+        started = asyncio.Event()
+        # The background work belongs to the request, not to this tool call (not a dispatch attempt of it).
+        background.append(request["context"].run(asyncio.create_task, background_close(order, started)))
+        await started.wait()
+        return "close scheduled"
+
+    async def main() -> None:
+        with tracer.start_as_current_span("POST /orders/close", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            request["context"] = contextvars.copy_context()
+            result = await agent.run("close order o-5")
+            assert result.output == '{"close_order":"close scheduled"}'
+        await asyncio.gather(*background)  # the request span has ended; the close is still running
+
+    asyncio.run(main())
+    return provider
+
+
+def test_real_pydantic_ai_agent_background_tool_outliving_the_root(tmp_path):
+    processor, exporter, store = _processor(tmp_path)
+    provider = _run_pydantic_agent(processor)
+    finished = list(exporter.get_finished_spans())
+    ends = {s.name: s.end_time for s in finished}
+    assert ends["POST /orders/close"] < ends["execute_tool orders.close"]  # the root really ended first
+    assert {s.name: _attrs(s).get(CLASS) for s in finished} == dict.fromkeys(ends, "injected")
+    tools = {s.name: _attrs(s)[DECISION] for s in finished if DECISION in _attrs(s)}
+    assert tools == {"execute_tool close_order": "skip", "execute_tool orders.close": "skip"}  # pydantic-ai's span and the background one
+    assert store.list()[0] == []
+    provider.shutdown()
+
+
+def test_real_pydantic_ai_agent_background_tool_without_a_wait_fails_closed(tmp_path):
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    provider = _run_pydantic_agent(processor)
+    finished = {s.name: _attrs(s) for s in exporter.get_finished_spans()}
+    late = finished["execute_tool orders.close"]
+    assert (late[CLASS], late[DECISION], late[REASONS], late[LATE]) == ("review", "review", ["decided_before_complete"], True)
+    assert finished["POST /orders/close"][CLASS] == "injected"  # left before the close was known
+    (item,) = store.list()[0]
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    provider.shutdown()
