@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -32,7 +33,6 @@ from conftest import ROOT, SHARED_CASES
 from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import OTLPSpanExporter
 
 INPUT_SUFFIXES = (".json", ".ndjson", ".csv")
 CLASS = "tracefence.replay.class"

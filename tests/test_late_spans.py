@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -29,7 +30,6 @@ from otel_tracefence.instrument import tool_call
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import OTLPSpanExporter
 
 CASE = SHARED_CASES / "tool_spans_outlive_root.otlp.json"
 TRACE_ID = "7c3e2a4d9f1b6e5c0a8d3f2e1b4c5d6e"
