@@ -205,8 +205,14 @@ class TraceBuffer(Generic[P]):
                 ids.add(span_id)
 
     def _incomplete(self, trace_id: str, held: _Held[P]) -> bool:
-        # Caller holds the lock: the root has not ended, or spans known to have started are still open.
-        return held.deadline is None or bool(self._open.get(trace_id))
+        # Caller holds the lock: the root has not ended, or spans known to have started are still open
+        # (or were too many to track).
+        if held.deadline is None:
+            return True
+        if trace_id not in self._open:
+            return False
+        ids = self._open[trace_id]
+        return ids is None or bool(ids)
 
     def add(self, view: SpanView, payload: P, *, local_root: bool) -> list[Decided[P] | Late[P]]:
         """Hold one finished span; returns whatever can be handed on now (decided traces, or this span if late)."""

@@ -422,3 +422,54 @@ def test_real_pydantic_ai_agent_background_tool_without_a_wait_fails_closed(tmp_
     (item,) = store.list()[0]
     assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
     provider.shutdown()
+
+
+# -- the buffer's bounds on open spans ---------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _view(trace_id: str, span_id: str, parent: str | None = None) -> Any:
+    from otel_tracefence.normalize import SpanView
+
+    read = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"t{span_id}", "tracefence.effect": "read"}
+    return SpanView(trace_id, span_id, f"span {span_id}", read if parent else {}, parent, start_time_unix_nano=1, end_time_unix_nano=2)
+
+
+def _decided(items: list[Any]) -> list[tuple[str, bool]]:
+    from otel_tracefence.buffer import Decided
+
+    return [(d.trace_id, d.planned.plan.partial) for d in items if isinstance(d, Decided)]
+
+
+def test_open_spans_are_tracked_within_the_bounds_and_past_them_the_whole_wait_applies():
+    from otel_tracefence.buffer import TraceBuffer
+
+    clock = _Clock()
+    buffer: TraceBuffer[None] = TraceBuffer(TraceFenceConfig(max_traces=2, max_spans_per_trace=3), decision_wait_ms=500, clock=clock)
+    a, b, c, d = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
+    for trace_id in (a, b, c):  # three traces start; only the last two fit: a is forgotten
+        buffer.started(trace_id, "1" * 16)
+        buffer.started(trace_id, "2" * 16)
+    assert _decided(buffer.add(_view(b, "2" * 16, "1" * 16), None, local_root=False)) == []
+    assert _decided(buffer.add(_view(b, "1" * 16), None, local_root=True)) == [(b, False)]  # nothing open: at once
+    assert _decided(buffer.add(_view(a, "2" * 16, "1" * 16), None, local_root=False)) == []
+    assert _decided(buffer.add(_view(a, "1" * 16), None, local_root=True)) == []  # untracked: waits
+    for i in range(1, 5):  # d: more spans open than max_spans_per_trace can track
+        buffer.started(d, str(i) * 16)
+    assert _decided(buffer.add(_view(d, "2" * 16, "1" * 16), None, local_root=False)) == []
+    assert _decided(buffer.add(_view(d, "1" * 16), None, local_root=True)) == []  # untracked: waits
+    assert buffer.due() == []
+    clock.now += 0.5
+    # Waited out: a had nothing known open; d had spans open past what could be tracked (partial).
+    assert sorted(_decided(buffer.due())) == [(a, False), (d, True)]
+    # c: its root ended with a child still open; when the wait runs out, partial.
+    assert _decided(buffer.add(_view(c, "1" * 16), None, local_root=True)) == []
+    clock.now += 0.5
+    assert _decided(buffer.due()) == [(c, True)]
