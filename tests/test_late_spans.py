@@ -473,3 +473,30 @@ def test_open_spans_are_tracked_within_the_bounds_and_past_them_the_whole_wait_a
     assert _decided(buffer.add(_view(c, "1" * 16), None, local_root=True)) == []
     clock.now += 0.5
     assert _decided(buffer.due()) == [(c, True)]
+
+
+def test_fail_closed_ranks_decided_before_complete_as_the_last_review_rule():
+    from otel_tracefence.buffer import fail_closed
+    from otel_tracefence.model import Effect, ToolStatus, ToolStep
+    from otel_tracefence.planner import plan_trace
+
+    def write(call_id: str, span_id: str, status: ToolStatus, start: int) -> ToolStep:
+        return ToolStep("t", call_id, "pay", Effect.WRITE, status, span_id=span_id, idempotency_key="k", start_time_unix_nano=start)
+
+    steps = [write("c1", "1" * 16, ToolStatus.OK, 1), write("c2", "2" * 16, ToolStatus.TIMEOUT, 2), write("c3", "3" * 16, ToolStatus.OK, 3)]
+    plan = plan_trace("t", steps)
+    before = {d.step.call_id: (d.decision.value, d.reasons) for d in plan.steps}
+    fenced = fail_closed(plan, {"2" * 16, "3" * 16})
+    after = {d.step.call_id: (d.decision.value, d.reasons) for d in fenced.steps}
+    assert after["c1"] == before["c1"]  # on time: untouched
+    # Fenced by other rules already: the code after theirs, before the notes.
+    assert before["c3"] == ("review", ("idempotency_key_reused_arguments_unavailable", "result_not_recorded", "arguments_not_recorded"))
+    assert after["c3"] == (
+        "review",
+        ("idempotency_key_reused_arguments_unavailable", "decided_before_complete", "result_not_recorded", "arguments_not_recorded"),
+    )
+    assert before["c2"][1][:2] == ("idempotency_key_reused_arguments_unavailable", "write_timeout")
+    assert after["c2"][1][:3] == ("idempotency_key_reused_arguments_unavailable", "write_timeout", "decided_before_complete")
+    assert fenced.partial is True and fenced.replay_class.value == "review"
+    assert fail_closed(fenced, {"2" * 16}) == fenced  # applied once
+    assert fail_closed(plan, set()) is plan
