@@ -264,3 +264,18 @@ def test_steps_status_reads_are_unchanged_for_plain_spans():
     klass, steps = plan(read)
     assert (klass, steps) == (ReplayClass.DYNAMIC, [("dp1", "replay", ("declared_read", "error_in_result"))])
     assert plan_spans(TRACE, [ROOT, read], CONFIG).plan.steps[0].step.status is ToolStatus.ERROR
+
+
+def test_a_tool_invoker_with_tool_spans_below_it_has_its_calls_matched_as_requests():
+    messages = {"messages": [{"role": "assistant", "content": [
+        {"tool_call": {"tool_name": "get_stock", "arguments": {"sku": "A"}, "id": "h1"}},
+        {"tool_call": {"tool_name": "reserve_stock", "arguments": {"sku": "A", "n": 2}, "id": "h2"}}]}]}
+    invoker = view("b5b5b5b5b5b5b5b5", "haystack.component.run", {"haystack.component.type": "ToolInvoker",
+                                                                  "haystack.component.input": json.dumps(messages)}, end=90)
+    ran = view("b6b6b6b6b6b6b6b6", "haystack.tool.invoke", {"haystack.tool.name": "get_stock", "haystack.tool.call.id": "h1",
+                                                            "haystack.tool.arguments": '{"sku": "A"}', "tracefence.effect": "read"},
+               parent="b5b5b5b5b5b5b5b5", start=20)
+    assert plan(invoker, ran) == (ReplayClass.REVIEW, [
+        ("h1", "replay", ("declared_read",)),
+        ("h2", "review", ("effect_unknown", "requested_not_recorded")),
+    ])

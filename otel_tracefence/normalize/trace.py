@@ -10,10 +10,10 @@ from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import EffectSource, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import http_request
 from otel_tracefence.normalize.status import span_status
@@ -321,7 +321,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
-            requests.extend(RequestedCall(cv.call_id(v.attributes), cv.tool_name(v.attributes, v.name) or "", span_arguments(v.attributes, config.limits), invoker, i) for i, v in enumerate(views))
+            for index, call in enumerate(views):
+                tool = cv.tool_name(call.attributes, call.name) or ""
+                requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
         elif views:
             result.steps.extend(step for view in views if (step := span_to_step(view, config)) is not None)
         else:
