@@ -50,6 +50,13 @@ def test_a_cut_off_openinference_input_without_a_mime_type_is_truncated_not_text
     assert plan(read) == (ReplayClass.REVIEW, [("b2b2b2b2b2b2b2b2", "review", ("arguments_truncated",))])
 
 
+def test_a_value_cut_between_tokens_with_a_truncation_marker_is_truncated():
+    for cut in ('{"to": "ops", ...', '{"to": "ops", "cc": [1, 2] [truncated]', '{"to": "ops", "cc": \u2026'):
+        write = view("b4b4b4b4b4b4b4b4", "execute_tool send_mail", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_mail",
+                                                                    "gen_ai.tool.call.arguments": cut, "tracefence.effect": "write"})
+        assert plan(write) == (ReplayClass.REVIEW, [("b4b4b4b4b4b4b4b4", "review", ("arguments_truncated",))]), cut
+
+
 def test_a_cut_off_json_result_holds_even_a_committed_write_as_result_truncated():
     write = view("b3b3b3b3b3b3b3b3", "execute_tool refund", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund", "gen_ai.tool.call.id": "r1",
@@ -279,3 +286,14 @@ def test_a_tool_invoker_with_tool_spans_below_it_has_its_calls_matched_as_reques
         ("h1", "replay", ("declared_read",)),
         ("h2", "review", ("effect_unknown", "requested_not_recorded")),
     ])
+
+
+def test_a_kind_value_no_convention_defines_names_no_kind():
+    # Spring AI's tool-call observation: operation "framework", named after the call. Read as a step...
+    spring = view("b7b7b7b7b7b7b7b7", "tool_call get_weather", {"gen_ai.operation.name": "framework", "spring.ai.kind": "tool_call",
+                                                               "spring.ai.tool.definition.name": "get_weather",
+                                                               "spring.ai.tool.call.arguments": '{"city": "Rome"}', "tracefence.effect": "read"})
+    assert plan(spring) == (ReplayClass.DYNAMIC, [("b7b7b7b7b7b7b7b7", "replay", ("declared_read",))])
+    # ...and a span of an unknown OpenInference kind named like a tool call is tool activity.
+    unknown = view("b8b8b8b8b8b8b8b8", "tool_call get_weather", {"openinference.span.kind": "UNKNOWN"})
+    assert plan(unknown) == (ReplayClass.REVIEW, [("b8b8b8b8b8b8b8b8", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])

@@ -7,7 +7,7 @@ has the table by producer and version): OpenTelemetry GenAI semantic conventions
 OpenLLMetry (``traceloop.*``, ``gen_ai.completion.*``), Langfuse, LangSmith, the
 Vercel AI SDK (``ai.toolCall.*``), older pydantic-ai (``tool_arguments`` /
 ``tool_response``), ``code.function.parameters.*``, CrewAI, Haystack's own
-tracer, Google ADK and Elastic. Adding a convention means adding its keys here,
+tracer, Google ADK, Elastic, MLflow and Spring AI. Adding a convention means adding its keys here,
 nothing else.
 """
 
@@ -43,6 +43,7 @@ TOOL_KIND_MARKERS = (
     ("langsmith.span.kind", "tool"),
     ("mcp.method.name", "tools/call"),
     ("mlflow.spanType", "tool"),
+    ("spring.ai.kind", "tool_call"),
 )
 # Attributes whose mere presence marks a tool span: Vercel AI SDK, OpenLLMetry's OpenAI Agents
 # instrumentation, CrewAI, Haystack 3.x, Elastic.
@@ -70,6 +71,7 @@ TOOL_NAME_KEYS = (
     "crewai.tool.name",
     "haystack.tool.name",
     "elastic.tool.name",
+    "spring.ai.tool.definition.name",
 )
 CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.id", "haystack.tool.call.id")
 ARGUMENT_KEYS = (
@@ -83,6 +85,7 @@ ARGUMENT_KEYS = (
     "elastic.tool.parameters",
     "haystack.tool.arguments",
     "mlflow.spanInputs",
+    "spring.ai.tool.call.arguments",
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
@@ -94,6 +97,7 @@ RESULT_KEYS = (
     "gcp.vertex.agent.tool_response",
     "haystack.tool.result",
     "mlflow.spanOutputs",
+    "spring.ai.tool.call.result",
 )
 # Wrappers frameworks put around a call's keyword arguments in OpenInference ``input.value``:
 # LlamaIndex ``{"kwargs": {...}}``, smolagents ``{"args": [], "kwargs": {...},
