@@ -54,7 +54,7 @@ def test_a_value_cut_between_tokens_with_a_truncation_marker_is_truncated():
     for cut in ('{"to": "ops", ...', '{"to": "ops", "cc": [1, 2] [truncated]', '{"to": "ops", "cc": \u2026'):
         write = view("b4b4b4b4b4b4b4b4", "execute_tool send_mail", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_mail",
                                                                     "gen_ai.tool.call.arguments": cut, "tracefence.effect": "write"})
-        assert plan(write) == (ReplayClass.REVIEW, [("b4b4b4b4b4b4b4b4", "review", ("arguments_truncated",))]), cut
+        assert plan(write) == (ReplayClass.REVIEW, [("b4b4b4b4b4b4b4b4", "review", ("arguments_truncated", "result_not_recorded"))]), cut
 
 
 def test_a_cut_off_json_result_holds_even_a_committed_write_as_result_truncated():
