@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from otel_tracefence.model import SCHEMA_VERSION, TracePlan
+from otel_tracefence.model import SCHEMA_VERSION, StepDecision, TracePlan
 from otel_tracefence.pipeline import PlannedTrace
 
 REPLAY_CLASS = "tracefence.replay.class"
@@ -48,6 +48,11 @@ def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
         step = decision.step
         if not step.span_id:
             continue  # a call the model requested that no span records: it lives in the plan only
+        earlier = by_span.get(step.span_id)
+        if earlier is not None and _DECISION_RANK[earlier[STEP_DECISION]] >= _DECISION_RANK[decision.decision.value]:
+            # One span that ran several calls (a Haystack ToolInvoker): it carries its most restrictive step.
+            _merge_lists(earlier, decision)
+            continue
         by_span[step.span_id] = {
             **common,
             STEP_DECISION: decision.decision.value,
@@ -56,9 +61,22 @@ def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
             STEP_EFFECT: step.effect.value,
             STEP_STATUS: step.status.value,
         }
+        if earlier is not None:
+            _merge_lists(by_span[step.span_id], None, earlier)
     for attempt, owner in planned.normalized.attempt_of.items():
         by_span[attempt] = {**common, STEP_ATTEMPT_OF: owner}
     return by_span
+
+
+_DECISION_RANK = {"replay": 0, "skip": 1, "review": 2, "conflict": 3}
+
+
+def _merge_lists(into: dict[str, Any], decision: StepDecision | None, other: dict[str, Any] | None = None) -> None:
+    """Add another step's reasons and related call ids (of ``decision`` or of ``other``'s attributes) to ``into``."""
+    reasons = list(decision.reasons) if decision is not None else other[STEP_REASONS]
+    related = list(decision.related_call_ids) if decision is not None else other[STEP_RELATED_CALL_IDS]
+    into[STEP_REASONS] = into[STEP_REASONS] + [r for r in reasons if r not in into[STEP_REASONS]]
+    into[STEP_RELATED_CALL_IDS] = into[STEP_RELATED_CALL_IDS] + [c for c in related if c not in into[STEP_RELATED_CALL_IDS]]
 
 
 def late_attributes(replay_class: str | None, *, partial: bool = False) -> dict[str, Any]:

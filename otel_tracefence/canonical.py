@@ -27,6 +27,12 @@ class JSONTextError(ValueError):
     """Text that is not JSON (RFC 8259): the field is malformed."""
 
 
+class JSONTruncatedError(JSONTextError):
+    """JSON text cut off before its end (a string, array or object left open), as an SDK's
+    attribute length limit (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) or a backend leaves it:
+    the value was recorded but cannot be read whole (``arguments_truncated``)."""
+
+
 class JSONNumberError(JSONTextError):
     """JSON text holding an integer too long for Python to convert (more digits than
     ``sys.get_int_max_str_digits()``, 4300 by default). It is JSON, but not I-JSON: such
@@ -42,15 +48,28 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+# What backends and SDK wrappers append where they cut a value (Langfuse, Phoenix, log pipelines).
+TRUNCATION_MARKERS = ("...", "\u2026", "[truncated]", "(truncated)", "<truncated>")
+
+
+def _marked_truncated(text: str) -> bool:
+    return text.rstrip().endswith(TRUNCATION_MARKERS)
+
+
 def parse_json_text(text: str) -> Any:
     """Parse JSON text strictly: ``NaN`` and ``Infinity`` are rejected.
 
-    Raises :class:`JSONTextError` for text that is not JSON and ``RecursionError``
+    Raises :class:`JSONTruncatedError` for JSON that ends too early (a string
+    left open, the text ending where a value or delimiter is expected, or text
+    that does not parse and ends with a truncation marker such as ``...``),
+    :class:`JSONTextError` for other text that is not JSON, and ``RecursionError``
     for nesting deeper than the interpreter can parse.
     """
     try:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and text.strip()) or _marked_truncated(text):
+            raise JSONTruncatedError(f"cut off: the JSON text ends at character {len(text)} before its value is complete") from None
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except JSONTextError:
         raise

@@ -74,6 +74,39 @@ class ToolRule(BaseModel):
         return self._regex.fullmatch(tool) is not None
 
 
+class ResultErrorShape(BaseModel):
+    """A shape of recorded result that says the call failed although its span says ok.
+
+    The shape matches an object of the result (JSON) that has ``key`` with a value that
+    ``equals`` (strings compared case-insensitively), or a number within
+    [``at_least``, ``below``), or, with ``present``, any non-empty object, string or
+    ``true``. Only the result's top-level object is looked at unless ``anywhere``
+    (then every object down to 8 levels). The defaults are in
+    ``otel_tracefence/normalize/result_errors.py``; ``result_error_shapes`` adds to them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(min_length=1)
+    equals: str | bool | int | None = None
+    at_least: float | None = None
+    below: float | None = None
+    present: bool = False
+    anywhere: bool = False
+
+    def says_error(self, value: Any) -> bool:
+        """True when ``value`` (found under ``key``) says the call failed."""
+        if self.present:
+            return value is True or (isinstance(value, (dict, list, str)) and len(value) > 0)
+        if self.at_least is not None or self.below is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False
+            return (self.at_least is None or value >= self.at_least) and (self.below is None or value < self.below)
+        if isinstance(self.equals, str):
+            return isinstance(value, str) and value.lower() == self.equals.lower()
+        return value is self.equals if isinstance(self.equals, bool) else (value == self.equals and not isinstance(value, bool))
+
+
 class Limits(BaseModel):
     """Input bounds: beyond them a value is reported, never parsed."""
 
@@ -192,6 +225,8 @@ class TraceFenceConfig(BaseSettings):
     """First match wins: a tool's effect and where its idempotency key lives."""
     idempotency_key_arguments: list[str] = Field(default_factory=lambda: ["idempotency_key"])
     """Argument fields (dotted paths) that carry an idempotency key, for tools no rule names."""
+    result_error_shapes: list[ResultErrorShape] = Field(default_factory=list)
+    """More result shapes that say a call failed although its span says ok (added to the defaults)."""
     store_raw_values: bool = False
     """Keep canonical arguments and results in plans and review items (they may hold secrets)."""
     redaction: Redaction = Field(default_factory=Redaction)

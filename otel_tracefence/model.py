@@ -70,10 +70,20 @@ _CLASS_ORDER = (ReplayClass.DYNAMIC, ReplayClass.INJECTED, ReplayClass.STATIC, R
 
 @dataclass(frozen=True, slots=True)
 class MalformedField:
-    """A field of a tool span or row that could not be read: never guessed."""
+    """A field of a tool span or row that could not be read: never guessed.
+
+    ``reason`` is the reason code the step is held with when ``malformed_<field>``
+    would say less than is known (``arguments_truncated``, ``unrecognized_tool_span``).
+    """
 
     field: str
     message: str
+    reason: str | None = None
+
+    @property
+    def reason_code(self) -> str:
+        """The reason code of the ``review`` this field gives its step."""
+        return self.reason or "malformed_" + self.field
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +117,7 @@ class ToolStep:
     requested_only: bool = False
     call_id_from_span: bool = False
     malformed: tuple[MalformedField, ...] = ()
+    notes: tuple[str, ...] = ()  # how the normalizer read the span (reason codes that never decide)
 
     @property
     def order_key(self) -> tuple[int, int, str, str]:

@@ -7,6 +7,10 @@ these strings; renaming one is a breaking change of the plan's schema.
 
 # Decision rules (DESIGN.md "Decisions", first rule that applies decides).
 MALFORMED_PREFIX = "malformed_"  # + the field at fault: malformed_effect, malformed_tool, ...
+# Spans that could not be read whole hold their step with a code of their own (model.MalformedField.reason):
+ARGUMENTS_TRUNCATED = "arguments_truncated"  # JSON arguments cut off (an attribute length limit)
+RESULT_TRUNCATED = "result_truncated"  # a JSON result cut off
+UNRECOGNIZED_TOOL_SPAN = "unrecognized_tool_span"  # tool activity no known convention reads
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"
@@ -29,6 +33,8 @@ REPEATED_READ = "repeated_read"
 RESULT_NOT_RECORDED = "result_not_recorded"
 REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
+ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
+ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 # Why arguments are unavailable (also ToolStep.arguments_unavailable).
 ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"

@@ -201,25 +201,45 @@ def test_wrong_length_trace_id_in_otlp_json_names_span_and_field(tmp_path):
     assert_rejected(plan(path), "line 1, span 1111111111111111: traceId: ", "must be 32 hex characters, got 'abc'")
 
 
-def test_an_unreadable_span_is_never_dropped_silently_even_with_on_malformed_review(tmp_path):
-    # The timed-out write's parent id is bad: planning the rest would class the trace "dynamic".
+def test_an_unreadable_span_whose_trace_is_known_is_a_review_step_never_dropped(tmp_path):
+    # The timed-out write's parent id is bad: planning the rest without it would class the trace "dynamic".
     read = _span("1111111111111111", "lookup", tracefence__effect="read")
     write = _span("2222222222222222", "charge", start=20, parent="12", tracefence__effect="write", tracefence__status="timeout")
     path = tmp_path / "trace.otlp.json"
     path.write_text(json.dumps(_request(read, write)))
-    proc = plan(path, "--on-malformed", "review", "--fail-on", "review")
-    assert_rejected(proc, "span 2222222222222222: parentSpanId: ")
+    proc = plan(path, "--fail-on", "review")
+    assert proc.returncode == 1, proc.stderr
+    plan_json = plans_of(proc)[TRACE]
+    assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert decisions(plan_json) == [
+        ("2222222222222222", "review", ["malformed_parentSpanId", "effect_unknown", "arguments_not_recorded"], []),
+        ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),
+    ]
+    assert "warning: line 1, span 2222222222222222: parentSpanId: the span's parentSpanId must be 16 hex characters, got '12'" in proc.stderr
+    assert_rejected(plan(path, "--on-malformed", "reject"), "span 2222222222222222: parentSpanId: ")
 
 
-def test_a_malformed_span_is_a_review_step_with_on_malformed_review(tmp_path):
+def test_an_unreadable_span_whose_trace_is_unknown_rejects_the_file(tmp_path):
+    read = _span("1111111111111111", "lookup", tracefence__effect="read")
+    write = _span("2222222222222222", "charge", trace_id="not-hex", tracefence__effect="write")
+    path = tmp_path / "trace.otlp.json"
+    path.write_text(json.dumps(_request(read, write)))
+    assert_rejected(plan(path), "span 2222222222222222: traceId: ")
+
+
+def test_a_malformed_span_is_a_review_step_by_default_for_otlp_json(tmp_path):
     path = tmp_path / "trace.otlp.json"
     path.write_text(json.dumps(_request(_span("1111111111111111", "lookup", tracefence__effect="read"), _span("2222222222222222", "charge", start=20, tracefence__effect="reed"))))
-    assert_rejected(plan(path), "line 1, span 2222222222222222: effect: effect 'reed' is not one of read, write, unknown")
-    proc = plan(path, "--on-malformed", "review")
-    assert decisions(plans_of(proc)[TRACE]) == [
-        ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),
-        ("2222222222222222", "review", ["malformed_effect", "effect_unknown", "arguments_not_recorded"], []),
-    ]
+    assert_rejected(plan(path, "--on-malformed", "reject"), "line 1, span 2222222222222222: effect: effect 'reed' is not one of read, write, unknown")
+    for proc in (plan(path), plan(path, "--on-malformed", "review")):
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == (
+            f"tracefence plan: {path}: warning: line 1, span 2222222222222222: effect: effect 'reed' is not one of read, write, unknown\n"
+        )
+        assert decisions(plans_of(proc)[TRACE]) == [
+            ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),
+            ("2222222222222222", "review", ["malformed_effect", "effect_unknown", "arguments_not_recorded"], []),
+        ]
 
 
 def test_invalid_utf8_names_the_line(tmp_path):

@@ -339,10 +339,11 @@ def test_a_span_delivered_twice_is_one_step_and_two_spans_sharing_an_id_are_two_
     assert plan_spans("01" * 16, views[::-1], DEFAULT).plan == plan
 
 
-def test_a_call_requested_by_two_model_spans_becomes_the_earlier_request_whatever_the_input_order():
+def test_two_different_calls_requested_under_one_call_id_are_two_steps_whatever_the_input_order():
+    # Models that number call ids per turn reuse them: the same id with other arguments is another request.
     views = [from_otlp(_requesting(b"\x02" * 8, 6, '{"x": 1}'), 0), from_otlp(_requesting(b"\x01" * 8, 2, "{}"), 1)]
     plan = plan_spans("01" * 16, views, DEFAULT).plan
-    assert [(d.step.call_id, d.step.start_time_unix_nano) for d in plan.steps] == [("c9", 2)]
+    assert [(d.step.call_id, d.step.start_time_unix_nano) for d in plan.steps] == [("c9", 2), ("c9", 6)]
     assert plan_spans("01" * 16, views[::-1], DEFAULT).plan == plan
 
 

@@ -500,3 +500,28 @@ def test_fail_closed_ranks_decided_before_complete_as_the_last_review_rule():
     assert fenced.partial is True and fenced.replay_class.value == "review"
     assert fail_closed(fenced, {"2" * 16}) == fenced  # applied once
     assert fail_closed(plan, set()) is plan
+
+
+def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
+    """``fail_closed`` puts ``decided_before_complete`` before the notes: a new code must be classed."""
+    from otel_tracefence import reasons
+    from otel_tracefence.buffer import _NOT_FENCING, _NOTES
+
+    codes = {v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str) and k != "MALFORMED_PREFIX"}
+    fencing = {
+        reasons.ARGUMENTS_TRUNCATED,
+        reasons.RESULT_TRUNCATED,
+        reasons.UNRECOGNIZED_TOOL_SPAN,
+        reasons.IDEMPOTENCY_KEY_CONFLICT,
+        reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE,
+        reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE,
+        reasons.EFFECT_UNKNOWN,
+        reasons.WRITE_TIMEOUT,
+        reasons.WRITE_STATUS_UNKNOWN,
+        reasons.WRITE_ERROR,
+        reasons.WRITE_DISPATCHED_MORE_THAN_ONCE,
+        reasons.REPEATS_EARLIER_WRITE,
+        reasons.DECIDED_BEFORE_COMPLETE,
+    }
+    assert codes - _NOTES - _NOT_FENCING - fencing == set()
+    assert not (_NOTES & fencing) and not (_NOT_FENCING & fencing)

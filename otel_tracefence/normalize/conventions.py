@@ -1,15 +1,19 @@
 """Where each tracing convention records a tool call: one table, first match wins.
 
-Sources, in DESIGN.md's order: OpenTelemetry GenAI semantic conventions
-(``execute_tool`` spans, ``gen_ai.*``; MCP spans, ``mcp.method.name``),
-OpenInference (Arize Phoenix), OpenLLMetry (``traceloop.*``), Langfuse,
-LangSmith, the Vercel AI SDK (``ai.toolCall.*``), older pydantic-ai
-(``tool_arguments`` / ``tool_response``) and ``code.function.parameters.*``.
-Adding a convention means adding its keys here, nothing else.
+Sources, in DESIGN.md's order, then the producers read since (docs/CONVENTIONS.md
+has the table by producer and version): OpenTelemetry GenAI semantic conventions
+(``execute_tool`` spans, ``gen_ai.*`` attributes and span events; MCP spans,
+``mcp.method.name``), OpenInference (Arize Phoenix: LlamaIndex, smolagents, ...),
+OpenLLMetry (``traceloop.*``, ``gen_ai.completion.*``), Langfuse, LangSmith, the
+Vercel AI SDK (``ai.toolCall.*``), older pydantic-ai (``tool_arguments`` /
+``tool_response``), ``code.function.parameters.*``, CrewAI, Haystack's own
+tracer, Google ADK, Elastic, MLflow and Spring AI. Adding a convention means adding its keys here,
+nothing else.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
@@ -28,6 +32,7 @@ AGENT_BOUNDARY_OPERATIONS = frozenset({"invoke_agent", "create_agent", "chat", "
 AGENT_BOUNDARY_KINDS = {
     "openinference.span.kind": frozenset({"AGENT", "LLM"}),
     "traceloop.span.kind": frozenset({"agent", "workflow"}),
+    "mlflow.spanType": frozenset({"AGENT", "LLM", "CHAT_MODEL"}),
 }
 
 # Attribute value that marks a tool span, per convention (values compared case-insensitively).
@@ -37,13 +42,38 @@ TOOL_KIND_MARKERS = (
     ("langfuse.observation.type", "tool"),
     ("langsmith.span.kind", "tool"),
     ("mcp.method.name", "tools/call"),
+    ("mlflow.spanType", "tool"),
+    ("spring.ai.kind", "tool_call"),
 )
-# Attributes whose mere presence marks a tool span.
-TOOL_PRESENCE_MARKERS = ("ai.toolCall.name",)
+# Attributes whose mere presence marks a tool span: Vercel AI SDK, OpenLLMetry's OpenAI Agents
+# instrumentation, CrewAI, Haystack 3.x, Elastic.
+TOOL_PRESENCE_MARKERS = (
+    "ai.toolCall.name",
+    "gen_ai.completion.tool.name",
+    "crewai.tool.name",
+    "haystack.tool.name",
+    "elastic.tool.parameters",
+)
+# Haystack's own tracer: a ToolInvoker component span runs every tool call of one model turn;
+# the calls are in its input messages, their results in its output messages.
+HAYSTACK_COMPONENT_TYPE = "haystack.component.type"
+HAYSTACK_TOOL_INVOKER = "ToolInvoker"
+HAYSTACK_COMPONENT_INPUT = "haystack.component.input"
+HAYSTACK_COMPONENT_OUTPUT = "haystack.component.output"
 # Conventions whose tool spans are named after the tool itself.
-NAME_IS_TOOL_KINDS = ("openinference.span.kind", "langfuse.observation.type", "langsmith.span.kind")
+NAME_IS_TOOL_KINDS = ("openinference.span.kind", "langfuse.observation.type", "langsmith.span.kind", "mlflow.spanType")
 
-CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.id")
+TOOL_NAME_KEYS = (
+    GEN_AI_TOOL_NAME,
+    "tool.name",
+    "ai.toolCall.name",
+    "gen_ai.completion.tool.name",
+    "crewai.tool.name",
+    "haystack.tool.name",
+    "elastic.tool.name",
+    "spring.ai.tool.definition.name",
+)
+CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.id", "haystack.tool.call.id")
 ARGUMENT_KEYS = (
     "gen_ai.tool.call.arguments",
     "input.value",
@@ -51,6 +81,11 @@ ARGUMENT_KEYS = (
     "langfuse.observation.input",
     "ai.toolCall.args",
     "tool_arguments",
+    "gcp.vertex.agent.tool_call_args",
+    "elastic.tool.parameters",
+    "haystack.tool.arguments",
+    "mlflow.spanInputs",
+    "spring.ai.tool.call.arguments",
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
@@ -59,7 +94,37 @@ RESULT_KEYS = (
     "langfuse.observation.output",
     "ai.toolCall.result",
     "tool_response",
+    "gcp.vertex.agent.tool_response",
+    "haystack.tool.result",
+    "mlflow.spanOutputs",
+    "spring.ai.tool.call.result",
 )
+# Wrappers frameworks put around a call's keyword arguments in OpenInference ``input.value``:
+# LlamaIndex ``{"kwargs": {...}}``, smolagents ``{"args": [], "kwargs": {...},
+# "sanitize_inputs_outputs": ...}``. Taken off only when nothing positional is inside.
+ARGUMENT_WRAPPER_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+WRAPPED_ARGUMENT_KEYS = ("input.value",)
+
+# GenAI span events that carry a tool call's arguments or result when the attributes do not
+# (Strands Agents' default; the GenAI conventions' event form). Read in this order.
+TOOL_ARGUMENT_EVENTS = (
+    ("gen_ai.tool.message", "content"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.tool.call.arguments"),
+)
+TOOL_RESULT_EVENTS = (
+    ("gen_ai.choice", "message"),
+    ("gen_ai.client.inference.operation.details", "gen_ai.tool.call.result"),
+)
+# Events whose messages (parts with "type": "tool_call") may hold a tool span's arguments.
+INPUT_MESSAGES_KEY = "gen_ai.input.messages"
+OUTPUT_MESSAGES_KEY = "gen_ai.output.messages"
+OPERATION_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+
+# MCP semantic conventions: a tools/call span is named "tools/call <tool>" ("MCP send tools/call
+# <tool>" in the MCP Python SDK's client span) and names its tool in gen_ai.tool.name.
+MCP_TOOL_SPAN_NAME_PATTERN = r"(?:^|\s)tools/call\s+(\S+)\s*$"
+# OpenLLMetry's OpenAI Agents instrumentation names tool spans "<tool>.tool".
+TRACELOOP_TOOL_SPAN_SUFFIX = ".tool"
 # OpenInference says whether input.value / output.value is JSON or plain text.
 MIME_TYPE_KEYS = {"input.value": "input.mime_type", "output.value": "output.mime_type"}
 CODE_PARAMETER_PREFIX = "code.function.parameters."
@@ -69,14 +134,25 @@ CODE_PARAMETER_SUFFIX = ".value"
 MCP_READ_ONLY_HINT_KEYS = ("mcp.tool.annotations.readOnlyHint", "mcp.tool.annotations.read_only_hint", "gen_ai.tool.annotations.readOnlyHint")
 HTTP_METHOD_KEYS = ("http.request.method", "http.method")
 HTTP_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+# HTTP client spans (HTTP semantic conventions, current keys first, then the pre-1.21 ones):
+# a tool step's effect dispatched twice shows as two client spans with one unsafe method and URL.
+HTTP_URL_KEYS = ("url.full", "http.url")
+HTTP_URL_PART_KEYS = (("server.address", "server.port", "url.path"), ("http.host", None, "http.target"))
+HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
 TIMEOUT_PATTERN = r"time[d _-]?out|deadline"
 CANCEL_PATTERN = r"cancel"
 
 # Where a model's output records the tool calls it requested.
-GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_OUTPUT_MESSAGES = OUTPUT_MESSAGES_KEY
 OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"
+# Older OpenLLMetry: gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}.
+OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0-9]+)\.(id|name|arguments)$"
+OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
+# Events on a model span that carry its output (GenAI event form, Strands Agents).
+OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
 
 
 def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
@@ -87,8 +163,13 @@ def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
 _PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS
 
 
+def is_tool_invoker(attributes: Mapping[str, Any]) -> bool:
+    """True for a Haystack ``ToolInvoker`` component span: one span, every tool call of a model turn."""
+    return attributes.get(HAYSTACK_COMPONENT_TYPE) == HAYSTACK_TOOL_INVOKER
+
+
 def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
-    """True when a span records one tool call under any known convention (DESIGN.md).
+    """True when a span records a tool call under any known convention (DESIGN.md, docs/CONVENTIONS.md).
 
     Called for every span: plain loops over a dict, no generators.
     """
@@ -104,7 +185,7 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     for key in _PRESENCE_KEYS:
         if key in attributes:
             return True
-    return False
+    return is_tool_invoker(attributes)
 
 
 def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:
@@ -122,18 +203,34 @@ def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:
     return False
 
 
+_MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
+
+
 def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
-    """The tool's name, first match wins; ``None`` when no convention records one."""
-    for key in (GEN_AI_TOOL_NAME, "tool.name", "ai.toolCall.name"):
+    """The tool's name, first match wins; ``None`` when no convention records one.
+
+    Attributes first (``TOOL_NAME_KEYS``; OpenLLMetry's ``traceloop.entity.name`` on its
+    tool spans), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
+    (OpenLLMetry's OpenAI Agents spans), ``[MCP send ]tools/call <tool>`` (MCP), and the
+    whole name for conventions that name tool spans after the tool (OpenInference, ...).
+    """
+    for key in TOOL_NAME_KEYS:
         value = attributes.get(key)
         if isinstance(value, str) and value:
             return value
-    if _kind_is(attributes, "traceloop.span.kind", "tool"):
+    traceloop_tool = _kind_is(attributes, "traceloop.span.kind", "tool")
+    if traceloop_tool:
         value = attributes.get("traceloop.entity.name")
         if isinstance(value, str) and value:
             return value
     if name.startswith(EXECUTE_TOOL_PREFIX) and len(name) > len(EXECUTE_TOOL_PREFIX):
         return name[len(EXECUTE_TOOL_PREFIX):]
+    if traceloop_tool and name.endswith(TRACELOOP_TOOL_SPAN_SUFFIX) and len(name) > len(TRACELOOP_TOOL_SPAN_SUFFIX):
+        return name[: -len(TRACELOOP_TOOL_SPAN_SUFFIX)]
+    if attributes.get("mcp.method.name") == "tools/call" or "tools/call" in name:
+        match = _MCP_TOOL_SPAN_NAME.search(name)
+        if match:
+            return match.group(1)
     if any(_kind_is(attributes, key, "tool") for key in NAME_IS_TOOL_KINDS) and name:
         return name
     return None

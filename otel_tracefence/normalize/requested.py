@@ -1,10 +1,16 @@
 """Tool calls a model requested, read from its recorded output.
 
-GenAI semantic conventions: ``gen_ai.output.messages`` holds messages whose
-``parts`` include ``{"type": "tool_call", "id", "name", "arguments"}``.
-OpenInference: ``llm.output_messages.<i>.message.tool_calls.<j>.tool_call.{id,
-function.name, function.arguments}``. A requested call that no tool span
-records is a step too: the trace cannot show whether it ran.
+* GenAI semantic conventions: ``gen_ai.output.messages`` (an attribute, or in a
+  ``gen_ai.client.inference.operation.details`` event) holds messages whose ``parts``
+  include ``{"type": "tool_call", "id", "name", "arguments"}``.
+* GenAI span events as Strands Agents writes them: a ``gen_ai.choice`` event whose
+  ``message`` holds content blocks ``{"toolUse": {"toolUseId", "name", "input"}}``.
+* OpenAI-shaped messages: ``{"tool_calls": [{"id", "function": {"name", "arguments"}}]}``.
+* OpenInference: ``llm.output_messages.<i>.message.tool_calls.<j>.tool_call.{id,
+  function.name, function.arguments}``.
+* Older OpenLLMetry: ``gen_ai.completion.<i>.tool_calls.<j>.{id, name, arguments}``.
+
+A requested call that no tool span records is a step too: the trace cannot show whether it ran.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
 _OPENINFERENCE = re.compile(cv.OPENINFERENCE_TOOL_CALL_PATTERN)
+_OPENLLMETRY = re.compile(cv.OPENLLMETRY_TOOL_CALL_PATTERN)
+_OUTPUT_EVENT_NAMES = frozenset(name for name, _ in cv.OUTPUT_EVENTS)
+
+Call = tuple[str | None, str, Any]  # (call id, tool name, raw arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,21 +43,57 @@ class RequestedCall:
     index: int
 
 
-def _genai_calls(span: SpanView, limits: Limits) -> Iterator[tuple[str | None, str, Any]]:
-    messages = span.attributes.get(cv.GEN_AI_OUTPUT_MESSAGES)
+def _id(value: Any) -> str | None:
+    return str(value) if value not in (None, "") and not isinstance(value, (dict, list)) else None
+
+
+def _part_call(part: dict) -> Call | None:
+    """A tool call held by one content part or block, in the GenAI or the Bedrock/Strands shape."""
+    if part.get("type") == "tool_call" and isinstance(part.get("name"), str):
+        return _id(part.get("id")), part["name"], part.get("arguments")
+    use = part.get("toolUse")
+    if isinstance(use, dict) and isinstance(use.get("name"), str):
+        return _id(use.get("toolUseId")), use["name"], use.get("input")
+    return None
+
+
+def _message_calls(messages: Any) -> Iterator[Call]:
+    """Tool calls in a list of messages or content blocks (or one message), in any of the shapes above."""
     if isinstance(messages, str):
         try:
             messages = parse_json_text(messages)
         except (JSONTextError, RecursionError):
             return
+    if isinstance(messages, dict):
+        messages = [messages]
     if not isinstance(messages, list):
         return
     for message in messages:
-        parts = message.get("parts") if isinstance(message, dict) else None
-        for part in parts if isinstance(parts, list) else ():
-            if isinstance(part, dict) and part.get("type") == "tool_call" and isinstance(part.get("name"), str):
-                call_id = part.get("id")
-                yield (str(call_id) if call_id not in (None, "") else None), part["name"], part.get("arguments")
+        if not isinstance(message, dict):
+            continue
+        call = _part_call(message)  # a list of content blocks rather than of messages
+        if call is not None:
+            yield call
+            continue
+        blocks = message.get("parts", message.get("content"))
+        for part in blocks if isinstance(blocks, list) else ():
+            call = _part_call(part) if isinstance(part, dict) else None
+            if call is not None:
+                yield call
+        tool_calls = message.get("tool_calls")
+        for tool_call in tool_calls if isinstance(tool_calls, list) else ():
+            function = tool_call.get("function") if isinstance(tool_call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                yield _id(tool_call.get("id")), function["name"], function.get("arguments")
+
+
+def _event_calls(span: SpanView) -> Iterator[Call]:
+    for event in span.events:
+        if event.name not in _OUTPUT_EVENT_NAMES:
+            continue
+        for name, key in cv.OUTPUT_EVENTS:
+            if event.name == name and key in event.attributes:
+                yield from _message_calls(event.attributes[key])
 
 
 def _index(digits: str) -> tuple[int, str]:
@@ -57,28 +103,41 @@ def _index(digits: str) -> tuple[int, str]:
     return len(significant), significant
 
 
-def _openinference_calls(span: SpanView) -> Iterator[tuple[str | None, str, Any]]:
+def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_field: str, arguments_field: str) -> Iterator[Call]:
+    """Calls flattened into indexed attribute keys (OpenInference, older OpenLLMetry)."""
     found: dict[tuple[tuple[int, str], tuple[int, str]], dict[str, Any]] = {}
     for key, value in span.attributes.items():
-        if not key.startswith("llm.output_messages."):
+        if not key.startswith(prefix):
             continue
-        match = _OPENINFERENCE.match(key)
+        match = pattern.match(key)
         if match:
             found.setdefault((_index(match.group(1)), _index(match.group(2))), {})[match.group(3)] = value
     for _, fields in sorted(found.items()):
-        name = fields.get("function.name")
+        name = fields.get(name_field)
         if isinstance(name, str) and name:
-            call_id = fields.get("id")
-            yield (str(call_id) if call_id not in (None, "") else None), name, fields.get("function.arguments")
+            yield _id(fields.get("id")), name, fields.get(arguments_field)
+
+
+def _has_indexed_calls(span: SpanView) -> bool:
+    """True for the model spans whose conventions flatten calls into indexed keys: OpenInference
+    ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
+    attributes = span.attributes
+    return attributes.get("openinference.span.kind") == "LLM" or cv.OPENLLMETRY_MODEL_SPAN_KEY in attributes
 
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output."""
     attributes = span.attributes
-    if cv.GEN_AI_OUTPUT_MESSAGES not in attributes and attributes.get("openinference.span.kind") != "LLM":
-        return []  # the common case, checked without scanning every attribute key
+    found: list[Call] = []
+    if cv.GEN_AI_OUTPUT_MESSAGES in attributes:
+        found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))
+    if span.events:
+        found.extend(_event_calls(span))
+    if _has_indexed_calls(span):
+        found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
+        found.extend(_indexed_calls(span, "gen_ai.completion.", _OPENLLMETRY, "name", "arguments"))
     calls = []
-    for index, (call_id, tool, raw) in enumerate([*_genai_calls(span, limits), *_openinference_calls(span)]):
+    for index, (call_id, tool, raw) in enumerate(found):
         arguments = arguments_from_value(raw, limits) if raw is not None else Arguments()
         calls.append(RequestedCall(call_id, tool, arguments, span, index))
     return calls

@@ -12,13 +12,19 @@ from typing import Any, Mapping, Sequence
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
+KIND_UNSPECIFIED = "unspecified"
+KIND_SERVER = "server"
+KIND_CLIENT = "client"
 STATUS_UNSET = "unset"
 STATUS_OK = "ok"
 STATUS_ERROR = "error"
 
 _OTLP_STATUS = {OtlpStatus.STATUS_CODE_UNSET: STATUS_UNSET, OtlpStatus.STATUS_CODE_OK: STATUS_OK, OtlpStatus.STATUS_CODE_ERROR: STATUS_ERROR}
+# SpanKind names (OpenTelemetry trace API); OTLP numbers them from UNSPECIFIED = 0, the SDK from INTERNAL = 0.
+_OTLP_KIND = ("unspecified", "internal", "server", "client", "producer", "consumer")
+_SDK_KIND = {kind: kind.name.lower() for kind in SpanKind}
 # OTLP span flags: bit 8 says whether the parent's remoteness is known, bit 9 that it is remote.
 _FLAG_PARENT_REMOTE_KNOWN = 0x100
 _FLAG_PARENT_REMOTE = 0x200
@@ -39,7 +45,8 @@ class SpanView:
 
     ``end_time_unix_nano`` is ``None`` for a span that never ended.
     ``status_code`` is ``"unset"``, ``"ok"`` or ``"error"``. ``sequence`` is the
-    span's position in its source (file order), used only to break ties.
+    span's position in its source (file order), used only to break ties. ``kind``
+    is the span kind's name in lower case (``"client"``, ``"server"``, ...).
     """
 
     trace_id: str
@@ -55,6 +62,7 @@ class SpanView:
     events: Sequence[SpanEvent] = field(default_factory=tuple)
     sequence: int = 0
     duplicate_keys: tuple[str, ...] = ()  # attribute keys the span carried more than once (OTLP allows it on the wire)
+    kind: str = KIND_UNSPECIFIED
 
 
 def any_value_to_python(value: AnyValue) -> Any:
@@ -104,6 +112,7 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
         events=tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events),
         sequence=sequence,
         duplicate_keys=_duplicates(span.attributes, attributes),
+        kind=_OTLP_KIND[span.kind] if 0 <= span.kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
     )
 
 
@@ -148,4 +157,5 @@ def from_readable(span: Any, sequence: int = 0) -> SpanView:
         status.description or "",
         tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}) for e in events) if events else (),
         sequence,
+        kind=_SDK_KIND.get(span.kind, KIND_UNSPECIFIED),
     )

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import islice
 
+from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
-from otel_tracefence.normalize.values import kept_arguments, kept_result, key_from_arguments, span_arguments, span_result
+from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, span_arguments, span_result
 
 
 def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
@@ -23,6 +24,19 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     rule = config.rule_for(tool) if tool else None
     paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments
     return key_from_arguments(arguments_value, paths)
+
+
+TRUNCATED_RESULT = MalformedField(
+    "result", "the result is cut off: its JSON text ends before its value does (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
+)
+
+
+def result_status(status: ToolStatus, result: Result, *, declared: bool) -> tuple[ToolStatus, tuple[str, ...]]:
+    """A call whose span says ok but whose recorded result is an error (``result_errors.py``) has status
+    ``error``, noted ``error_in_result``; a status the producer declared is never overridden."""
+    if status is ToolStatus.OK and result.error is not None and not declared:
+        return ToolStatus.ERROR, (reasons.ERROR_IN_RESULT,)
+    return status, ()
 
 
 def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
@@ -65,14 +79,17 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if isinstance(status, MalformedField):
         malformed.append(status)
         status = ToolStatus.UNKNOWN
-    arguments = span_arguments(attributes, config.limits)
+    arguments = span_arguments(attributes, config.limits, span.events)
     if arguments.malformed is not None:
         malformed.append(arguments.malformed)
     key = _idempotency_key(span, tool, arguments.value, config)
     if isinstance(key, MalformedField):
         malformed.append(key)
         key = None
-    result = span_result(attributes, config.limits)
+    result = span_result(attributes, config.limits, span.events, config)
+    status, notes = result_status(status, result, declared=cv.TRACEFENCE_STATUS in attributes)
+    if result.truncated:
+        malformed.append(TRUNCATED_RESULT)
     call_id = cv.call_id(attributes)
     return ToolStep(
         trace_id=span.trace_id,
@@ -93,4 +110,5 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
         malformed=tuple(malformed),
+        notes=arguments.notes + notes,
     )

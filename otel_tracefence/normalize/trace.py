@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import EffectSource, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize.step import span_to_step
-from otel_tracefence.normalize.values import kept_arguments
+from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
+from otel_tracefence.normalize.http import http_request
+from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.step import result_status, span_to_step
+from otel_tracefence.normalize.values import Result, kept_arguments, span_arguments
 
 
 @dataclass(slots=True)
@@ -44,11 +48,15 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> 
     """Fields the outer step did not record, taken from its first attempt that did; ``sent`` attempts.
 
     An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
-    never dropped because its span is an attempt rather than a step.
+    never dropped because its span is an attempt rather than a step. An attempt that names
+    no tool (an MCP client span, say) is not malformed when its step names one.
     """
     changes: dict = {"attempts": max(1, sent)}
     bad = tuple(
-        MalformedField(m.field, f"dispatch attempt {attempt.span_id}: {m.message}") for attempt in attempts for m in attempt.malformed
+        replace(m, message=f"dispatch attempt {attempt.span_id}: {m.message}")
+        for attempt in attempts
+        for m in attempt.malformed
+        if not (m.field == "tool" and step.tool)  # the step names the tool its attempts send
     )
     if bad:
         changes["malformed"] = step.malformed + bad
@@ -64,43 +72,70 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> 
     return replace(step, **changes)
 
 
+def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConfig) -> ToolStep:
+    effect, source, _ = resolve_effect(None, request.tool, {}, config)
+    when = request.span.end_time_unix_nano or request.span.start_time_unix_nano
+    return ToolStep(
+        trace_id=request.span.trace_id,
+        call_id=call_id,
+        tool=request.tool,
+        effect=effect,
+        effect_source=source,
+        status=ToolStatus.UNKNOWN,
+        arguments_json=kept_arguments(request.arguments, config),
+        arguments_sha256=request.arguments.sha256,
+        arguments_unavailable=request.arguments.unavailable if request.arguments.malformed is None else reasons.ARGUMENTS_NOT_RECORDED,
+        start_time_unix_nano=when,
+        sequence=request.span.sequence,
+        requested_only=True,
+    )
+
+
 def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig) -> list[ToolStep]:
-    """Requested calls no tool span records: matched by call id, else by tool name and canonical arguments."""
-    known_ids = {s.call_id for s in steps if not s.call_id_from_span}
-    by_content = Counter((s.tool, s.arguments_sha256) for s in steps if s.arguments_sha256 is not None)
-    unlabeled = Counter((s.tool, s.arguments_sha256) for s in steps if s.call_id_from_span and s.arguments_sha256 is not None)
-    seen: set[str] = set()
-    extra = []
+    """Requested calls no tool span records, each a step of its own (``requested_not_recorded``).
+
+    ``requests`` are in trace order. One request recorded in several spans (a model span and
+    the agent span that echoes its output) is one request: same call id, tool and arguments.
+    A request is matched to one tool span: by call id (the same tool and arguments first),
+    else, where tool spans carry no call id, by tool name and canonical arguments. Two
+    requests sharing one call id need two spans: the one left over stays a step.
+    """
+    distinct: list[RequestedCall] = []
+    seen: set[tuple] = set()
     for request in requests:
-        if request.call_id is not None and (request.call_id in known_ids or request.call_id in seen):
-            continue
+        if request.call_id is not None:
+            identity = (request.call_id, request.tool, request.arguments.sha256)
+            if identity in seen:
+                continue
+            seen.add(identity)
+        distinct.append(request)
+    recorded = [s for s in steps if not s.requested_only]
+    exact = Counter((s.call_id, s.tool, s.arguments_sha256) for s in recorded if not s.call_id_from_span)
+    by_id = Counter(s.call_id for s in recorded if not s.call_id_from_span)
+    unlabeled = Counter((s.tool, s.arguments_sha256) for s in recorded if s.call_id_from_span and s.arguments_sha256 is not None)
+    by_content = Counter((s.tool, s.arguments_sha256) for s in recorded if s.arguments_sha256 is not None)
+    left: list[RequestedCall] = []
+    for request in distinct:  # first pass: the span that ran exactly this call
+        key = (request.call_id, request.tool, request.arguments.sha256)
+        if request.call_id is not None and exact[key] > 0:
+            exact[key] -= 1
+            by_id[request.call_id] -= 1
+        else:
+            left.append(request)
+    extra = []
+    for request in left:
         content = (request.tool, request.arguments.sha256)
-        pool = unlabeled if request.call_id is not None else by_content
-        if request.arguments.sha256 is not None and pool[content] > 0:
-            pool[content] -= 1
+        if request.call_id is not None:
+            if by_id[request.call_id] > 0:
+                by_id[request.call_id] -= 1
+                continue
+            if request.arguments.sha256 is not None and unlabeled[content] > 0:
+                unlabeled[content] -= 1
+                continue
+        elif request.arguments.sha256 is not None and by_content[content] > 0:
+            by_content[content] -= 1
             continue
-        call_id = request.call_id or f"{request.span.span_id}/{request.index}"
-        seen.add(call_id)
-        effect, source, _ = resolve_effect(None, request.tool, {}, config)
-        when = request.span.end_time_unix_nano or request.span.start_time_unix_nano
-        extra.append(
-            ToolStep(
-                trace_id=request.span.trace_id,
-                call_id=call_id,
-                tool=request.tool,
-                effect=effect,
-                effect_source=source,
-                status=ToolStatus.UNKNOWN,
-                arguments_json=kept_arguments(request.arguments, config),
-                arguments_sha256=request.arguments.sha256,
-                arguments_unavailable=request.arguments.unavailable
-                if request.arguments.malformed is None
-                else reasons.ARGUMENTS_NOT_RECORDED,
-                start_time_unix_nano=when,
-                sequence=request.span.sequence,
-                requested_only=True,
-            )
-        )
+        extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
 
 
@@ -138,21 +173,107 @@ def _same_span(a: SpanView, b: SpanView) -> bool:
     return replace(a, sequence=0) == replace(b, sequence=0)
 
 
+def _ancestors_of(span_ids: Iterable[str], by_id: dict[str, SpanView]) -> set[str]:
+    """Every span above any of ``span_ids`` (linear: a walk stops where an earlier one passed)."""
+    above: set[str] = set()
+    for span_id in span_ids:
+        parent_id = by_id[span_id].parent_span_id if span_id in by_id else None
+        while parent_id and parent_id in by_id and parent_id not in above:
+            above.add(parent_id)
+            parent_id = by_id[parent_id].parent_span_id
+    return above
+
+
+def _below_any(span: SpanView, by_id: dict[str, SpanView], span_ids: set[str]) -> bool:
+    """True when one of ``span_ids`` is an ancestor of ``span``."""
+    parent_id = span.parent_span_id
+    for _ in range(len(by_id)):  # bounded: a parent cycle cannot loop forever
+        if not parent_id or parent_id not in by_id:
+            return False
+        if parent_id in span_ids:
+            return True
+        parent_id = by_id[parent_id].parent_span_id
+    return False
+
+
+def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> ToolStep:
+    """The ``review`` step standing for tool activity no convention reads (``activity.py``)."""
+    tool = cv.tool_name(span.attributes, span.name) or span.name
+    effect, source, _ = resolve_effect(None, tool, span.attributes, config)
+    status = span_status(span)
+    why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
+    return ToolStep(
+        trace_id=span.trace_id,
+        call_id=span.span_id,
+        call_id_from_span=True,
+        span_id=span.span_id,
+        tool=tool,
+        effect=effect,
+        effect_source=source,
+        status=status if isinstance(status, ToolStatus) else ToolStatus.UNKNOWN,
+        start_time_unix_nano=span.start_time_unix_nano,
+        sequence=span.sequence,
+        malformed=(MalformedField("span", why, reason=reasons.UNRECOGNIZED_TOOL_SPAN),),
+    )
+
+
+def _http_dispatches(
+    steps: dict[str, ToolStep], stepless: list[SpanView], by_id: dict[str, SpanView], tool_ids: set[str], root_of: dict[str, str]
+) -> None:
+    """Count the HTTP requests below each step (``http.py``): the most unsafe requests with one
+    method and URL are its dispatch attempts, and a 5xx response is an error in its result.
+    Updates ``steps`` (root span id -> step) in place."""
+    sent: Counter = Counter()
+    failed: set[str] = set()
+    for span in stepless:
+        request = http_request(span)
+        owner = _nearest_tool_ancestor(span, by_id, tool_ids) if request is not None else None
+        if owner is None:
+            continue
+        root = root_of[owner]
+        if request.unsafe:
+            sent[(root, request.method, request.url)] += 1
+        if request.server_error:
+            failed.add(root)
+    most: dict[str, int] = {}
+    for (root, _, _), count in sent.items():
+        most[root] = max(most.get(root, 0), count)
+    for root in set(most) | failed:
+        step = steps[root]
+        changes: dict = {}
+        if most.get(root, 0) > step.attempts:
+            changes["attempts"] = most[root]
+        if root in failed:
+            status, notes = result_status(step.status, Result(error="http_status"), declared=cv.TRACEFENCE_STATUS in by_id[root].attributes)
+            if notes:
+                changes.update(status=status, notes=step.notes + notes)
+        if changes:
+            steps[root] = replace(step, **changes)
+
+
 def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> NormalizedTrace:
-    """The tool steps of one trace's spans (DESIGN.md, "Normalized step").
+    """The tool steps of one trace's spans (DESIGN.md, "Normalized step"; docs/CONVENTIONS.md).
 
     A tool span inside another tool span (no agent or model span between) is a
-    dispatch attempt of the outer step, which counts its attempts. Never raises
-    for any span; the order of ``spans`` does not matter. A span given twice counts
-    once; different spans sharing one span id each become a step of their own,
-    malformed (field ``span_id``), neither an attempt nor holding any.
+    dispatch attempt of the outer step, which counts its attempts; so are HTTP
+    client requests with one unsafe method and URL below a step. A Haystack
+    ``ToolInvoker`` span gives one step per call it ran. Requested calls no span
+    records are steps, and so is tool activity no convention reads
+    (``unrecognized_tool_span``). Never raises for any span; the order of ``spans``
+    does not matter. A span given twice counts once; different spans sharing one
+    span id each become a step of their own, malformed (field ``span_id``), neither
+    an attempt nor holding any.
     """
     spans, clashing = _distinct_spans(spans)
     by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
     own_steps = {}
     clashing_steps: list[ToolStep] = []
-    stepless: list[SpanView] = []  # where requested calls are looked for
+    stepless: list[SpanView] = []  # where requested calls and unread tool activity are looked for
+    invokers: list[SpanView] = []
     for span in spans:
+        if cv.is_tool_invoker(span.attributes):
+            invokers.append(span)
+            continue
         step = span_to_step(span, config)
         if step is None:
             stepless.append(span)
@@ -183,18 +304,43 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         if root != sid:
             attempts.setdefault(root, []).append(own_steps[sid])
     result = NormalizedTrace()
+    root_steps: dict[str, ToolStep] = {}
     for sid, step in own_steps.items():
         if root_of[sid] != sid:
             result.attempt_of[sid] = root_of[sid]
             continue
         inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
         sent = sum(a.span_id not in has_inner for a in inner)
-        result.steps.append(_fill_from_attempts(step, inner, sent) if inner else step)
+        root_steps[sid] = _fill_from_attempts(step, inner, sent) if inner else step
+    if root_steps:
+        _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
+    result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
+    above_steps = _ancestors_of(tool_ids, by_id)
     requests = [call for span in stepless for call in requested_calls(span, config.limits)]
+    for invoker in invokers:
+        views = haystack.tool_calls(invoker)
+        if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
+            for index, call in enumerate(views):
+                tool = cv.tool_name(call.attributes, call.name) or ""
+                requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
+        elif views:
+            result.steps.extend(step for view in views if (step := span_to_step(view, config)) is not None)
+        else:
+            result.steps.append(_unrecognized_step(invoker, "a Haystack ToolInvoker whose input records no readable tool call", config))
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
         result.steps.extend(_unrecorded_requests(result.steps, requests, config))
+    asking = {r.span.span_id for r in requests}
+    covered = tool_ids | above_steps
+    for span in stepless:
+        if span.span_id in asking or span.span_id in covered:
+            continue
+        sign = tool_activity_sign(span)
+        if sign is None and not own_steps and asked_for_tools(span):
+            sign = "its finish reason says the model asked for tool calls, and none could be read"
+        if sign is not None and not _below_any(span, by_id, tool_ids):
+            result.steps.append(_unrecognized_step(span, sign, config))
     result.steps.sort(key=lambda s: s.order_key)
     return result

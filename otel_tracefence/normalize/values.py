@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from otel_tracefence import reasons
-from otel_tracefence.canonical import JSONNumberError, JSONTextError, canonicalize, parse_json_text, printable, sha256_text, text_too_large
+from otel_tracefence.canonical import (
+    JSONNumberError,
+    JSONTextError,
+    JSONTruncatedError,
+    canonicalize,
+    parse_json_text,
+    printable,
+    sha256_text,
+    text_too_large,
+)
 from otel_tracefence.config import Limits, TraceFenceConfig
 from otel_tracefence.model import MalformedField
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape
+from otel_tracefence.normalize.span_view import SpanEvent
 from otel_tracefence.redact import REDACTED, redact_result_text, redact_value
 
 _ABSENT = object()
@@ -25,13 +36,38 @@ class Arguments:
     unavailable: str | None = reasons.ARGUMENTS_NOT_RECORDED
     malformed: MalformedField | None = None
     value: Any = None  # the parsed value, for reading an idempotency key out of it
+    notes: tuple[str, ...] = ()  # how they were read (``arguments_unwrapped``)
 
 
 NOT_RECORDED = Arguments()
+TRUNCATED_ARGUMENTS = Arguments(
+    unavailable=reasons.ARGUMENTS_TRUNCATED,
+    malformed=MalformedField(
+        "arguments",
+        "arguments are cut off: the JSON text ends before its value does (an attribute length limit?)",
+        reason=reasons.ARGUMENTS_TRUNCATED,
+    ),
+)
 
 
-def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = True) -> Arguments:
-    """Canonicalize arguments given as JSON text (``text_is_json``) or as an already-structured value."""
+def _unwrapped(value: Any) -> Any:
+    """The keyword arguments inside a framework's wrapper (``conventions.ARGUMENT_WRAPPER_KEYS``),
+    or ``None`` when ``value`` is not such a wrapper or holds positional arguments too."""
+    if not isinstance(value, dict) or not value.keys() <= cv.ARGUMENT_WRAPPER_KEYS:
+        return None
+    kwargs = value.get("kwargs")
+    if not isinstance(kwargs, dict) or value.get("args"):
+        return None
+    return kwargs
+
+
+def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = True, unwrap: bool = False) -> Arguments:
+    """Canonicalize arguments given as JSON text (``text_is_json``) or as an already-structured value.
+
+    JSON text cut off before its end is ``arguments_truncated`` (malformed: the step is held).
+    With ``unwrap``, a framework's ``{"kwargs": {...}}`` wrapper is taken off, noted as
+    ``arguments_unwrapped``.
+    """
     if isinstance(value, bytes):
         return Arguments(unavailable=None, malformed=MalformedField("arguments", "arguments are bytes, not JSON"))
     if isinstance(value, str) and text_is_json:
@@ -41,30 +77,90 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
             value = parse_json_text(value)
         except JSONNumberError:
             return Arguments(unavailable=reasons.ARGUMENTS_NOT_I_JSON)
+        except JSONTruncatedError:
+            return TRUNCATED_ARGUMENTS
         except JSONTextError as exc:
             return Arguments(unavailable=None, malformed=MalformedField("arguments", f"arguments are {exc}"))
         except RecursionError:
             return Arguments(unavailable=reasons.ARGUMENTS_TOO_DEEP)
+    notes: tuple[str, ...] = ()
+    if unwrap:
+        inner = _unwrapped(value)
+        if inner is not None:
+            value, notes = inner, (reasons.ARGUMENTS_UNWRAPPED,)
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
     if canonical.text is None:
         return Arguments(unavailable=canonical.unavailable)
-    return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value)
+    return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)
 
 
-def span_arguments(attributes: Mapping[str, Any], limits: Limits) -> Arguments:
-    """The call's arguments from the first convention that records them (``conventions.ARGUMENT_KEYS``)."""
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip()[:1] in ("{", "[")
+
+
+def _event_value(events: Sequence[SpanEvent], table: Sequence[tuple[str, str]]) -> Any:
+    """The first ``(event name, attribute)`` of ``table`` that one of the span's events carries."""
+    for name, key in table:
+        for event in events:
+            if event.name == name and key in event.attributes:
+                return event.attributes[key]
+    return _ABSENT
+
+
+def _message_part(events: Sequence[SpanEvent], key: str, part_type: str, field_name: str) -> Any:
+    """A field of the first ``part_type`` part in the messages an operation-details event carries in ``key``."""
+    for event in events:
+        if event.name != cv.OPERATION_DETAILS_EVENT or key not in event.attributes:
+            continue
+        messages = event.attributes[key]
+        if isinstance(messages, str):
+            try:
+                messages = parse_json_text(messages)
+            except (JSONTextError, RecursionError):
+                continue
+        for message in messages if isinstance(messages, list) else ():
+            parts = message.get("parts") if isinstance(message, dict) else None
+            for part in parts if isinstance(parts, list) else ():
+                if isinstance(part, dict) and part.get("type") == part_type and field_name in part:
+                    return part[field_name]
+    return _ABSENT
+
+
+def event_arguments(events: Sequence[SpanEvent]) -> Any:
+    """A tool span's arguments from its GenAI events (``conventions.TOOL_ARGUMENT_EVENTS``), or absent."""
+    if not events:
+        return _ABSENT
+    value = _event_value(events, cv.TOOL_ARGUMENT_EVENTS)
+    return value if value is not _ABSENT else _message_part(events, cv.INPUT_MESSAGES_KEY, "tool_call", "arguments")
+
+
+def event_result(events: Sequence[SpanEvent]) -> Any:
+    """A tool span's result from its GenAI events (``conventions.TOOL_RESULT_EVENTS``), or absent."""
+    if not events:
+        return _ABSENT
+    value = _event_value(events, cv.TOOL_RESULT_EVENTS)
+    return value if value is not _ABSENT else _message_part(events, cv.OUTPUT_MESSAGES_KEY, "tool_call_response", "response")
+
+
+def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequence[SpanEvent] = ()) -> Arguments:
+    """The call's arguments from the first convention that records them (``conventions.ARGUMENT_KEYS``),
+    then ``code.function.parameters.*``, then the span's GenAI events."""
     for key in cv.ARGUMENT_KEYS:
         value = attributes.get(key, _ABSENT)
         if value is _ABSENT:
             continue
+        unwrap = key in cv.WRAPPED_ARGUMENT_KEYS
         if key in cv.MIME_TYPE_KEYS:
             # OpenInference: input.value is JSON only when its MIME type says so;
-            # plain text (the default) that happens to parse is read as JSON too.
+            # plain text (the default) that happens to parse is read as JSON too,
+            # and text that starts like JSON but is cut off is truncated JSON.
             mime = attributes.get(cv.MIME_TYPE_KEYS[key])
             if mime != "application/json" and isinstance(value, str):
-                parsed = arguments_from_value(value, limits)
-                return parsed if parsed.malformed is None else arguments_from_value(value, limits, text_is_json=False)
-        return arguments_from_value(value, limits)
+                parsed = arguments_from_value(value, limits, unwrap=unwrap)
+                if parsed.malformed is None or (parsed is TRUNCATED_ARGUMENTS and _looks_like_json(value)):
+                    return parsed
+                return arguments_from_value(value, limits, text_is_json=False)
+        return arguments_from_value(value, limits, unwrap=unwrap)
     parameters = {
         key[len(cv.CODE_PARAMETER_PREFIX) : -len(cv.CODE_PARAMETER_SUFFIX)]: value
         for key, value in attributes.items()
@@ -72,40 +168,71 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits) -> Arguments:
     }
     if parameters:
         return arguments_from_value(parameters, limits)
+    value = event_arguments(events)
+    if value is not _ABSENT:
+        return arguments_from_value(value, limits)
     return NOT_RECORDED
 
 
 @dataclass(frozen=True, slots=True)
 class Result:
+    """A recorded result's hash and value; ``error`` names the shape that says the call failed,
+    ``truncated`` is true for JSON text cut off before its end."""
+
     recorded: bool = False
     sha256: str | None = None
     value: str | None = None  # canonical JSON, or the recorded text
+    error: str | None = None
+    truncated: bool = False
 
 
 NO_RESULT = Result()
 
 
-def result_from_value(value: Any, limits: Limits) -> Result:
+def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -> tuple[str | None, bool]:
+    """(the error shape the result matches, whether its JSON text is cut off)."""
+    if isinstance(value, str):
+        if not _looks_like_json(value) or text_too_large(value, limits.max_argument_bytes):
+            return None, False
+        try:
+            value = parse_json_text(value)
+        except JSONTruncatedError:
+            return None, True
+        except (JSONTextError, RecursionError):
+            return None, False
+    if not isinstance(value, (dict, list)):
+        return None, False
+    shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)
+    shape = error_shape(value, shapes)
+    return (f"{shape.key}" if shape is not None else None), False
+
+
+def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | None = None) -> Result:
     """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
-    needed), structured values (OTLP kvlist, JSON rows) as canonical JSON."""
+    needed), structured values (OTLP kvlist, JSON rows) as canonical JSON. A JSON result is also
+    checked for an error shape (``result_errors.py``) and for being cut off."""
+    error, truncated = _result_error(value, limits, config)
     if isinstance(value, str):
         # Hashed as recorded; the value kept is one that can be written out (a lone surrogate escaped).
-        return Result(True, sha256_text(value), printable(value))
+        return Result(True, sha256_text(value), printable(value), error, truncated)
     if isinstance(value, bytes):
         return Result(True, sha256_text(value.hex()), value.hex())
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
     if canonical.text is not None:
-        return Result(True, canonical.sha256, canonical.text)
+        return Result(True, canonical.sha256, canonical.text, error, truncated)
     text = repr(value)
-    return Result(True, sha256_text(text), text)
+    return Result(True, sha256_text(text), text, error, truncated)
 
 
-def span_result(attributes: Mapping[str, Any], limits: Limits) -> Result:
-    """The call's recorded result from the first convention that records one."""
+def span_result(attributes: Mapping[str, Any], limits: Limits, events: Sequence[SpanEvent] = (), config: TraceFenceConfig | None = None) -> Result:
+    """The call's recorded result from the first convention that records one, then the span's GenAI events."""
     for key in cv.RESULT_KEYS:
         value = attributes.get(key, _ABSENT)
         if value is not _ABSENT:
-            return result_from_value(value, limits)
+            return result_from_value(value, limits, config)
+    value = event_result(events)
+    if value is not _ABSENT:
+        return result_from_value(value, limits, config)
     return NO_RESULT
 
 

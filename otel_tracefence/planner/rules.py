@@ -31,7 +31,7 @@ NONE: tuple[Finding, ...] = ()
 
 def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A malformed tool span or row is never guessed: review, one reason per field at fault."""
-    return tuple(Finding(Decision.REVIEW, reasons.malformed(f.field)) for f in step.malformed)
+    return tuple(Finding(Decision.REVIEW, f.reason_code) for f in step.malformed)
 
 
 def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -160,4 +160,16 @@ def arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
     return (Finding(None, step.arguments_unavailable),) if step.arguments_unavailable else NONE
 
 
-NOTE_RULES: tuple[Rule, ...] = (repeated_later, repeated_read, result_not_recorded, requested_not_recorded, arguments_unavailable)
+def normalizer_notes(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """How the normalizer read the span (``arguments_unwrapped``, ``error_in_result``): said, never deciding."""
+    return tuple(Finding(None, note) for note in step.notes)
+
+
+NOTE_RULES: tuple[Rule, ...] = (
+    repeated_later,
+    repeated_read,
+    result_not_recorded,
+    requested_not_recorded,
+    arguments_unavailable,
+    normalizer_notes,
+)

@@ -13,7 +13,9 @@ class InputError:
     when unknown); ``span_id`` names an OTLP span; ``field`` the field at fault.
     ``planned`` is true when the row or span is still planned, as a ``review``
     step (a malformed field); false when it could not be read at all and is
-    missing from the plans.
+    missing from the plans. ``trace_id`` (hex) is the trace of an OTLP span that
+    could not be parsed but whose trace id could: its trace is planned with a
+    ``review`` step standing for it.
     """
 
     line: int
@@ -21,6 +23,7 @@ class InputError:
     message: str
     span_id: str = ""
     planned: bool = False
+    trace_id: str = ""
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"

@@ -104,6 +104,17 @@ def _requests(text: str) -> Iterator[tuple[int, Any]]:
                 raise UnreadableInput(f"line {number}: {exc}") from None
 
 
+def _readable_trace_id(span_json: Any) -> str:
+    """The span's trace id when it is valid OTLP/JSON hex (32 characters, not all zero), else ``""``."""
+    value = span_json.get("traceId", span_json.get("trace_id")) if isinstance(span_json, dict) else None
+    if not isinstance(value, str) or len(value) != 32:
+        return ""
+    try:
+        return value.lower() if any(bytes.fromhex(value)) else ""
+    except ValueError:
+        return ""
+
+
 def _span_label(span_json: Any, index: int) -> str:
     span_id = span_json.get("spanId") if isinstance(span_json, dict) else None
     return span_id if isinstance(span_id, str) and span_id else f"#{index}"
@@ -168,7 +179,8 @@ def read_otlp_json(text: str) -> OtlpRead:
                         span = _parse_span(span_json)
                     except ValueError as exc:
                         field_name, _, message = str(exc).partition(": ")
-                        result.errors.append(InputError(line, field_name, message, _span_label(span_json, index)))
+                        label = _span_label(span_json, index)
+                        result.errors.append(InputError(line, field_name, message, label, trace_id=_readable_trace_id(span_json)))
                         continue
                     scope_spans.spans.append(span)
                     result.span_lines[span.span_id.hex()] = line

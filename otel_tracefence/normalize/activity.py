@@ -1,0 +1,120 @@
+"""Tool activity no convention reads: the test that keeps such a trace from passing as tool-free.
+
+A span that is not read as a tool step (``conventions.is_tool_span``) but looks like tool
+activity must not let its trace pass with no class (docs/DECISIONS.md, "Unrecognized
+tool activity"). A span looks like tool activity when:
+
+* it names its kind by no known convention (see :func:`has_known_kind`), and its span
+  name, an attribute key, or the value of an attribute whose key ends in ``type`` or
+  ``kind`` holds a tool token: the word ``tool``/``tools`` (also inside ``ToolInvoker``,
+  ``tool_calls``, ``toolUse``...) or ``function`` followed by ``call``. Keys that
+  describe the tools on offer (definitions, schemas, descriptions, ``tool_choice``)
+  and keys that echo the model's input (``gen_ai.prompt.*``, ``llm.input_messages.*``,
+  ``gen_ai.input.messages``) are not activity;
+* or it is a model span whose recorded finish reason says it asked for tool calls
+  (``tool_calls``, ``tool_use``, ``function_call``) while none of the calls could be read.
+
+An agent, chain or model span that merely mentions a tool (DESIGN.md) has a known
+kind and is left out by the first test. A tool-like span with a recognized tool step
+below or above it is covered by that step (``normalize/trace.py`` checks it), such as
+pydantic-ai's ``running tools`` span around its ``execute_tool`` spans.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, Mapping
+
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.span_view import SpanView
+
+# A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
+# a span with one of these is an agent, chain, model... span. Any other value (OpenInference
+# UNKNOWN, Spring AI's "framework" operation) names no kind, and the name and key test applies.
+NON_TOOL_KINDS = {
+    cv.GEN_AI_OPERATION: frozenset(
+        {"chat", "text_completion", "generate_content", "embeddings", "create_agent", "invoke_agent", "invoke_workflow"}
+    ),
+    "openinference.span.kind": frozenset({"llm", "chain", "agent", "retriever", "embedding", "reranker", "guardrail", "evaluator"}),
+    "traceloop.span.kind": frozenset({"workflow", "task", "agent"}),
+    "langfuse.observation.type": frozenset({"span", "generation", "agent", "chain", "retriever", "evaluator", "embedding", "guardrail", "event"}),
+    "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
+    "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
+}
+# OpenLLMetry model spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
+# semantic conventions): their presence alone names the span's kind.
+OTHER_KIND_KEYS = (
+    "llm.request.type",
+    cv.HAYSTACK_COMPONENT_TYPE,
+    "http.request.method",
+    "http.method",
+    "db.system",
+    "db.system.name",
+    "rpc.system",
+    "messaging.system",
+)
+NOT_ACTIVITY_TOKENS = frozenset({"definition", "definitions", "schema", "schemas", "description", "descriptions", "choice", "available"})
+INPUT_ECHO_PREFIXES = ("gen_ai.prompt.", "gen_ai.prompt", "llm.input_messages.", "gen_ai.input.messages", "gen_ai.system_instructions")
+TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls", "tool_call"})
+FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "llm.response.finish_reason")
+FINISH_REASON_KEY_PATTERN = re.compile(r"^gen_ai\.completion\.[0-9]+\.finish_reason$")
+
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+@lru_cache(maxsize=4096)
+def _tool_token(text: str) -> bool:
+    """True when ``text`` holds a tool token (cached: attribute keys repeat across spans)."""
+    words = [w.lower() for w in _WORDS.findall(text)]
+    if any(w in NOT_ACTIVITY_TOKENS for w in words):
+        return False
+    for i, word in enumerate(words):
+        if word in ("tool", "tools") or (word == "function" and i + 1 < len(words) and words[i + 1] in ("call", "calls")):
+            return True
+    return False
+
+
+def has_known_kind(attributes: Mapping[str, Any]) -> bool:
+    """True when a convention names the span's kind as something other than a tool (agent, chain,
+    model, HTTP...); tool spans were read as steps before this is asked."""
+    for key, kinds in NON_TOOL_KINDS.items():
+        value = attributes.get(key)
+        if isinstance(value, str) and value.lower() in kinds:
+            return True
+    for key in OTHER_KIND_KEYS:
+        if key in attributes:
+            return True
+    return False
+
+
+def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+    for key in FINISH_REASON_KEYS:
+        value = attributes.get(key)
+        found.extend(v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, str))
+    for key, value in attributes.items():
+        if key.startswith("gen_ai.completion.") and isinstance(value, str) and FINISH_REASON_KEY_PATTERN.match(key):
+            found.append(value)
+    return found
+
+
+def asked_for_tools(span: SpanView) -> bool:
+    """True when the span's recorded finish reason says the model asked for tool calls."""
+    return any(reason.lower() in TOOL_FINISH_REASONS for reason in _finish_reasons(span.attributes))
+
+
+def tool_activity_sign(span: SpanView) -> str | None:
+    """What makes an unread span look like tool activity (for the reason's message), or ``None``."""
+    attributes = span.attributes
+    if not has_known_kind(attributes):
+        if span.name and _tool_token(span.name):
+            return f"its name {span.name!r}"
+        for key, value in attributes.items():
+            if key.startswith(INPUT_ECHO_PREFIXES):
+                continue
+            if _tool_token(key):
+                return f"its attribute {key!r}"
+            if isinstance(value, str) and key.lower().endswith(("type", "kind")) and _tool_token(value):
+                return f"its attribute {key}={value!r}"
+    return None

@@ -1,0 +1,70 @@
+"""HTTP client spans below a tool step: how often it sent its effect, and whether the server failed.
+
+HTTP semantic conventions: a client span carries ``http.request.method`` and ``url.full``
+(``http.method`` and ``http.url`` before semantic conventions 1.21), and the response's
+``http.response.status_code``. Methods other than GET, HEAD, OPTIONS and TRACE are unsafe
+(RFC 9110 section 9.2.1): two client spans with one unsafe method and one URL below a write
+step sent its effect twice. A response of 500 to 599 (RFC 9110 section 15.6) means the
+server failed, whatever the tool span says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.span_view import KIND_SERVER, SpanView
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    """One HTTP request a client span records: method (upper case), URL (``None`` when not
+    recorded) and response status code (``None`` when none came back)."""
+
+    method: str
+    url: str | None
+    status: int | None
+
+    @property
+    def unsafe(self) -> bool:
+        return self.method not in cv.HTTP_SAFE_METHODS
+
+    @property
+    def server_error(self) -> bool:
+        return self.status is not None and self.status in cv.HTTP_SERVER_ERROR
+
+
+def _url(attributes: Mapping[str, Any]) -> str | None:
+    for key in cv.HTTP_URL_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    for host_key, port_key, path_key in cv.HTTP_URL_PART_KEYS:
+        host = attributes.get(host_key)
+        if isinstance(host, str) and host:
+            port = attributes.get(port_key) if port_key else None
+            return f"{host}{f':{port}' if port not in (None, '') else ''}{attributes.get(path_key) or ''}"
+    return None
+
+
+def _status(attributes: Mapping[str, Any]) -> int | None:
+    for key in cv.HTTP_STATUS_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit() and len(value) <= 3:
+            return int(value)
+    return None
+
+
+def http_request(span: SpanView) -> HttpRequest | None:
+    """The request a span records as an HTTP client, or ``None`` (no method, or a server span)."""
+    if span.kind == KIND_SERVER:
+        return None
+    attributes = span.attributes
+    for key in cv.HTTP_METHOD_KEYS:
+        method = attributes.get(key)
+        if isinstance(method, str) and method:
+            return HttpRequest(method.upper(), _url(attributes), _status(attributes))
+    return None
