@@ -5,9 +5,8 @@ For each case in ``../shared/cases`` (``SHARED_CASES``) and ``tests/cases``:
 (a) ``tracefence plan FILE`` with no flags gives the expected plan (``NAME.expected.json``);
 (b) the span processor, with default settings, fed the case's spans rebuilt as SDK
     ``ReadableSpan`` objects to ``on_end`` in end-time order, as the SDK delivers them
-    (then flushed: without ``on_start`` calls nothing says a trace is complete before its
-    wait runs out), annotates every span of each trace with the CLI's class and each tool
-    span with the CLI's decision for its step;
+    (with and without the ``on_start`` calls), annotates every span of each trace with the
+    CLI's class and each tool span with the CLI's decision for its step;
 (c) a real ``tracefence serve`` (in process, the SDK's OTLP/gRPC exporter as client, a
     recording upstream) does the same.
 
@@ -28,7 +27,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from case_spans import end_time_order, is_otlp_case, readable_spans
+from case_spans import feed, is_otlp_case, readable_spans
 from conftest import ROOT, SHARED_CASES
 from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
 from otel_tracefence.sdk import TraceFenceSpanProcessor
@@ -140,16 +139,22 @@ def test_cli_door_gives_the_expected_plan(input_path: Path, expected_path: Path)
 # -- (b) the span processor ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("starts", [False, True], ids=["ends", "starts-and-ends"])
 @pytest.mark.parametrize("input_path,expected_path", _params(OTLP_CASES))
-def test_processor_door_agrees_with_the_cli(input_path: Path, expected_path: Path):
+def test_processor_door_agrees_with_the_cli(input_path: Path, expected_path: Path, starts: bool):
+    """``ends``: ``on_end`` in end-time order, then a flush (nothing says a trace is complete before its
+    wait runs out). ``starts-and-ends``: also ``on_start`` at each start time, as the SDK calls it, so the
+    processor decides each trace when its last open span ends, without a flush."""
     plans = _cli_plans(input_path)
     exporter = InMemorySpanExporter()
     processor = TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=None)  # default settings otherwise
     try:
         spans = readable_spans(input_path)
-        for span in end_time_order(spans):
-            processor.on_end(span)
-        processor.force_flush()  # nothing says a trace is complete before its wait runs out
+        feed(processor, spans, starts=starts)
+        rooted = {s.context.trace_id for s in spans if s.parent is None or s.parent.is_remote}
+        if starts and rooted == {s.context.trace_id for s in spans}:
+            assert len(exporter.get_finished_spans()) == len(spans), "every trace decided at its last span's end"
+        processor.force_flush()
         out = [
             (format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"), s.name, dict(s.attributes or {}))
             for s in exporter.get_finished_spans()
