@@ -32,9 +32,9 @@ class TraceFenceSpanProcessor(SpanProcessor):
     has ended, and so has every span of the trace that started in this process.
     Streaming agents and background tasks end the root before their tool spans;
     the trace then waits for those, at most ``decision_wait_ms`` after the root
-    ends (default 60000: the MCP TypeScript SDK's default request timeout, after which a
-    framework's tool call has usually given up and its span ended). Most traces
-    end their root last and wait nothing. Spans handed in without ``on_start``
+    ends (default 60000: the MCP TypeScript SDK's default request timeout,
+    after which a framework's tool call has usually given up and its span
+    ended). Most traces end their root last and wait nothing. Spans handed in without ``on_start``
     (not from this provider) make the trace wait the whole ``decision_wait_ms``.
     ``decision_wait_ms=0`` decides at the root's end.
 
