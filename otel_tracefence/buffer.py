@@ -52,6 +52,7 @@ _NOTES = frozenset(
         reasons.REQUESTED_NOT_RECORDED,
         reasons.RELATED_CALL_IDS_TRUNCATED,
         reasons.ERROR_IN_RESULT,
+        reasons.DISPATCH_ATTEMPT_FAILED,
         reasons.ARGUMENTS_UNWRAPPED,
         reasons.ARGUMENTS_NOT_RECORDED,
         reasons.ARGUMENTS_TOO_LARGE,
@@ -68,7 +69,7 @@ def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> Tr
     its trace was decided, so the trace was decided before it was complete.
 
     ``decided_before_complete`` ranks as the last review rule, just before ``skip`` and
-    ``replay`` (docs/DECISIONS.md 1 and 40): a step another rule already fences keeps its
+    ``replay`` (docs/DECISIONS.md 1 and 43): a step another rule already fences keeps its
     decision and gets the code after the fencing codes; a ``replay`` or ``skip`` becomes
     ``review`` with it first. The plan is flagged partial and its class recomputed (``review``).
     """

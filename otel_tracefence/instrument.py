@@ -30,11 +30,14 @@ import functools
 import inspect
 import json
 import logging
+import re
 from typing import Any, Callable, Mapping, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
+
+from otel_tracefence.normalize.conventions import TIMEOUT_PATTERN
 
 try:  # opentelemetry-semantic-conventions, when installed (incubating GenAI attributes).
     from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
@@ -156,6 +159,9 @@ def _grpc_code_name(exc: BaseException) -> str | None:
     return name if isinstance(name, str) else None
 
 
+_TIMEOUT_MESSAGE = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
+
+
 def failure_status(exc: BaseException) -> str:
     """The ``tracefence.status`` of a call that raised ``exc``: ``timeout``, ``unknown`` or ``error``.
 
@@ -170,6 +176,9 @@ def failure_status(exc: BaseException) -> str:
       not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``): the call was
       stopped from outside at an arbitrary point, so whether its effect happened
       is unknown.
+    * ``timeout`` also for any other exception whose message says it timed out
+      (the same pattern the normalizer reads, ``conventions.TIMEOUT_PATTERN``):
+      the MCP SDK raises ``McpError("Request 'tools/call' timed out ...")``.
     * ``error``: any other exception.
 
     Never raises.
@@ -189,6 +198,8 @@ def failure_status(exc: BaseException) -> str:
             return "unknown"
         if not isinstance(exc, Exception):
             return "unknown"
+        if _TIMEOUT_MESSAGE.search(str(exc)[:1000]):  # the MCP SDK's McpError "Request 'tools/call' timed out", ...
+            return "timeout"
     except Exception:  # noqa: BLE001 - a hostile exception class: call it an error
         pass
     return "error"

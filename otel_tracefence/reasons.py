@@ -34,6 +34,7 @@ RESULT_NOT_RECORDED = "result_not_recorded"
 REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
+DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 # Why arguments are unavailable (also ToolStep.arguments_unavailable).
 ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"

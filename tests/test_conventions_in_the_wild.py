@@ -224,10 +224,24 @@ def test_error_shaped_results_are_not_committed_writes():
         assert plan(result_write(result)) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))]), result
 
 
-def test_ok_shaped_results_stay_committed_and_a_declared_status_wins():
+def test_ok_shaped_results_stay_committed_and_an_error_result_beats_a_declared_ok():
     for result in ('{"isError": false, "content": []}', '{"error": null, "id": 1}', '{"status_code": 201}', 'error: plain text is not read'):
         assert plan(result_write(result)) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))]), result
-    assert plan(result_write('{"isError": true}', **{"tracefence.status": "ok"})) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))])
+    # tool_call() declares ok when nothing raised; the MCP result it recorded says otherwise: the fencing record wins.
+    assert plan(result_write('{"isError": true}', **{"tracefence.status": "ok"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))])
+    assert plan(result_write('{"id": 1}', **{"tracefence.status": "timeout"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_timeout",))])
+
+
+def test_a_failed_dispatch_attempt_fails_an_ok_step():
+    client = view("e5e5e5e5e5e5e5e5", "MCP send tools/call refund", {"mcp.method.name": "tools/call", "jsonrpc.request.id": "3"},
+                  parent="e6e6e6e6e6e6e6e6", start=11, end=19, kind="client")
+    server = view("e7e7e7e7e7e7e7e7", "tools/call refund", {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                                                           "gen_ai.tool.name": "refund", "error.type": "tool_error"},
+                  parent="e5e5e5e5e5e5e5e5", start=12, end=18, kind="server", status="error")
+    step = view("e6e6e6e6e6e6e6e6", "execute_tool refund", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+                                                            "gen_ai.tool.call.id": "rf", "tracefence.effect": "write", "tracefence.status": "ok"}, end=20)
+    listing = view("e8e8e8e8e8e8e8e8", "MCP send tools/list", {"mcp.method.name": "tools/list", "jsonrpc.request.id": "2"}, kind="client", start=5)
+    assert plan(listing, step, client, server) == (ReplayClass.REVIEW, [("rf", "review", ("write_error", "arguments_not_recorded", "dispatch_attempt_failed"))])
 
 
 def test_result_error_shapes_extend_from_the_config():
@@ -297,3 +311,13 @@ def test_a_kind_value_no_convention_defines_names_no_kind():
     # ...and a span of an unknown OpenInference kind named like a tool call is tool activity.
     unknown = view("b8b8b8b8b8b8b8b8", "tool_call get_weather", {"openinference.span.kind": "UNKNOWN"})
     assert plan(unknown) == (ReplayClass.REVIEW, [("b8b8b8b8b8b8b8b8", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])
+
+
+def test_a_dispatch_that_timed_out_while_its_cancelled_server_span_ended_unset_is_a_timeout():
+    step = view("c1d1c1d1c1d1c1d1", "execute_tool pay", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pay",
+                                                        "gen_ai.tool.call.id": "py", "tracefence.effect": "write"}, end=30)
+    client = view("c2d2c2d2c2d2c2d2", "MCP send tools/call pay", {"mcp.method.name": "tools/call"}, parent="c1d1c1d1c1d1c1d1",
+                  start=11, end=20, kind="client", status="error", events=(SpanEvent("exception", {"exception.type": "TimeoutError"}),))
+    server = view("c3d3c3d3c3d3c3d3", "tools/call pay", {"mcp.method.name": "tools/call", "gen_ai.tool.name": "pay"},
+                  parent="c2d2c2d2c2d2c2d2", start=12, end=25, kind="server")
+    assert plan(step, client, server) == (ReplayClass.REVIEW, [("py", "review", ("write_timeout", "arguments_not_recorded", "dispatch_attempt_failed"))])

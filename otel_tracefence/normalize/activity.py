@@ -42,10 +42,12 @@ NON_TOOL_KINDS = {
     "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
     "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
 }
-# OpenLLMetry model spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
+# OpenLLMetry model spans, MCP method spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
 # semantic conventions): their presence alone names the span's kind.
 OTHER_KIND_KEYS = (
     "llm.request.type",
+    "mcp.method.name",  # MCP method spans (tools/list, initialize...); tools/call ones are tool steps
+    "jsonrpc.request.id",
     cv.HAYSTACK_COMPONENT_TYPE,
     "http.request.method",
     "http.method",

@@ -142,7 +142,7 @@ HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
-TIMEOUT_PATTERN = r"time[d _-]?out|deadline"
+TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"
 CANCEL_PATTERN = r"cancel"
 
 # Where a model's output records the tool calls it requested.

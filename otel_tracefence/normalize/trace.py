@@ -44,14 +44,25 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
     return None
 
 
-def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> ToolStep:
-    """Fields the outer step did not record, taken from its first attempt that did; ``sent`` attempts.
+def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str]) -> ToolStep:
+    """Fields the outer step did not record, taken from its first attempt that did. ``attempts`` are
+    in trace order; ``sent_ids`` are the span ids of the innermost ones, the calls actually sent;
+    ``chain_of`` maps each attempt to the attempt right below the step that holds it (one dispatch:
+    a client span and the server span it reached).
 
     An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
     never dropped because its span is an attempt rather than a step. An attempt that names
     no tool (an MCP client span, say) is not malformed when its step names one.
     """
-    changes: dict = {"attempts": max(1, sent)}
+    changes: dict = {"attempts": max(1, len(sent_ids))}
+    last = [a for a in attempts if chain_of[a.span_id] == chain_of[attempts[-1].span_id]] if attempts else []
+    failed = [a for a in last if a.status is not ToolStatus.OK]
+    if step.status is ToolStatus.OK and failed:
+        # The step's span says ok, the last dispatch that carried it says otherwise (an MCP server span
+        # ended in error under an unset client span; a client span timed out while the cancelled server
+        # handler's span ended unset): where two records disagree, the fencing one wins. An earlier
+        # dispatch that failed and was retried shows as the second dispatch instead.
+        changes.update(status=failed[-1].status, notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
     bad = tuple(
         replace(m, message=f"dispatch attempt {attempt.span_id}: {m.message}")
         for attempt in attempts
@@ -70,6 +81,20 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> 
         if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
             changes.update(effect=attempt.effect, effect_source=attempt.effect_source)
     return replace(step, **changes)
+
+
+def _chains(attempts: list[ToolStep], nearest: dict[str, str | None], step_id: str) -> dict[str, str]:
+    """For each attempt, the attempt right below the step ``step_id`` that holds it (itself, if it is one)."""
+    chain_of: dict[str, str] = {}
+    for attempt in attempts:
+        top = attempt.span_id
+        for _ in range(len(nearest)):
+            parent = nearest.get(top)
+            if parent is None or parent == step_id:
+                break
+            top = parent
+        chain_of[attempt.span_id] = top
+    return chain_of
 
 
 def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConfig) -> ToolStep:
@@ -244,7 +269,7 @@ def _http_dispatches(
         if most.get(root, 0) > step.attempts:
             changes["attempts"] = most[root]
         if root in failed:
-            status, notes = result_status(step.status, Result(error="http_status"), declared=cv.TRACEFENCE_STATUS in by_id[root].attributes)
+            status, notes = result_status(step.status, Result(error="http_status"))
             if notes:
                 changes.update(status=status, notes=step.notes + notes)
         if changes:
@@ -310,8 +335,11 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
             result.attempt_of[sid] = root_of[sid]
             continue
         inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
-        sent = sum(a.span_id not in has_inner for a in inner)
-        root_steps[sid] = _fill_from_attempts(step, inner, sent) if inner else step
+        if inner:
+            sent_ids = {a.span_id for a in inner if a.span_id not in has_inner}
+            root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
+        else:
+            root_steps[sid] = step
     if root_steps:
         _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
