@@ -34,9 +34,9 @@ class TraceFenceSpanProcessor(SpanProcessor):
     the trace then waits for those, at most ``decision_wait_ms`` after the root
     ends (default 60000: the MCP TypeScript SDK's default request timeout,
     after which a framework's tool call has usually given up and its span
-    ended). Most traces end their root last and wait nothing. Spans handed in without ``on_start``
-    (not from this provider) make the trace wait the whole ``decision_wait_ms``.
-    ``decision_wait_ms=0`` decides at the root's end.
+    ended). Most traces end their root last and wait nothing. Spans handed in
+    without ``on_start`` (not from this provider) make the trace wait the whole
+    ``decision_wait_ms``. ``decision_wait_ms=0`` decides at the root's end.
 
     A tool span that ends after its trace was decided (the wait ran out, a bound
     was hit, ``force_flush``) fails closed: it carries class ``review`` and its
