@@ -69,7 +69,7 @@ def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> Tr
     its trace was decided, so the trace was decided before it was complete.
 
     ``decided_before_complete`` ranks as the last review rule, just before ``skip`` and
-    ``replay`` (docs/DECISIONS.md 1 and 43): a step another rule already fences keeps its
+    ``replay`` (docs/DECISIONS.md 1 and 47): a step another rule already fences keeps its
     decision and gets the code after the fencing codes; a ``replay`` or ``skip`` becomes
     ``review`` with it first. The plan is flagged partial and its class recomputed (``review``).
     """

@@ -37,8 +37,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
 
-from otel_tracefence.normalize.conventions import TIMEOUT_PATTERN
-
 try:  # opentelemetry-semantic-conventions, when installed (incubating GenAI attributes).
     from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
     from opentelemetry.semconv._incubating.attributes import error_attributes as _error
@@ -159,7 +157,8 @@ def _grpc_code_name(exc: BaseException) -> str | None:
     return name if isinstance(name, str) else None
 
 
-_TIMEOUT_MESSAGE = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
+# A message that says the call timed out, in the past tense: "not a timeout" says nothing of the call.
+_TIMEOUT_MESSAGE = re.compile(r"\btimed[ _-]?out\b", re.IGNORECASE)
 
 
 def failure_status(exc: BaseException) -> str:
@@ -176,9 +175,8 @@ def failure_status(exc: BaseException) -> str:
       not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``): the call was
       stopped from outside at an arbitrary point, so whether its effect happened
       is unknown.
-    * ``timeout`` also for any other exception whose message says it timed out
-      (the same pattern the normalizer reads, ``conventions.TIMEOUT_PATTERN``):
-      the MCP SDK raises ``McpError("Request 'tools/call' timed out ...")``.
+    * ``timeout`` also for any other exception whose message says it ``timed out``:
+      the MCP SDK raises ``MCPError("Request 'tools/call' timed out")``.
     * ``error``: any other exception.
 
     Never raises.

@@ -293,8 +293,8 @@ def test_a_tool_invoker_with_tool_spans_below_it_has_its_calls_matched_as_reques
         {"tool_call": {"tool_name": "reserve_stock", "arguments": {"sku": "A", "n": 2}, "id": "h2"}}]}]}
     invoker = view("b5b5b5b5b5b5b5b5", "haystack.component.run", {"haystack.component.type": "ToolInvoker",
                                                                   "haystack.component.input": json.dumps(messages)}, end=90)
-    ran = view("b6b6b6b6b6b6b6b6", "haystack.tool.invoke", {"haystack.tool.name": "get_stock", "haystack.tool.call.id": "h1",
-                                                            "haystack.tool.arguments": '{"sku": "A"}', "tracefence.effect": "read"},
+    ran = view("b6b6b6b6b6b6b6b6", "haystack.agent.step.tool", {"haystack.tool.name": "get_stock", "haystack.tool.call.id": "h1",
+                                                                "haystack.agent.step.tool.input": '{"sku": "A"}', "tracefence.effect": "read"},
                parent="b5b5b5b5b5b5b5b5", start=20)
     assert plan(invoker, ran) == (ReplayClass.REVIEW, [
         ("h1", "replay", ("declared_read",)),
@@ -321,3 +321,32 @@ def test_a_dispatch_that_timed_out_while_its_cancelled_server_span_ended_unset_i
     server = view("c3d3c3d3c3d3c3d3", "tools/call pay", {"mcp.method.name": "tools/call", "gen_ai.tool.name": "pay"},
                   parent="c2d2c2d2c2d2c2d2", start=12, end=25, kind="server")
     assert plan(step, client, server) == (ReplayClass.REVIEW, [("py", "review", ("write_timeout", "arguments_not_recorded", "dispatch_attempt_failed"))])
+
+
+def test_labels_on_an_invoker_span_that_ran_several_calls_are_not_given_to_any_of_them():
+    # Haystack 2.x runs each tool body with the one ToolInvoker span current: declare() in each body
+    # writes onto it, the last call's label winning. A write must never inherit a read's label.
+    messages = {"messages": [{"role": "assistant", "content": [
+        {"tool_call": {"tool_name": "create_invoice", "arguments": {"c": "a"}, "id": "w1"}},
+        {"tool_call": {"tool_name": "lookup_customer", "arguments": {"c": "a"}, "id": "r1"}}]}]}
+    invoker = view("b9b9b9b9b9b9b9b9", "haystack.component.run", {"haystack.component.type": "ToolInvoker", "tracefence.effect": "read",
+                                                                  "haystack.component.input": json.dumps(messages)})
+    klass, steps = plan(invoker)
+    assert klass is ReplayClass.REVIEW
+    assert steps == [("r1", "review", ("malformed_effect", "effect_unknown")),
+                     ("w1", "review", ("malformed_effect", "effect_unknown"))]
+
+
+def test_a_confirmation_hook_span_is_no_tool_run_and_a_managed_agent_runs_its_call():
+    hook = view("d6d6d6d6d6d6d6d6", "haystack.agent.hook.human_in_the_loop.strategy", {"haystack.tool.name": "send_email",
+                                                                                      "haystack.tool.call.id": "call_3"})
+    assert plan(hook) == (None, [])
+    manager_llm = view("d7d7d7d7d7d7d7d7", "OpenAIModel.generate", {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "billing",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"task": "bill a"}'})
+    sub_agent = view("d8d8d8d8d8d8d8d8", "billing.run", {"openinference.span.kind": "AGENT"}, start=20, end=80)
+    sub_tool = view("d9d9d9d9d9d9d9d9", "CreateInvoice", {"openinference.span.kind": "TOOL", "tool.name": "create_invoice", "tracefence.effect": "write",
+                                                          "output.value": "inv_1"}, parent="d8d8d8d8d8d8d8d8", start=30)
+    assert plan(manager_llm, sub_agent, sub_tool) == (ReplayClass.INJECTED, [("d9d9d9d9d9d9d9d9", "skip", ("write_committed", "arguments_not_recorded"))])

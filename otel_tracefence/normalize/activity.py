@@ -56,6 +56,9 @@ OTHER_KIND_KEYS = (
     "rpc.system",
     "messaging.system",
 )
+# Span names that give a kind: Haystack 3.x agent, step, hook and pipeline spans (its tool spans,
+# haystack.agent.step.tool, are read as steps before this is asked).
+KIND_SPAN_NAME_PREFIXES = ("haystack.agent.", "haystack.pipeline.")
 NOT_ACTIVITY_TOKENS = frozenset({"definition", "definitions", "schema", "schemas", "description", "descriptions", "choice", "available"})
 INPUT_ECHO_PREFIXES = ("gen_ai.prompt.", "gen_ai.prompt", "llm.input_messages.", "gen_ai.input.messages", "gen_ai.system_instructions")
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls", "tool_call"})
@@ -90,6 +93,10 @@ def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     return False
 
 
+def _named_kind(name: str) -> bool:
+    return name.startswith(KIND_SPAN_NAME_PREFIXES)
+
+
 def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
     for key in FINISH_REASON_KEYS:
@@ -109,7 +116,7 @@ def asked_for_tools(span: SpanView) -> bool:
 def tool_activity_sign(span: SpanView) -> str | None:
     """What makes an unread span look like tool activity (for the reason's message), or ``None``."""
     attributes = span.attributes
-    if not has_known_kind(attributes):
+    if not has_known_kind(attributes) and not _named_kind(span.name):
         if span.name and _tool_token(span.name):
             return f"its name {span.name!r}"
         for key, value in attributes.items():

@@ -116,14 +116,17 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
     )
 
 
-def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig) -> list[ToolStep]:
+def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: Counter) -> list[ToolStep]:
     """Requested calls no tool span records, each a step of its own (``requested_not_recorded``).
 
     ``requests`` are in trace order. One request recorded in several spans (a model span and
     the agent span that echoes its output) is one request: same call id, tool and arguments.
     A request is matched to one tool span: by call id (the same tool and arguments first),
     else, where tool spans carry no call id, by tool name and canonical arguments. Two
-    requests sharing one call id need two spans: the one left over stays a step.
+    requests sharing one call id need two spans: the one left over stays a step. A request
+    no tool span ran, named after an agent whose span the trace holds (``agents``: agent name
+    to how many spans; a smolagents managed agent called as a tool), was run by that agent:
+    the sub-agent's own tool calls are steps of the trace.
     """
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
@@ -159,6 +162,9 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
                 continue
         elif request.arguments.sha256 is not None and by_content[content] > 0:
             by_content[content] -= 1
+            continue
+        if agents[request.tool] > 0:
+            agents[request.tool] -= 1
             continue
         extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
@@ -344,7 +350,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
-    above_steps = _ancestors_of(tool_ids, by_id)
+    above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
     requests = [call for span in stepless for call in requested_calls(span, config.limits)]
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
@@ -353,13 +359,19 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
                 tool = cv.tool_name(call.attributes, call.name) or ""
                 requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
         elif views:
-            result.steps.extend(step for view in views if (step := span_to_step(view, config)) is not None)
+            steps = [step for view in views if (step := span_to_step(view, config)) is not None]
+            if haystack.labels_are_ambiguous(invoker, views):
+                why = MalformedField("effect", f"the ToolInvoker span {invoker.span_id} ran {len(views)} calls and carries one set of tracefence.* labels: "
+                                     "which call they label cannot be known (label these tools with tool_rules)")
+                steps = [replace(step, malformed=step.malformed + (why,)) for step in steps]
+            result.steps.extend(steps)
         else:
             result.steps.append(_unrecognized_step(invoker, "a Haystack ToolInvoker whose input records no readable tool call", config))
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
-        result.steps.extend(_unrecorded_requests(result.steps, requests, config))
+        agents = Counter(name for span in stepless if (name := cv.agent_name(span.attributes, span.name)))
+        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
     for span in stepless:
