@@ -34,7 +34,7 @@ from typing import Any, Callable, Generic, TypeVar
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
-from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step
+from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
@@ -350,7 +350,8 @@ class TraceBuffer(Generic[P]):
             mine = next((d for d in known if d.step.span_id == view.span_id), None)
             return Late(view, payload, remembered.replay_class, mine, None, partial)
         span_ids = remembered.span_ids | {view.span_id}
-        step = span_to_step(view, self._config)
+        # Tool activity no convention reads fails closed when late too.
+        step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
         if step is None:
             remembered.span_ids = span_ids
             return Late(view, payload, remembered.replay_class, None, None, partial)

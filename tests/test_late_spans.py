@@ -525,3 +525,25 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
     }
     assert codes - _NOTES - _NOT_FENCING - fencing == set()
     assert not (_NOTES & fencing) and not (_NOT_FENCING & fencing)
+
+
+def test_late_tool_activity_no_convention_reads_fails_closed_too(tmp_path):
+    """A span of an unknown convention that looks like a tool call, arriving after its trace was
+    decided, holds the trace like a late tool span: it never leaves with the earlier class."""
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent ops", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+        with tool_call("lookup", effect="read", tracer_provider=provider):
+            pass
+        late = tracer.start_span("myframework.run_tool", attributes={"myframework.tool_id": "wire_money"})
+    late.end()  # after the root: the trace was decided dynamic
+    spans = _by_name(exporter.get_finished_spans())
+    assert spans["invoke_agent ops"][CLASS] == "dynamic"
+    assert (spans["myframework.run_tool"][CLASS], spans["myframework.run_tool"][DECISION], spans["myframework.run_tool"][REASONS]) == (
+        "review", "review", ["unrecognized_tool_span", "effect_unknown", "decided_before_complete", "arguments_not_recorded"])
+    (item,) = store.list()[0]
+    assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    assert root.get_span_context().trace_id == int(item.trace_id, 16)
+    provider.shutdown()

@@ -248,6 +248,13 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> T
     )
 
 
+def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
+    """For a span seen alone (one that arrived after its trace was decided): the ``review`` step
+    standing for it when it looks like tool activity no convention reads (``activity.py``)."""
+    sign = tool_activity_sign(span)
+    return _unrecognized_step(span, sign, config) if sign is not None else None
+
+
 def _http_dispatches(
     steps: dict[str, ToolStep], stepless: list[SpanView], by_id: dict[str, SpanView], tool_ids: set[str], root_of: dict[str, str]
 ) -> None:
