@@ -43,27 +43,6 @@ P = TypeVar("P")
 FORGOTTEN_FACTOR = 2  # traces remembered by id and class only, as a multiple of decided_cache_size
 
 
-# Reason codes that explain without fencing: ``decided_before_complete`` goes before them.
-_NOTES = frozenset(
-    {
-        reasons.REPEATED_LATER,
-        reasons.REPEATED_READ,
-        reasons.RESULT_NOT_RECORDED,
-        reasons.REQUESTED_NOT_RECORDED,
-        reasons.RELATED_CALL_IDS_TRUNCATED,
-        reasons.ERROR_IN_RESULT,
-        reasons.DISPATCH_ATTEMPT_FAILED,
-        reasons.ARGUMENTS_UNWRAPPED,
-        reasons.ARGUMENTS_NOT_RECORDED,
-        reasons.ARGUMENTS_TOO_LARGE,
-        reasons.ARGUMENTS_TOO_DEEP,
-        reasons.ARGUMENTS_NOT_I_JSON,
-    }
-)
-# Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
-_NOT_FENCING = frozenset({reasons.DECLARED_READ, reasons.WRITE_COMMITTED})
-
-
 def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> TracePlan:
     """``plan`` with every step recorded by a span in ``late_span_ids`` fenced: such a span arrived after
     its trace was decided, so the trace was decided before it was complete.
@@ -80,11 +59,11 @@ def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> Tr
         if decision.step.span_id not in late_span_ids or reasons.DECIDED_BEFORE_COMPLETE in decision.reasons:
             decisions.append(decision)
         elif decision.decision in (Decision.REVIEW, Decision.CONFLICT):
-            at = next((i for i, code in enumerate(decision.reasons) if code in _NOTES), len(decision.reasons))
+            at = next((i for i, code in enumerate(decision.reasons) if code in reasons.NOTES), len(decision.reasons))
             codes = decision.reasons[:at] + (reasons.DECIDED_BEFORE_COMPLETE,) + decision.reasons[at:]
             decisions.append(replace(decision, reasons=codes))
         else:
-            codes = (reasons.DECIDED_BEFORE_COMPLETE,) + tuple(c for c in decision.reasons if c not in _NOT_FENCING)
+            codes = (reasons.DECIDED_BEFORE_COMPLETE,) + tuple(c for c in decision.reasons if c not in reasons.NOT_FENCING)
             decisions.append(replace(decision, decision=Decision.REVIEW, reasons=codes))
     return replace(plan, steps=tuple(decisions), replay_class=class_of(decisions), partial=True)
 

@@ -43,6 +43,28 @@ ARGUMENTS_TOO_DEEP = "arguments_too_deep"
 ARGUMENTS_NOT_I_JSON = "arguments_not_i_json"
 
 
+# Codes that explain without fencing (never decide): a later fencing code, such as
+# ``decided_before_complete``, goes before them.
+NOTES = frozenset(
+    {
+        REPEATED_LATER,
+        REPEATED_READ,
+        RESULT_NOT_RECORDED,
+        REQUESTED_NOT_RECORDED,
+        RELATED_CALL_IDS_TRUNCATED,
+        ERROR_IN_RESULT,
+        DISPATCH_ATTEMPT_FAILED,
+        ARGUMENTS_UNWRAPPED,
+        ARGUMENTS_NOT_RECORDED,
+        ARGUMENTS_TOO_LARGE,
+        ARGUMENTS_TOO_DEEP,
+        ARGUMENTS_NOT_I_JSON,
+    }
+)
+# Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
+NOT_FENCING = frozenset({DECLARED_READ, WRITE_COMMITTED})
+
+
 def malformed(field: str) -> str:
     """The reason code for a malformed field, e.g. ``malformed_effect``."""
     return MALFORMED_PREFIX + field
