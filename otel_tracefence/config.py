@@ -267,8 +267,12 @@ class TraceFenceConfig(BaseSettings):
         default_factory=lambda: ["review"]
     )
     """Replay classes whose traces go to the review queue; in the environment, comma-separated."""
-    decision_wait_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    """Milliseconds to keep waiting for a trace's late children after its local root span ends."""
+    decision_wait_ms: float = Field(default=60_000.0, ge=0, allow_inf_nan=False)
+    """Span processor: after a trace's local root span ends, the longest to wait (ms) for its spans
+    still open in this process (it decides as soon as the last one ends). The default, 60 s, is the
+    MCP TypeScript SDK's default request timeout: a tool call still running when the root ends has
+    usually ended by then. 0: decide when the root ends. The zero-code exporter waits only when
+    this is set explicitly."""
     max_traces: int = Field(default=10_000, gt=0)
     """Most traces held at once; past it the oldest is planned as it stands, flagged partial."""
     max_spans_per_trace: int = Field(default=1_000, gt=0)

@@ -139,6 +139,13 @@ class Fence(Generic[P]):
             return
         self.hand_on(ready)
 
+    def started(self, trace_id: str, span_id: str) -> None:
+        """A span started (doors that see starts): its trace waits for it. Never raises."""
+        try:
+            self.buffer.started(trace_id, span_id)
+        except Exception as exc:  # noqa: BLE001 - at worst the trace waits its whole decision wait
+            self.telemetry.error("intake", f"could not note a span start: {exc!r}", exc)
+
     def pass_through(self, payloads: list[P], why: str, exc: Exception | None = None) -> None:
         """Hand spans on unannotated after a failure of ours (counted and logged as ``why``)."""
         self.telemetry.error(why, f"{why} failed, spans handed on unannotated: {exc!r}", exc)
@@ -224,7 +231,7 @@ class Fence(Generic[P]):
         try:
             self.telemetry.spans_received.add(1, self.telemetry.attributes)
             self.telemetry.spans_late.add(1, self.telemetry.attributes)
-            extra = annotate.late_attributes(late.replay_class)
+            extra = annotate.late_attributes(late.replay_class, partial=late.partial)
             if late.step_decision is not None:
                 extra.update(step_attributes(late.step_decision))
             if late.plan is not None:

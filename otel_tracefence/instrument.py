@@ -30,6 +30,7 @@ import functools
 import inspect
 import json
 import logging
+import re
 import threading
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -157,6 +158,10 @@ def _grpc_code_name(exc: BaseException) -> str | None:
     return name if isinstance(name, str) else None
 
 
+# A message that says the call timed out, in the past tense: "not a timeout" says nothing of the call.
+_TIMEOUT_MESSAGE = re.compile(r"\btimed[ _-]?out\b", re.IGNORECASE)
+
+
 def failure_status(exc: BaseException) -> str:
     """The ``tracefence.status`` of a call that raised ``exc``: ``timeout``, ``unknown`` or ``error``.
 
@@ -171,6 +176,8 @@ def failure_status(exc: BaseException) -> str:
       not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``): the call was
       stopped from outside at an arbitrary point, so whether its effect happened
       is unknown.
+    * ``timeout`` also for any other exception whose message says it ``timed out``:
+      the MCP SDK raises ``MCPError("Request 'tools/call' timed out")``.
     * ``error``: any other exception.
 
     Never raises.
@@ -190,6 +197,8 @@ def failure_status(exc: BaseException) -> str:
             return "unknown"
         if not isinstance(exc, Exception):
             return "unknown"
+        if _TIMEOUT_MESSAGE.search(str(exc)[:1000]):  # the MCP SDK's McpError "Request 'tools/call' timed out", ...
+            return "timeout"
     except Exception:  # noqa: BLE001 - a hostile exception class: call it an error
         pass
     return "error"
@@ -211,11 +220,12 @@ def declare(
     calling function's name).
 
     Raises :class:`ValueError` for any other effect or key. A ``span`` given, or a
-    current span whose kind cannot be read, is labelled when it is recording. When
-    tracing is on (an SDK tracer provider is set) but there is no recording tool
-    span to label (no current span, or the current one is an agent, chain or other
-    non-tool span, as inside tools of OpenInference's LangChain instrumentation),
-    nothing is written: a warning is logged once per tool name with the remedy
+    recording current span, is labelled, unless the current span's attributes
+    already mark it as another kind than a tool span (an agent, chain or model
+    span: labelling it would make a tool step of it). When tracing is on (an SDK
+    tracer provider is set) and there is no current span (as inside tools of
+    OpenInference's LangChain instrumentation), or it is of another kind, nothing
+    is written: a warning is logged once per tool name with the remedy
     (``tool_rules`` in the configuration), and every such call is counted in the
     ``tracefence.declare.unrecorded`` metric. Without an SDK, or for a trace that
     was not sampled, it does nothing.
@@ -239,38 +249,35 @@ def declare(
         _log.debug("tracefence: could not label span", exc_info=True)
 
 
-# What marks a span as a tool step at its start (the conventions of otel_tracefence.normalize, spelled
-# here so that an agent importing this module does not load the normalizer).
-_TOOL_KIND_VALUES = {
+# The attributes that give a span's kind in the conventions the normalizer reads, with the values
+# that make it a tool step (spelled here so that an agent importing this module does not load the
+# normalizer). Many instrumentations set them only when the span ends, so a span that carries none
+# yet is labelled: only a span already marked as another kind (an agent, chain or model span) is not.
+_KIND_KEYS_TOOL_VALUES = {
     GEN_AI_OPERATION_NAME: ("execute_tool",),
     "openinference.span.kind": ("TOOL",),
     "traceloop.span.kind": ("tool",),
     "langfuse.observation.type": ("tool",),
     "langsmith.span.kind": ("tool", "TOOL"),
     "mlflow.spanType": ("TOOL",),
-    "mcp.method.name": ("tools/call",),
 }
-_TOOL_NAME_KEYS = ("ai.toolCall.name", "gen_ai.completion.tool.name", "crewai.tool.name", "haystack.tool.name")
-_TOOL_SPAN_NAME_PREFIXES = ("execute_tool ", "tools/call ", "running tool")
 
 
 def _is_tool_span(span: Any) -> bool | None:
-    """Whether a recording span's attributes and name, as they are now, mark a tool step: ``None``
-    when they cannot be read (not an SDK span), so the caller labels it rather than guess."""
+    """``False`` when a recording span's attributes, as they are now, mark it as another kind than a
+    tool span (``openinference.span.kind`` ``CHAIN``, ``gen_ai.operation.name`` ``chat``, ...) and it
+    carries no ``tracefence.*`` label; ``True`` when they mark a tool span; ``None`` when they say
+    nothing or cannot be read (not an SDK span), and the span is labelled rather than guessed about."""
     try:
         attributes = getattr(span, "attributes", None)
         if not isinstance(attributes, Mapping):
             return None
         if any(isinstance(k, str) and k.startswith("tracefence.") for k in attributes):
             return True
-        if any(attributes.get(key) in values for key, values in _TOOL_KIND_VALUES.items()):
-            return True
-        if GEN_AI_TOOL_NAME in attributes and GEN_AI_OPERATION_NAME not in attributes:
-            return True
-        if any(key in attributes for key in _TOOL_NAME_KEYS):
-            return True
-        name = getattr(span, "name", "")
-        return isinstance(name, str) and (name.startswith(_TOOL_SPAN_NAME_PREFIXES) or name.endswith(".tool"))
+        kinds = [(key, attributes[key]) for key in _KIND_KEYS_TOOL_VALUES if key in attributes]
+        if not kinds:
+            return None
+        return any(value in _KIND_KEYS_TOOL_VALUES[key] for key, value in kinds)
     except Exception:  # noqa: BLE001
         return None
 

@@ -109,6 +109,8 @@ def test_a_tool_span_is_labelled_silently():
             create_invoice()
         with tracer.start_as_current_span("lookup", attributes={"openinference.span.kind": "TOOL"}):
             declare("read")
+        with tracer.start_as_current_span("FunctionTool.call"):  # kind set only at the end, as LlamaIndex's
+            declare("read")
         """
     )
     assert stderr == []
@@ -117,8 +119,23 @@ def test_a_tool_span_is_labelled_silently():
         "spans": [
             ["execute_tool create_invoice", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "create_invoice", "tracefence.effect": "write", "tracefence.idempotency_key": "inv-1"}],
             ["lookup", {"openinference.span.kind": "TOOL", "tracefence.effect": "read"}],
+            ["FunctionTool.call", {"tracefence.effect": "read"}],
         ],
     }
+
+
+def test_a_model_span_is_not_labelled():
+    out, stderr = run(
+        """
+        def search():
+            declare("read")
+
+        with tracer.start_as_current_span("chat gpt-5", attributes={"gen_ai.operation.name": "chat"}):
+            search()
+        """
+    )
+    assert stderr == [warning("search", "the current span 'chat gpt-5' is not a tool span", 'match: "search", effect: read')]
+    assert out == {"metrics": {key("search"): 1}, "spans": [["chat gpt-5", {"gen_ai.operation.name": "chat"}]]}
 
 
 def test_an_unsampled_trace_is_silent():

@@ -291,8 +291,9 @@ def test_late_spans_are_forwarded_at_once_flagged_with_the_remembered_class(serv
     assert time.monotonic() - started < 1.0  # not held for a decision wait
     by_name = {r.name: r for r in received}
     assert ours(by_name["chat gpt-4o"].span) == common("review", **{"tracefence.trace.late": True})
+    # A late tool step: the trace was decided without it, so it fails closed (issue 14).
     assert ours(by_name["execute_tool accounts.get_balance"].span) == step(
-        "review", "replay", ["declared_read"], "read", "ok", **{"tracefence.trace.late": True}
+        "review", "review", ["decided_before_complete"], "read", "ok", **{"tracefence.trace.partial": True, "tracefence.trace.late": True}
     )
     assert "tracefence.trace.late" not in ours(by_name["invoke_agent billing"].span)
     # The late read updated the trace's one item: never a second one.
