@@ -214,3 +214,18 @@ def test_progress_is_shown_when_stderr_is_a_terminal_and_never_in_a_pipe(tmp_pat
     assert "\rtracefence plan:   0%|" in terminal and "| 0/300 [00:00<?, ?trace/s]" in terminal  # tqdm's bar, cleared at the end
     piped = plan(path)
     assert (piped.returncode, piped.stderr, piped.stdout) == (0, "", stdout)
+
+
+def test_a_lone_surrogate_in_a_span_is_a_malformed_span_not_a_crash(tmp_path: Path):
+    # Found by tests/test_fuzz.py: protobuf's C parser raised SystemError on it.
+    path = tmp_path / "surrogate.otlp.json"
+    path.write_text(
+        '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01010101010101010101010101010101", "spanId": "0101010101010101", "attributes": ["\\ud800"]}]}]}]}\n',
+        encoding="utf-8",
+    )
+    proc = plan(path)
+    assert proc.returncode == 0
+    assert proc.stderr == f"tracefence plan: {path}: warning: line 1, span 0101010101010101: span: a name or value holds a lone surrogate: not Unicode text\n"
+    assert decisions(plans_of(proc)["01010101010101010101010101010101"]) == [
+        ("0101010101010101", "review", ["malformed_span", "effect_unknown", "arguments_not_recorded"], [])
+    ]

@@ -85,6 +85,8 @@ def _parse_span(span_json: dict[str, Any]) -> Span:
         return json_format.ParseDict(span_json, Span(), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise ValueError(_parse_error(exc)) from None
+    except (SystemError, UnicodeError):  # protobuf's C parser on a string holding a lone surrogate ("\ud800")
+        raise ValueError(f"span: {_SURROGATE}") from None
 
 
 _NESTED_PARSE_ERROR = re.compile(r"Failed to parse (\w+) field: ")
@@ -139,13 +141,19 @@ def _span_label(span_json: Any, index: int) -> str:
     return span_id if isinstance(span_id, str) and span_id else f"#{index}"
 
 
+_SURROGATE = "a name or value holds a lone surrogate: not Unicode text"
+
+
 def _parse_object(value: Any, message: Any) -> None:
     """Parse an optional OTLP/JSON object into ``message``; raises ``ParseError`` when it is not an object."""
     if value is None:
         return
     if not isinstance(value, dict):
         raise json_format.ParseError(f"must be an object, not {type(value).__name__}")
-    json_format.ParseDict(value, message, ignore_unknown_fields=True)
+    try:
+        json_format.ParseDict(value, message, ignore_unknown_fields=True)
+    except (SystemError, UnicodeError):  # protobuf's C parser on a string holding a lone surrogate
+        raise json_format.ParseError(_SURROGATE) from None
 
 
 def _objects(container: dict[str, Any], name: str, snake_name: str, line: int, errors: list[InputError]) -> list[dict[str, Any]]:
