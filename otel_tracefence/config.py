@@ -63,6 +63,10 @@ class ToolRule(BaseModel):
     effect: Literal["read", "write"] | None = None
     idempotency_key_argument: str | None = None
     """Dotted path into the call's arguments whose value is the idempotency key."""
+    result: Literal["stable", "unstable"] | None = None
+    """``unstable``: the tool returns values that differ between executions (page ids, transaction ids,
+    timestamps: handles the agent may branch on, seed 000), so a read is never re-executed by a replay
+    (decision ``skip``, reason ``unstable_result``); ``None`` or ``stable``: results are taken as stable."""
 
     _regex: re.Pattern[str] = PrivateAttr()
 
@@ -118,6 +122,9 @@ class Limits(BaseModel):
     """Deepest nesting of arrays and objects read in arguments."""
     max_related_call_ids: int = Field(default=50, gt=0)
     """Most related call ids listed on one decision (keeps planning linear in big groups)."""
+    max_tokens_per_value: int = Field(default=64, ge=0)
+    """Most id-like tokens (``normalize/tokens.py``) kept from one step's arguments, and from its result, for
+    the data-flow notes (``consumes_result_of``); the first ones in the value, the rest not linked. 0 turns linking off."""
     max_attributes_per_span: int = Field(default=1024, gt=0)
     """Most attributes read from one tool span; a tool span with more is malformed (``malformed_attributes``)."""
 

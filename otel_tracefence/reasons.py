@@ -21,6 +21,7 @@ WRITE_ERROR = "write_error"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
 REPEATS_EARLIER_WRITE = "repeats_earlier_write"
 WRITE_COMMITTED = "write_committed"
+UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"
 
 # Notes: they explain, never decide.
@@ -31,6 +32,11 @@ REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
+# Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
+CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
+RESULT_CONSUMED_BY = "result_consumed_by"  # this step's recorded result returned a token later arguments hold
+MAY_CONSUME_UNRECORDED_RESULT = "may_consume_unrecorded_result"  # a token first seen in these arguments; an earlier result a replay needs was not recorded
+UNRECORDED_RESULT_MAY_BE_CONSUMED = "unrecorded_result_may_be_consumed"  # the other side: this unrecorded result may be where it came from
 # Why arguments are unavailable (also ToolStep.arguments_unavailable).
 ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"
