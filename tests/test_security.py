@@ -637,6 +637,7 @@ def test_the_listening_log_line_reports_every_limit(tmp_path):
         "max_argument_bytes": 65536,
         "max_argument_depth": 16,
         "max_related_call_ids": 20,
+        "max_tokens_per_value": 64,
         "max_traces": 500,
         "max_spans_per_trace": 200,
         "decided_cache_size": 10000,

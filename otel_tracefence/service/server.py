@@ -62,6 +62,7 @@ def input_limits(config: TraceFenceConfig) -> dict[str, int]:
         "max_argument_bytes": config.limits.max_argument_bytes,
         "max_argument_depth": config.limits.max_argument_depth,
         "max_related_call_ids": config.limits.max_related_call_ids,
+        "max_tokens_per_value": config.limits.max_tokens_per_value,
         "max_traces": config.max_traces,
         "max_spans_per_trace": config.max_spans_per_trace,
         "decided_cache_size": config.decided_cache_size,
