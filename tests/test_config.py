@@ -83,8 +83,10 @@ def test_arguments_win_over_the_environment(config_file, monkeypatch):
 
 def test_the_example_config_loads():
     config = load_config(ROOT / "examples" / "tracefence.yaml")
-    assert [r.match for r in config.tool_rules] == ["read_*", "query_*", "payments.*"]
+    assert [r.match for r in config.tool_rules] == ["read_*", "query_*", "sessions.create", "payments.*"]
     assert config.rule_for("payments.charge").idempotency_key_argument == "idempotency_key"
+    assert (config.rule_for("sessions.create").effect, config.rule_for("sessions.create").result) == ("read", "unstable")
+    assert config.limits.max_tokens_per_value == 64
 
 
 def test_tool_rules_first_match_wins_and_globs_are_case_sensitive():

@@ -440,3 +440,19 @@ def test_make_demo_replays_from_a_clean_directory(tmp_path):
     assert "step 2 invoice.create: not called; injected the recorded result {\"invoice\":\"in_cus_4f9a21_1250\"}" in out
     assert "tool functions called: customer.lookup 1, invoice.create 0" in out
     assert "refused before any call: NonReplayableTraceError: injected replay refused: step 1: tool 'invoice.create' (call call_globex_1) is held for review (write_timeout)" in out
+
+
+def test_the_readme_example_runs_from_the_checkout(monkeypatch, capsys):
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    section = text[text.index("### 5. The replay guard") : text.index("## How a trace is read")]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    monkeypatch.chdir(root)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["fired"] == [] and namespace["page"] == {"status": "paged", "id": "pg_8812"}
+    assert capsys.readouterr().out.splitlines() == [
+        "3 pager.trigger ('write_committed', 'result_not_recorded', 'unrecorded_result_may_be_consumed')",
+        "{'status': 'paged', 'id': 'pg_8812'} [] replay of 3fa9e5d702ec02e61c3dce9815228aa9 (injected): executed 2, injected 2, refused 0; complete",
+    ]
