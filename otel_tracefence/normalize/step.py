@@ -132,6 +132,6 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed=tuple(malformed),
         notes=arguments.notes + notes,
         result_stable=stable,
-        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
         result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result.recorded else (),
     )

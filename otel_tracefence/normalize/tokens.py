@@ -37,62 +37,73 @@ value (``limits.max_tokens_per_value``), the first in document order.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from typing import Any
+from hashlib import sha256 as _sha256
+from typing import Any, Iterator
 
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 
-_RUN = re.compile(r"[A-Za-z0-9_-]+")
-_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_HANDLE = re.compile(r"[A-Za-z]{1,16}[_-](?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{3,}")
-_OPAQUE = re.compile(r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}")
+_UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_HANDLE_RE = r"[A-Za-z]{1,16}[_-](?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{3,}"
+_OPAQUE_RE = r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}"
+_UUID = re.compile(_UUID_RE)
+# A whole run (not preceded nor followed by a run character) that is one of the three forms:
+# the same as cutting runs and testing each, in one C-level scan.
+_TOKEN = re.compile(rf"(?<![A-Za-z0-9_-])(?:{_UUID_RE}|{_HANDLE_RE}|{_OPAQUE_RE})(?![A-Za-z0-9_-])")
 
 
 def is_token(run: str) -> bool:
     """True when ``run`` (a run of ``[A-Za-z0-9_-]``) is id-like: a UUID, a prefixed handle or an opaque id."""
-    return bool(_UUID.fullmatch(run) or _HANDLE.fullmatch(run) or _OPAQUE.fullmatch(run))
+    return _TOKEN.fullmatch(run) is not None
 
 
 def token_hash(token: str) -> int:
     """The hash kept for a token: the first 8 bytes of its SHA-256 (UTF-8), as an unsigned big-endian integer.
     A UUID is lower-cased first."""
-    if _UUID.fullmatch(token):
+    if len(token) == 36 and _UUID.fullmatch(token):
         token = token.lower()
-    return int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "big")
+    return int.from_bytes(_sha256(token.encode("utf-8")).digest()[:8], "big")
 
 
 def tokens_of_string(text: str) -> list[str]:
     """The id-like tokens of one string, in order (repeats kept)."""
-    return [m.group() for m in _RUN.finditer(text) if is_token(m.group())]
+    return _TOKEN.findall(text)
 
 
-def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
-    """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
-    never count): sorted and unique, at most ``limit`` distinct tokens, the first in document order
-    (objects in their key order). ``None`` or a value without strings gives ``()``."""
-    if limit <= 0 or value is None:
-        return ()
-    found: dict[int, None] = {}
+def _strings(value: Any) -> Iterator[str]:
+    """The string values of a parsed JSON value in document order (objects in their key order), keys left out."""
     stack = [value]
-    while stack and len(found) < limit:
+    while stack:
         node = stack.pop()
         if isinstance(node, str):
-            for token in tokens_of_string(node):
-                found.setdefault(token_hash(token))
-                if len(found) >= limit:
-                    break
+            yield node
         elif isinstance(node, dict):
-            stack.extend(reversed(list(node.values())))
+            stack.extend(reversed(node.values()))
         elif isinstance(node, (list, tuple)):
             stack.extend(reversed(node))
+
+
+def value_tokens(value: Any, limit: int, text: str | None = None) -> tuple[int, ...]:
+    """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
+    never count): sorted and unique, at most ``limit`` distinct tokens, the first in document order
+    (objects in their key order). ``None`` or a value without strings gives ``()``. ``text``, the
+    value's JSON text when the caller has it, lets a value without any token-shaped run be skipped
+    without walking it."""
+    if limit <= 0 or value is None or (text is not None and _TOKEN.search(text) is None):
+        return ()
+    found: dict[int, None] = {}
+    for string in _strings(value):
+        for token in _TOKEN.findall(string):
+            found[token_hash(token)] = None
+            if len(found) >= limit:
+                return tuple(sorted(found))
     return tuple(sorted(found))
 
 
 def text_tokens(text: str | None, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens of a recorded result: its string values when the text is a JSON object
     or array, else the whole text. ``None`` gives ``()``."""
-    if text is None or limit <= 0:
+    if text is None or limit <= 0 or _TOKEN.search(text) is None:  # no token anywhere, keys included: nothing to parse
         return ()
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):

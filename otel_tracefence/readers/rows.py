@@ -168,7 +168,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         sequence=line,
         malformed=tuple(malformed),
         result_stable=stable,
-        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
         result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result is not None else (),
     )
 
