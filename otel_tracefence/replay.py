@@ -89,14 +89,16 @@ class NonReplayableTraceError(RuntimeError):
     """A trace, or one of its steps, that cannot be replayed in the mode asked for (seed 000).
 
     ``step`` is the first step that breaks the mode (its ``index``, ``call_id``,
-    ``tool``, ``decision`` and ``reasons`` are also attributes of the error);
-    ``others`` the later ones that break it too; ``mode`` the mode asked for
+    ``tool``, ``decision`` and ``reasons`` are also attributes of the error), or
+    ``None`` when the whole trace is refused: a partial plan (decided before its
+    trace was complete), whose missing steps nobody can vouch for; then ``index``
+    is 0 and the other attributes are empty. ``others`` the later steps that break it too; ``mode`` the mode asked for
     (``None`` when a :class:`ReplayGuard` refused one call). The message says what
     to do instead: static inspection, or injecting the recorded result, named by
     call id.
     """
 
-    def __init__(self, message: str, *, step: StepRef, mode: ReplayMode | None = None, others: Sequence[StepRef] = (), trace_id: str = "") -> None:
+    def __init__(self, message: str, *, step: StepRef | None, mode: ReplayMode | None = None, others: Sequence[StepRef] = (), trace_id: str = "") -> None:
         super().__init__(message)
         self.step = step
         self.mode = mode
@@ -105,23 +107,23 @@ class NonReplayableTraceError(RuntimeError):
 
     @property
     def index(self) -> int:
-        return self.step.index
+        return self.step.index if self.step is not None else 0
 
     @property
     def call_id(self) -> str:
-        return self.step.call_id
+        return self.step.call_id if self.step is not None else ""
 
     @property
     def tool(self) -> str:
-        return self.step.tool
+        return self.step.tool if self.step is not None else ""
 
     @property
     def decision(self) -> str:
-        return self.step.decision
+        return self.step.decision if self.step is not None else ""
 
     @property
     def reasons(self) -> tuple[str, ...]:
-        return self.step.reasons
+        return self.step.reasons if self.step is not None else ()
 
 
 class ReplayDivergedError(RuntimeError):
@@ -210,8 +212,8 @@ class _Step:
 _PB_DECISIONS = {1: Decision.REPLAY, 2: Decision.SKIP, 3: Decision.REVIEW, 4: Decision.CONFLICT}
 
 
-def _plan_steps(plan: Any) -> tuple[str, list[_Step]]:
-    """(trace id, steps in trace order) of a model plan, a protobuf ``TracePlan`` or a ``ReviewItem``."""
+def _plan_steps(plan: Any) -> tuple[str, list[_Step], bool]:
+    """(trace id, steps in trace order, partial) of a model plan, a protobuf ``TracePlan`` or a ``ReviewItem``."""
     if hasattr(plan, "plan") and hasattr(plan, "resolved_by"):  # tracefence.v1.ReviewItem
         plan = plan.plan
     steps: list[_Step] = []
@@ -220,7 +222,7 @@ def _plan_steps(plan: Any) -> tuple[str, list[_Step]]:
             s = d.step
             ref = StepRef(i, s.call_id, s.tool, d.decision.value, tuple(d.reasons))
             steps.append(_Step(ref, d.decision, s.arguments_sha256, s.result_recorded, s.result_sha256, s.result_value, tuple(d.related_call_ids)))
-        return plan.trace_id, steps
+        return plan.trace_id, steps, bool(plan.partial)
     if hasattr(plan, "steps") and hasattr(plan, "replay_class"):  # tracefence.v1.TracePlan
         for i, d in enumerate(plan.steps, 1):
             s = d.step
@@ -232,7 +234,7 @@ def _plan_steps(plan: Any) -> tuple[str, list[_Step]]:
                     s.result_value if s.result_value else None, tuple(d.related_call_ids),
                 )
             )
-        return plan.trace_id, steps
+        return plan.trace_id, steps, bool(plan.partial)
     raise TypeError(f"not a plan: {type(plan).__name__} (expected a TracePlan or a tracefence.v1 TracePlan / ReviewItem)")
 
 
@@ -307,17 +309,25 @@ def assert_replayable(plan: Any, mode: ReplayMode | str) -> bool:
     ``dynamic`` passes only when every step is ``replay`` (a declared read with
     stable results); ``injected`` also accepts ``skip`` steps whose result was
     recorded (committed writes, unstable reads), which are then injected. A plan
-    without tool steps passes both. Raises :class:`NonReplayableTraceError` for the
+    without tool steps passes both; a partial plan (``partial``: decided before its
+    trace was complete) passes neither, since steps may be missing. Raises :class:`NonReplayableTraceError` for the
     first step in trace order that breaks the mode, listing the others in
     ``others`` and in its message; :class:`ValueError` for another mode;
     :class:`TypeError` for something that is not a plan. Source: seed 000's
     ``assert_dynamically_replayable``, with the plan in place of fixed tool sets.
     """
     checked = _mode(mode)
-    trace_id, steps = _plan_steps(plan)
+    trace_id, steps, partial = _plan_steps(plan)
     broken = [s for s in steps if _breaks(s, checked)]
     if broken:
         raise _refusal(trace_id, broken, checked)
+    if partial:
+        raise NonReplayableTraceError(
+            f"{checked.value} replay refused: the plan of trace {trace_id} is partial (decided before the trace was complete: "
+            f"evicted, or its wait ran out), so steps may be missing and nobody can vouch for them. Plan the complete trace "
+            f"again (tracefence plan on the exported spans), or use static inspection of the recorded steps.",
+            step=None, mode=checked, trace_id=trace_id,
+        )
     return True
 
 
@@ -369,7 +379,7 @@ class ReplayGuard:
 
     def __init__(self, plan: Any, results: Mapping[str, str] | None = None, *, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True) -> None:
         self.mode = _mode(mode)
-        self.trace_id, self._steps = _plan_steps(plan)
+        self.trace_id, self._steps, _ = _plan_steps(plan)
         if check:
             assert_replayable(plan, self.mode)
         self._results = dict(results) if results is not None else {}

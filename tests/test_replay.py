@@ -458,3 +458,16 @@ def test_the_readme_example_runs_from_the_checkout(monkeypatch, capsys):
         "3 pager.trigger ('write_committed', 'result_not_recorded', 'unrecorded_result_may_be_consumed')",
         "{'status': 'paged', 'id': 'pg_8812'} [] replay of 3fa9e5d702ec02e61c3dce9815228aa9 (injected): executed 2, injected 2, refused 0; complete",
     ]
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "injected"])
+def test_a_partial_plan_is_refused_whole(mode):
+    partial = plan_trace("t1", [LOOKUP], partial=True)
+    with pytest.raises(NonReplayableTraceError) as caught:
+        assert_replayable(partial, mode)
+    error = caught.value
+    assert (error.step, error.index, error.call_id, error.tool, error.others, error.mode) == (None, 0, "", "", (), ReplayMode(mode))
+    assert str(error).startswith(f"{mode} replay refused: the plan of trace t1 is partial (decided before the trace was complete")
+    with pytest.raises(NonReplayableTraceError):
+        ReplayGuard(plan_to_proto(partial), mode=mode)
+    assert isinstance(ReplayGuard(partial, mode=mode, check=False).on_call("customer.lookup", {"customer": "acme"}), Execute)
