@@ -23,7 +23,7 @@ may have used it.
 
 Building the index is linear in the number of tokens; each step keeps at most
 ``max_related + 1`` links per note, so ``related_call_ids_truncated`` shows there
-were more.
+were more. One rule, :func:`data_flow`, gives the four notes.
 """
 
 from __future__ import annotations
@@ -52,11 +52,14 @@ class DataFlow:
     consumers: dict[int, list[ToolStep]] = field(default_factory=dict)  # earlier step -> later steps consuming its result
     unrecorded_sources: dict[int, list[ToolStep]] = field(default_factory=dict)
     unrecorded_consumers: dict[int, list[ToolStep]] = field(default_factory=dict)
+    linked: set[int] = field(default_factory=set)  # every step with a link of any kind
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "DataFlow":
         """The links of a trace's steps, given in trace order."""
         flow = cls()
+        if not any(s.argument_tokens for s in ordered):  # nothing consumes anything: no link (the common case)
+            return flow
         cap = max_related + 1
         origin: dict[int, ToolStep | None] = {}  # token hash -> the step whose result it first appeared in, or None (arguments)
         unrecorded: list[ToolStep] = []  # earlier steps whose result a replay needs and nobody recorded
@@ -79,6 +82,8 @@ class DataFlow:
                 origin.setdefault(token, step)
             if not step.result_recorded and not step.requested_only and _needs_injection(step):
                 unrecorded.append(step)
+        for table in (flow.sources, flow.consumers, flow.unrecorded_sources, flow.unrecorded_consumers):
+            flow.linked.update(table)
         return flow
 
 
@@ -90,30 +95,34 @@ def _link(table: dict[int, list[ToolStep]], step: ToolStep, other: ToolStep, cap
         linked.append(other)
 
 
-def _note(table: dict[int, list[ToolStep]] | None, step: ToolStep, reason: str) -> Sequence[Finding]:
-    linked = table.get(id(step)) if table else None
-    return (Finding(None, reason, linked),) if linked else NONE
+def data_flow(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """The data-flow notes of a step, in this order, each naming the linked steps:
+
+    * ``consumes_result_of``: its arguments hold a token an earlier step's recorded result returned;
+    * ``result_consumed_by``: its recorded result returned a token later steps' arguments hold;
+    * ``may_consume_unrecorded_result``: its arguments hold a token seen nowhere earlier, after a
+      result a replay needs went unrecorded;
+    * ``unrecorded_result_may_be_consumed``: it is such an unrecorded result (a committed write,
+      or a read with unstable results), and a later step's new token may come from it.
+
+    One rule for the four, so a trace without links costs one set lookup per step.
+    """
+    flow = groups.flow
+    key = id(step)
+    if flow is None or key not in flow.linked:
+        return NONE
+    findings = []
+    for table, reason in (
+        (flow.sources, reasons.CONSUMES_RESULT_OF),
+        (flow.consumers, reasons.RESULT_CONSUMED_BY),
+        (flow.unrecorded_sources, reasons.MAY_CONSUME_UNRECORDED_RESULT),
+        (flow.unrecorded_consumers, reasons.UNRECORDED_RESULT_MAY_BE_CONSUMED),
+    ):
+        linked = table.get(key)
+        if linked:
+            findings.append(Finding(None, reason, linked))
+    return findings
 
 
-def consumes_result_of(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
-    """Note on a step whose arguments hold a token an earlier step's recorded result returned (it names that step)."""
-    return _note(groups.flow and groups.flow.sources, step, reasons.CONSUMES_RESULT_OF)
-
-
-def result_consumed_by(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
-    """Note on a step whose recorded result returned a token later steps' arguments hold (it names them)."""
-    return _note(groups.flow and groups.flow.consumers, step, reasons.RESULT_CONSUMED_BY)
-
-
-def may_consume_unrecorded_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
-    """Note on a step whose arguments hold a token seen nowhere earlier, after a result a replay needs went unrecorded."""
-    return _note(groups.flow and groups.flow.unrecorded_sources, step, reasons.MAY_CONSUME_UNRECORDED_RESULT)
-
-
-def unrecorded_result_may_be_consumed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
-    """Note on a committed write (or unstable read) without a recorded result that a later step's new token may come from."""
-    return _note(groups.flow and groups.flow.unrecorded_consumers, step, reasons.UNRECORDED_RESULT_MAY_BE_CONSUMED)
-
-
-FLOW_NOTES = (consumes_result_of, result_consumed_by, may_consume_unrecorded_result, unrecorded_result_may_be_consumed)
-"""The data-flow notes, in the order their reasons are listed; rules like ``rules.NOTE_RULES``, reading ``groups.flow``."""
+FLOW_NOTES = (data_flow,)
+"""The data-flow note rule, taking ``(step, groups)`` like ``rules.NOTE_RULES`` and reading ``groups.flow``."""
