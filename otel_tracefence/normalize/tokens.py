@@ -16,7 +16,8 @@ What counts as a token, exactly (docs/DECISIONS.md, item 40):
   ``pg_8812``), and a run counts whole or not at all;
 * a run counts when it is, case-sensitively:
 
-  1. a **UUID**: 8-4-4-4-12 hexadecimal digits (compared lower-cased);
+  1. a **UUID**: 8-4-4-4-12 hexadecimal digits holding at least one decimal
+     digit, as every RFC 9562 UUID of versions 1 to 8 does (compared lower-cased);
   2. a **prefixed handle**: 1 to 16 ASCII letters, then ``_`` or ``-``, then at
      least 3 more characters of which at least one is a digit (``pg_8812``,
      ``ch_3MtwBw``, ``TCK-1234``, ``in_acme_1250``; not ``ch_1``, ``utf-8``,
@@ -47,14 +48,20 @@ _UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-f
 _HANDLE_RE = r"[A-Za-z]{1,16}[_-](?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{3,}"
 _OPAQUE_RE = r"(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*[0-9])[A-Za-z0-9]{12,}"
 _UUID = re.compile(_UUID_RE)
-# A whole run (not preceded nor followed by a run character) that is one of the three forms:
-# the same as cutting runs and testing each, in one C-level scan.
-_TOKEN = re.compile(rf"(?<![A-Za-z0-9_-])(?:{_UUID_RE}|{_HANDLE_RE}|{_OPAQUE_RE})(?![A-Za-z0-9_-])")
+_FORMS = re.compile(rf"{_UUID_RE}|{_HANDLE_RE}|{_OPAQUE_RE}")
+# Every token holds a digit, so only whole runs holding one are tested against the forms: a C-level
+# scan that passes over the words, keys and punctuation of most values without backtracking.
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z_-]*+[0-9][A-Za-z0-9_-]*+")  # possessive: linear in the text
 
 
 def is_token(run: str) -> bool:
     """True when ``run`` (a run of ``[A-Za-z0-9_-]``) is id-like: a UUID, a prefixed handle or an opaque id."""
-    return _TOKEN.fullmatch(run) is not None
+    return _FORMS.fullmatch(run) is not None and any(c.isdigit() for c in run)
+
+
+def _has_token(text: str) -> bool:
+    """True when some run of ``text`` (JSON text: keys included) is a token."""
+    return any(_FORMS.fullmatch(run) for run in _CANDIDATE.findall(text))
 
 
 def token_hash(token: str) -> int:
@@ -67,7 +74,7 @@ def token_hash(token: str) -> int:
 
 def tokens_of_string(text: str) -> list[str]:
     """The id-like tokens of one string, in order (repeats kept)."""
-    return _TOKEN.findall(text)
+    return [run for run in _CANDIDATE.findall(text) if _FORMS.fullmatch(run)]
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -89,11 +96,11 @@ def value_tokens(value: Any, limit: int, text: str | None = None) -> tuple[int, 
     (objects in their key order). ``None`` or a value without strings gives ``()``. ``text``, the
     value's JSON text when the caller has it, lets a value without any token-shaped run be skipped
     without walking it."""
-    if limit <= 0 or value is None or (text is not None and _TOKEN.search(text) is None):
+    if limit <= 0 or value is None or (text is not None and not _has_token(text)):
         return ()
     found: dict[int, None] = {}
     for string in _strings(value):
-        for token in _TOKEN.findall(string):
+        for token in tokens_of_string(string):
             found[token_hash(token)] = None
             if len(found) >= limit:
                 return tuple(sorted(found))
@@ -103,7 +110,7 @@ def value_tokens(value: Any, limit: int, text: str | None = None) -> tuple[int, 
 def text_tokens(text: str | None, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens of a recorded result: its string values when the text is a JSON object
     or array, else the whole text. ``None`` gives ``()``."""
-    if text is None or limit <= 0 or _TOKEN.search(text) is None:  # no token anywhere, keys included: nothing to parse
+    if text is None or limit <= 0 or not _has_token(text):  # no token anywhere, keys included: nothing to parse
         return ()
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
