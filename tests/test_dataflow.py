@@ -78,7 +78,7 @@ def test_id_like_runs_are_tokens(run):
 @pytest.mark.parametrize(
     "run",
     ["8812", "ch_1", "utf-8", "gpt-4o", "v2", "p99", "sha256", "x86_64", "db", "paged", "2026-11-13", "abcdefghijklmnop",
-     "123456789012345", "p99_ms", "team-db", "abcdefghijklmnopq_123"],
+     "123456789012345", "p99_ms", "team-db", "abcdefghijklmnopq_123", "ffffffff-ffff-ffff-ffff-ffffffffffff"],
 )
 def test_numbers_words_dates_and_short_codes_are_not_tokens(run):
     assert not is_token(run)
