@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from otel_tracefence import reasons as rc
 from otel_tracefence.canonical import canonicalize, parse_json_text, sha256_text
 from otel_tracefence.model import Decision, TracePlan
+from otel_tracefence.schema import DECISION
 
 __all__ = [
     "Execute",
@@ -209,7 +210,7 @@ class _Step:
     related: tuple[str, ...] = ()
 
 
-_PB_DECISIONS = {1: Decision.REPLAY, 2: Decision.SKIP, 3: Decision.REVIEW, 4: Decision.CONFLICT}
+_PB_DECISIONS = {number: decision for decision, number in DECISION.items()}  # tracefence.v1.Decision -> Decision
 
 
 def _plan_steps(plan: Any) -> tuple[str, list[_Step], bool]:
