@@ -373,19 +373,36 @@ class ReplayGuard:
     harness replay up to the first step it may not pass (to reconstruct context),
     where :meth:`on_call` raises.
 
+    ``window`` (default 1: strict trace order) lets a call match any of the next
+    ``window`` steps not yet reached, for frameworks that run the tool calls of one
+    model turn concurrently (pydantic-ai does), whose replayed calls may arrive in
+    another order than they started in the trace. A call takes the first of those
+    steps with its tool and arguments.
+
     Thread-safe; once a call was refused or diverged, every later call raises the
     same error. Raises :class:`NonReplayableTraceError` (with ``check``),
     :class:`ValueError` for an unknown mode.
     """
 
-    def __init__(self, plan: Any, results: Mapping[str, str] | None = None, *, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True) -> None:
+    def __init__(
+        self,
+        plan: Any,
+        results: Mapping[str, str] | None = None,
+        *,
+        mode: ReplayMode | str = ReplayMode.INJECTED,
+        check: bool = True,
+        window: int = 1,
+    ) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be an integer of at least 1, not {window!r}")
         self.mode = _mode(mode)
+        self.window = window
         self.trace_id, self._steps, _ = _plan_steps(plan)
         if check:
             assert_replayable(plan, self.mode)
         self._results = dict(results) if results is not None else {}
         self._lock = threading.Lock()
-        self._position = 0
+        self._pending: list[int] = list(range(len(self._steps)))  # steps not reached yet, in trace order
         self._calls = 0
         self._executed: list[str] = []
         self._injected: list[str] = []
@@ -397,7 +414,14 @@ class ReplayGuard:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, trace_id: str | None = None, *, config: Any = None, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True
+        cls,
+        path: str | Path,
+        trace_id: str | None = None,
+        *,
+        config: Any = None,
+        mode: ReplayMode | str = ReplayMode.INJECTED,
+        check: bool = True,
+        window: int = 1,
     ) -> "ReplayGuard":
         """Plan a trace file (OTLP/JSON, JSON, NDJSON or CSV rows; auto-detected, as ``tracefence plan``) and
         guard one of its traces with the results it recorded.
@@ -409,6 +433,7 @@ class ReplayGuard:
         in the file, or several are and none was named; the readers' errors
         (:class:`~otel_tracefence.readers.errors.UnreadableInput`) when the file
         cannot be read; :class:`NonReplayableTraceError` as the constructor.
+        ``mode``, ``check`` and ``window`` are the constructor's.
         """
         from otel_tracefence.cli.plan import plan_text
         from otel_tracefence.config import TraceFenceConfig
@@ -426,14 +451,14 @@ class ReplayGuard:
             plan = with_steps[trace_id]
         else:
             raise ValueError(f"{path}: no trace {trace_id} with tool steps")
-        return cls(plan, mode=mode, check=check)
+        return cls(plan, mode=mode, check=check, window=window)
 
     @classmethod
-    def from_review_item(cls, item: Any, *, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True) -> "ReplayGuard":
+    def from_review_item(cls, item: Any, *, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True, window: int = 1) -> "ReplayGuard":
         """Guard the trace of a review-store item (``tracefence.v1.ReviewItem``). Its results can be injected
         only when the store kept raw values (``store_raw_values``) unredacted: a stored value whose hash is
         not the recorded result's is refused, never injected."""
-        return cls(item, mode=mode, check=check)
+        return cls(item, mode=mode, check=check, window=window)
 
     # -- the calls -------------------------------------------------------------------------------
 
@@ -441,10 +466,11 @@ class ReplayGuard:
         """The guard's answer for the replay's next call: ``tool`` and its ``arguments`` (a JSON value or JSON
         text; ``None`` for ``{}``).
 
-        Calls are matched to the plan's steps in trace order, by tool name and the
-        SHA-256 of the RFC 8785 canonical arguments (a step whose arguments were not
-        recorded matches any arguments; a ``skip`` step without them is refused, since
-        its recorded result could belong to another call). Returns :class:`Execute`
+        Calls are matched to the plan's steps in trace order (within ``window``), by
+        tool name and the SHA-256 of the RFC 8785 canonical arguments (a step whose
+        arguments were not recorded matches any arguments, after a step whose
+        arguments match exactly; a ``skip`` step without them is refused, since its
+        recorded result could belong to another call). Returns :class:`Execute`
         for a ``replay`` step, :class:`Inject` for a ``skip`` step in ``injected``
         mode. Raises :class:`ReplayDivergedError` for another tool, other
         arguments, or one call too many; :class:`NonReplayableTraceError` for a step
@@ -465,31 +491,40 @@ class ReplayGuard:
                 else:
                     self._refused.append(exc.call_id)
                 raise
-            self._position += 1
             (self._executed if isinstance(answer, Execute) else self._injected).append(answer.step.call_id)
             return answer
 
     def _answer(self, tool: str, arguments: Any) -> Execute | Inject:
         number = self._calls
         digest = _arguments_hash(arguments)
-        if self._position >= len(self._steps):
+        if not self._pending:
             raise ReplayDivergedError(
                 f"replay diverged at call {number}: {tool!r} is one call too many; the trace has {len(self._steps)} tool call(s)",
                 call_number=number, tool=tool, arguments_sha256=digest, expected=None, why="count",
             )
-        step = self._steps[self._position]
-        ref = step.ref
-        if tool != ref.tool:
-            raise ReplayDivergedError(
-                f"replay diverged at call {number}: the agent called {tool!r}, the trace has {ref.tool!r} there (step {ref.index}, call {ref.call_id})",
-                call_number=number, tool=tool, arguments_sha256=digest, expected=ref, why="tool",
-            )
-        if step.arguments_sha256 is not None and digest != step.arguments_sha256:
+        candidates = self._pending[: self.window]
+        same_tool = [i for i in candidates if self._steps[i].ref.tool == tool]
+        matching = [i for i in same_tool if self._steps[i].arguments_sha256 in (None, digest)]
+        if not matching:
+            ref = self._steps[same_tool[0] if same_tool else candidates[0]].ref
+            if not same_tool:
+                raise ReplayDivergedError(
+                    f"replay diverged at call {number}: the agent called {tool!r}, the trace has {ref.tool!r} there (step {ref.index}, call {ref.call_id})",
+                    call_number=number, tool=tool, arguments_sha256=digest, expected=ref, why="tool",
+                )
             raise ReplayDivergedError(
                 f"replay diverged at call {number}: {tool!r} was called with other arguments than step {ref.index} "
-                f"(call {ref.call_id}) recorded (canonical SHA-256 {digest} != {step.arguments_sha256})",
+                f"(call {ref.call_id}) recorded (canonical SHA-256 {digest} != {self._steps[same_tool[0]].arguments_sha256})",
                 call_number=number, tool=tool, arguments_sha256=digest, expected=ref, why="arguments",
             )
+        exact = [i for i in matching if self._steps[i].arguments_sha256 == digest]
+        position = (exact or matching)[0]
+        answer = self._decide(self._steps[position])
+        self._pending.remove(position)
+        return answer
+
+    def _decide(self, step: _Step) -> Execute | Inject:
+        ref = step.ref
         if step.decision is Decision.REPLAY:
             return Execute(ref)
         if step.decision is not Decision.SKIP or self.mode is ReplayMode.DYNAMIC or not step.result_recorded:
@@ -585,7 +620,7 @@ class ReplayGuard:
                 injected=tuple(self._injected),
                 refused=tuple(self._refused),
                 diverged=self._diverged,
-                remaining=tuple(s.ref.call_id for s in self._steps[self._position :]),
+                remaining=tuple(self._steps[i].ref.call_id for i in self._pending),
             )
 
     @property

@@ -471,3 +471,32 @@ def test_a_partial_plan_is_refused_whole(mode):
     with pytest.raises(NonReplayableTraceError):
         ReplayGuard(plan_to_proto(partial), mode=mode)
     assert isinstance(ReplayGuard(partial, mode=mode, check=False).on_call("customer.lookup", {"customer": "acme"}), Execute)
+
+
+def test_window_lets_concurrent_calls_of_one_turn_arrive_in_another_order():
+    """Frameworks run one model turn's tool calls concurrently; with window=2 the second can come first."""
+    plan = plan_of(LOOKUP, step("c2", "read_file", arguments={"path": "a"}), NOTIFY)
+    strict = ReplayGuard(plan)
+    with pytest.raises(ReplayDivergedError) as caught:
+        strict.on_call("read_file", {"path": "a"})
+    assert (caught.value.why, caught.value.expected.call_id) == ("tool", "c1")
+    guard = ReplayGuard(plan, window=2)
+    assert guard.on_call("read_file", {"path": "a"}).step.call_id == "c2"
+    assert guard.summary().remaining == ("c1", "c3")
+    with pytest.raises(ReplayDivergedError) as caught:  # c3 is outside the window until c1 is reached
+        ReplayGuard(plan, window=2).on_call("email.send", {"to": "ops"})
+    assert (caught.value.why, caught.value.expected.call_id) == ("tool", "c1")
+    assert guard.on_call("customer.lookup", {"customer": "acme"}).step.call_id == "c1"
+    assert guard.on_call("email.send", {"to": "ops"}).result == '"sent"'
+    assert guard.summary().remaining == () and guard.summary().executed == ("c2", "c1")
+    with pytest.raises(ValueError, match="window must be an integer of at least 1, not 0"):
+        ReplayGuard(plan, window=0)
+
+
+def test_window_matches_the_step_with_the_same_arguments_first():
+    plan = plan_of(step("c1", "read_file", arguments={"path": "a"}), step("c2", "read_file", arguments={"path": "b"}))
+    guard = ReplayGuard(plan, window=2)
+    assert guard.on_call("read_file", {"path": "b"}).step.call_id == "c2"
+    with pytest.raises(ReplayDivergedError) as caught:
+        guard.on_call("read_file", {"path": "c"})
+    assert (caught.value.why, caught.value.expected.call_id) == ("arguments", "c1")
