@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits, TraceFenceConfig
 from otel_tracefence.instrument import tool_call
-from otel_tracefence.model import Decision, ReplayClass
+from otel_tracefence.model import Decision, Effect, ReplayClass, ToolStatus, ToolStep
 from otel_tracefence.normalize import from_readable
 from otel_tracefence.normalize.tokens import is_token, text_tokens, token_hash, tokens_of_string, value_tokens
 from otel_tracefence.pipeline import plan_spans
@@ -221,3 +224,47 @@ def test_links_are_capped_with_the_related_ids():
     first = plan.steps[0]
     assert first.reasons == ("write_committed", "result_consumed_by", "related_call_ids_truncated")
     assert first.related_call_ids == ("c2", "c3")
+
+
+# -- properties -------------------------------------------------------------------------------------
+
+_POOL = [token_hash(f"pg_{1000 + i}") for i in range(6)]
+_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(list(Effect)),
+        st.sampled_from(list(ToolStatus)),
+        st.booleans(),  # result recorded
+        st.booleans(),  # result stable
+        st.frozensets(st.sampled_from(_POOL), max_size=3),
+        st.frozensets(st.sampled_from(_POOL), max_size=3),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_STEPS)
+def test_links_explain_and_never_decide(specs):
+    steps = [
+        ToolStep(trace_id="t", call_id=f"c{i}", tool=f"tool{i % 3}", effect=effect, status=status, result_recorded=recorded,
+                 result_sha256="ab" * 32 if recorded else None, result_stable=stable, start_time_unix_nano=i + 1,
+                 argument_tokens=tuple(sorted(arguments)), result_tokens=tuple(sorted(result)) if recorded else ())
+        for i, (effect, status, recorded, stable, arguments, result) in enumerate(specs)
+    ]
+    plan = plan_trace("t", steps)
+    bare = plan_trace("t", [replace(s, argument_tokens=(), result_tokens=()) for s in steps])
+    assert [d.decision for d in plan.steps] == [d.decision for d in bare.steps]
+    assert plan.replay_class is bare.replay_class
+    flow_notes = {reasons.CONSUMES_RESULT_OF, reasons.RESULT_CONSUMED_BY, reasons.MAY_CONSUME_UNRECORDED_RESULT, reasons.UNRECORDED_RESULT_MAY_BE_CONSUMED}
+    assert not any(flow_notes & set(d.reasons) for d in bare.steps)
+    position = {d.step.call_id: i for i, d in enumerate(plan.steps)}
+    for i, d in enumerate(plan.steps):
+        others = set(d.related_call_ids) - set(bare.steps[i].related_call_ids)
+        if reasons.CONSUMES_RESULT_OF in d.reasons or reasons.MAY_CONSUME_UNRECORDED_RESULT in d.reasons:
+            assert any(position[o] < i for o in d.related_call_ids)
+        if reasons.RESULT_CONSUMED_BY in d.reasons:
+            assert d.step.result_recorded and any(position[o] > i for o in d.related_call_ids)
+        if reasons.UNRECORDED_RESULT_MAY_BE_CONSUMED in d.reasons:
+            assert not d.step.result_recorded and any(position[o] > i for o in d.related_call_ids)
+        if not flow_notes & set(d.reasons):
+            assert not others
