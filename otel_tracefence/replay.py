@@ -24,9 +24,10 @@ The two modes (seed 000, "Condition of validity" and "Decision boundary"):
   no step is ``review`` or ``conflict`` and every skipped step's result was
   recorded (class ``dynamic`` or ``injected``).
 
-A trace of class ``static`` or ``review`` allows neither: only static inspection
-of the recorded steps. Steps are numbered from 1 in trace order (the plan's
-order), as the seed numbers them ("step 7").
+A trace of class ``static`` or ``review`` allows neither, nor does a partial
+plan: only static inspection of the recorded steps. Steps are numbered from 1 in
+trace order (the plan's order), as the seed numbers them ("step 7"). The rules
+are in docs/DECISIONS.md, items 44 to 46.
 
 Plans are :class:`otel_tracefence.model.TracePlan` values, or the protobuf
 ``tracefence.v1.TracePlan`` / ``ReviewItem`` the CLI and the review store give.
