@@ -8,11 +8,11 @@ Two helpers, for two situations:
   kind ``INTERNAL``, ``gen_ai.operation.name`` = ``execute_tool``, status left
   unset on success, ``error.type`` on failure), plus the producer labels of
   DESIGN.md ("Normalized step"): ``tracefence.effect``, ``tracefence.status`` and
-  ``tracefence.idempotency_key``. Use it as a context manager, an async context
+  ``tracefence.idempotency_key``, and ``tracefence.result_stable`` (issue 11). Use it as a context manager, an async context
   manager or a decorator on sync and async functions.
 * :func:`declare` — a framework already makes the tool span (pydantic-ai,
   OpenInference-instrumented frameworks); call it inside the tool body to label
-  that span with its effect and idempotency key.
+  that span with its effect, idempotency key and result stability.
 
 Only the ``opentelemetry-api`` is used: without an SDK (no tracer provider
 configured) every span is a no-op and both helpers cost next to nothing.
