@@ -164,6 +164,9 @@ class UpstreamSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """Deadline for one export including the exporter's own retries, in seconds."""
     compression: Literal["none", "gzip"] = "none"
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """Largest request this upstream takes, in bytes (gRPC's and the Collector's default receive limit is 4 MiB).
+    Batches are sized under it; a span larger than it on its own is dropped and counted."""
 
 
 class ServiceSettings(BaseModel):

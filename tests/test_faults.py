@@ -73,13 +73,13 @@ def start_service(tmp_path):
     """``start_service(upstream_port, review_db=..., top=..., **service_settings) -> (service, metric reader)``."""
     made: list[tuple[TraceFenceService, MeterProvider]] = []
 
-    def make(upstream_port: int, *, review_db: Path | None = None, top: dict[str, Any] | None = None, **settings: Any):
+    def make(upstream_port: int, *, review_db: Path | None = None, top: dict[str, Any] | None = None, upstream: dict[str, Any] | None = None, **settings: Any):
         reader = InMemoryMetricReader()
         provider = MeterProvider(metric_readers=[reader])
         settings.setdefault("endpoint", "127.0.0.1:0")
         settings.setdefault("decision_wait_ms", 0)  # a trace is decided when its root arrives
         settings.setdefault("drain_timeout_s", 2)
-        upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S)]
+        upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S, **(upstream or {}))]
         config = TraceFenceConfig(review_db=str(review_db or tmp_path / "review.db"), service=ServiceSettings(upstreams=upstreams, **settings), **(top or {}))
         service = TraceFenceService(config, meter_provider=provider)
         made.append((service, provider))
@@ -664,3 +664,141 @@ def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream,
     stopped = serve.log("tracefence serve stopped", timeout=1)
     assert (stopped["decided_at_shutdown"], stopped["forwarded_all"], stopped["dropped_spans"]) == (len(held), True, 0)
     assert "Traceback" not in serve.stderr()
+
+
+# -- a poison batch (issue 9) ------------------------------------------------------------------------------
+
+FOUR_MIB = 4 * 1024 * 1024
+
+
+def poison_trace(client: Client, size: int = 5 * 1000 * 1000) -> str:
+    """An agent turn whose tool span carries ``size`` bytes of result: larger than the upstream takes."""
+    from opentelemetry import trace
+
+    root = client.tracer.start_span("invoke_agent uploader", attributes={"gen_ai.operation.name": "invoke_agent"})
+    with trace.use_span(root, end_on_exit=False):
+        with client.tool("files.upload", effect="write", idempotency_key="up-1", arguments={"name": "big.bin"}, call_id="call-upload") as call:
+            call.span.set_attribute("upload.body", "p" * size)
+    root.end()
+    return format(root.get_span_context().trace_id, "032x")
+
+
+@pytest.mark.parametrize("configured_limit", [64 * 1024 * 1024, FOUR_MIB], ids=["limit-set-too-high", "limit-right"])
+def test_a_poison_span_between_good_traces_is_dropped_counted_and_logged_and_every_good_span_delivered(
+    start_service, clients, caplog, configured_limit
+):
+    # The upstream takes 4 MiB (gRPC's default, the Collector's). One 5 MB span sits between good traces.
+    # limit-set-too-high: the service believes the upstream takes 64 MiB, sends one batch, is refused with
+    # RESOURCE_EXHAUSTED, and splits down to the single poison span. limit-right: the batch is sized under
+    # 4 MiB up front and the poison span is dropped before any attempt. Either way nothing blocks the queue.
+    caplog.set_level(logging.INFO)
+    up = RecordingUpstream(max_receive_bytes=FOUR_MIB)
+    up.start()
+    try:
+        service, reader = start_service(up.port, upstream={"max_message_bytes": configured_limit})
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        before = [agent_trace(client) for _ in range(5)]
+        poison = poison_trace(client)
+        after = [agent_trace(client, review=False) for _ in range(5)]
+        started = time.monotonic()
+        assert client.send() is OK
+        good = [s for s in span_ids(client)]
+        poison_span = next(format(s.context.span_id, "016x") for s in client.sent.get_finished_spans() if s.name == "execute_tool files.upload")
+        good.remove(poison_span)
+        up.wait_spans(len(good), timeout=10)
+        took = time.monotonic() - started
+        wait_for(lambda: forwarder.dropped_spans == 1 and forwarder.depth == 0, what="the poison span dropped")
+        delivered = Counter(r.span_id for r in up.spans())
+        assert sorted(delivered) == sorted(good) and set(delivered.values()) == {1}  # every good span, once
+        assert {r.trace_id for r in up.spans()} == set(before + [poison] + after)  # the poison's trace-mates too
+        assert forwarder.sent_spans == len(good) and forwarder.failures == 0
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "too_large", "tracefence.upstream": forwarder.target.name}) == 1
+        lines = logged(caplog, "dropped 1 span(s)", f"span {poison_span} of trace {poison}", "can never be delivered", level=logging.ERROR)
+        assert len(lines) == 1, lines
+        if configured_limit > FOUR_MIB:
+            # the upstream itself refused it (gRPC: "Received message larger than max")
+            assert logged(caplog, "as too large (RESOURCE_EXHAUSTED", "Received message larger than max", "set this upstream's max_message_bytes")
+        else:
+            assert not logged(caplog, "as too large")  # sized under the limit up front: no refused call
+        assert took < 8, f"good spans delivered after {took:.1f}s"
+        service.stop(grace_s=0)
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(True, 1)]
+    finally:
+        up.stop()
+
+
+class RejectingUpstream(RecordingUpstream):
+    """A backend answering the first call with ``code`` (no RetryInfo), then storing as usual."""
+
+    def __init__(self, code: grpc.StatusCode, retry_info_s: float | None = None) -> None:
+        super().__init__()
+        self.code, self.retry_info_s, self.calls = code, retry_info_s, 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            if self.retry_info_s is not None:
+                from otel_tracefence.service.receiver import _Status  # the same trailer layout as our receiver's
+                from google.protobuf import duration_pb2
+                from google.rpc import error_details_pb2
+
+                delay = duration_pb2.Duration()
+                delay.FromNanoseconds(int(self.retry_info_s * 1e9))
+                info = error_details_pb2.RetryInfo(retry_delay=delay).SerializeToString()
+                context.abort_with_status(_Status(self.code, "quota exceeded", (("google.rpc.retryinfo-bin", info),)))
+            context.abort(self.code, "refused by the test")
+        return super().Export(request, context)
+
+
+@pytest.mark.parametrize(
+    "code, retry_info_s, kept",
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, None, False),  # permanent: dropped, counted, the queue moves on
+        (grpc.StatusCode.PERMISSION_DENIED, None, False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, 0.2, True),  # with RetryInfo: retryable, after the delay
+        (grpc.StatusCode.ABORTED, None, True),  # retryable
+    ],
+)
+def test_upstream_codes_follow_the_otlp_table(start_service, clients, caplog, code, retry_info_s, kept):
+    caplog.set_level(logging.INFO)
+    up = RejectingUpstream(code, retry_info_s)
+    up.start()
+    try:
+        service, reader = start_service(up.port)
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        first = send_traces(client, 1)
+        wait_for(lambda: up.calls >= 1 and not forwarder._busy, what="the first call answered")
+        second = send_traces(client, 1)
+        up.wait_spans(6 if kept else 3, timeout=8)
+        wait_for(lambda: forwarder.depth == 0, what="the queue empty")
+        assert {r.trace_id for r in up.spans()} == set(first + second if kept else second)
+        if kept:
+            assert forwarder.dropped_spans == 0 and metric(reader, "tracefence.forward.dropped") is None
+        else:
+            assert forwarder.dropped_spans == 3
+            assert metric(reader, "tracefence.forward.dropped", {"reason": "rejected"}) == 3
+            assert logged(caplog, "dropped 3 span(s)", code.name, "permanent", first[0], level=logging.ERROR)
+    finally:
+        up.stop()
+
+
+def test_spans_not_forwarded_at_shutdown_are_counted_in_the_stop_line(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    port = free_port()  # nobody listens: every attempt fails, retryable
+    service, reader = start_service(port, drain_timeout_s=0.5)
+    forwarder = service.forwarders[0]
+    client = clients(service.port)
+    traces = send_traces(client, 3)
+    wait_for(lambda: forwarder.depth == 9, what="9 spans queued")
+    started = time.monotonic()
+    service.stop(grace_s=0)
+    assert time.monotonic() - started < 0.5 + UPSTREAM_TIMEOUT_S + 1.5
+    stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+    assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 9)]
+    assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 9
+    assert logged(caplog, "dropped 9 span(s)", "shutdown", traces[0], level=logging.ERROR)

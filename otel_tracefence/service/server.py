@@ -105,15 +105,19 @@ class TraceFenceService:
             meter_provider = self._owned_meter_provider = _meter_provider(config)
         meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
         attrs = {COMPONENT: "service"}
-        dropped = meter.create_counter("tracefence.forward.dropped", unit="{span}", description="Spans dropped past a full forward queue.")
+        dropped = meter.create_counter(
+            "tracefence.forward.dropped",
+            unit="{span}",
+            description="Spans not forwarded, by reason: queue_full, too_large, rejected, upstream_rejected, shutdown.",
+        )
         failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Forward attempts that failed.")
         self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
-        targets = [UpstreamTarget(u, settings.max_message_bytes) for u in settings.upstreams] or [FileTarget(settings.output_file)]
+        targets = [UpstreamTarget(u) for u in settings.upstreams] or [FileTarget(settings.output_file)]
         self.forwarders = [
             Forwarder(
                 target,
                 settings.forward_queue_spans,
-                on_drop=lambda n, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t}),
+                on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
                 on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
             )
             for target in targets
