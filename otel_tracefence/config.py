@@ -190,6 +190,9 @@ class ServiceSettings(BaseModel):
     """OTLP/JSON lines file written when no upstream is configured."""
     intake_queue_spans: int = Field(default=100_000, gt=0)
     """Spans acknowledged but not yet read into the buffer; past it Export answers UNAVAILABLE with a retry delay."""
+    intake_queue_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Encoded bytes of the requests acknowledged but not yet read; the request being accepted counts. Past it
+    Export answers UNAVAILABLE with a retry delay; a request larger on its own gets RESOURCE_EXHAUSTED."""
     forward_queue_spans: int = Field(default=200_000, gt=0)
     """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
     backpressure_ratio: float = Field(default=0.8, gt=0, le=1)

@@ -609,7 +609,7 @@ def test_the_listening_log_line_reports_every_limit(tmp_path):
     config.write_text(
         "max_traces: 500\nmax_spans_per_trace: 200\nstore_raw_values: true\n"
         "limits: {max_attributes_per_span: 256, max_argument_bytes: 65536, max_argument_depth: 16, max_related_call_ids: 20}\n"
-        "service: {max_message_bytes: 4194304, intake_queue_spans: 5000, forward_queue_spans: 9000, bearer_token: not-logged-T0ken}\n"
+        "service: {max_message_bytes: 4194304, intake_queue_spans: 5000, intake_queue_bytes: 8388608, forward_queue_spans: 9000, bearer_token: not-logged-T0ken}\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "r.db")],
@@ -639,6 +639,7 @@ def test_the_listening_log_line_reports_every_limit(tmp_path):
         "max_spans_per_trace": 200,
         "decided_cache_size": 10000,
         "intake_queue_spans": 5000,
+        "intake_queue_bytes": 8388608,
         "forward_queue_spans": 9000,
     }
     assert (line["bearer_token"], line["store_raw_values"], line["tls"]) == (True, True, False)

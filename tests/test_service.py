@@ -816,3 +816,97 @@ def test_a_batch_dropped_while_being_sent_is_counted_by_its_outcome(delivered):
     assert (forwarder.sent_spans, forwarder.dropped_spans) == ((6, 0) if delivered else (3, 3))
     assert [r is second for r in target.sent] == ([False, True] if delivered else [True])
     assert forwarder.drain(2)
+
+
+# -- intake bounds that hold for any input (issue 9) ------------------------------------------------------------
+
+
+def tiny_spans(trace_byte: int, count: int) -> list:
+    tid = bytes([trace_byte]) * 16
+    return [raw_span(tid, (i + 1).to_bytes(8, "big"), "t") for i in range(count)]
+
+
+def test_one_request_alone_past_the_intake_bound_is_resource_exhausted_naming_the_limit(serve, upstream):
+    service = serve(intake_queue_spans=1000, intake_queue_bytes=256 * 1024)
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        many = raw_request(*tiny_spans(0x61, 5000))  # 5,000 tiny spans (~230 KB): under the bytes bound, past the spans bound
+        assert many.ByteSize() < 256 * 1024
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Export(many, timeout=5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "5000 spans" in refused.value.details() and "service.intake_queue_spans = 1000" in refused.value.details()
+        assert "google.rpc.retryinfo-bin" not in dict(refused.value.trailing_metadata())  # OTLP: not retryable
+        big = raw_request(*tiny_spans(0x62, 10), service_name="x" * (300 * 1024))  # few spans, past the bytes bound
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Export(big, timeout=5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"{big.ByteSize()} bytes" in refused.value.details() and "service.intake_queue_bytes = 262144" in refused.value.details()
+        assert (service.intake.depth, service.intake.depth_bytes, len(service.fence.buffer)) == (0, 0, 0)  # nothing held
+        # Exactly at the bound is accepted.
+        stub.Export(raw_request(*tiny_spans(0x63, 1000)), timeout=5)
+    upstream.wait_spans(1000, (b"\x63" * 16).hex(), timeout=15)
+    assert not upstream.trace((b"\x61" * 16).hex()) and not upstream.trace((b"\x62" * 16).hex())
+
+
+def test_the_intake_bound_counts_the_request_being_accepted_and_answers_unavailable_with_retry_info(serve, upstream, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    gate = threading.Event()
+    hold = Intake._hold
+
+    def gated_hold(self, items):  # the intake worker is busy (a slow planner, a loaded machine)
+        gate.wait(10)
+        hold(self, items)
+
+    monkeypatch.setattr(Intake, "_hold", gated_hold)
+    service = serve(intake_queue_spans=1000, retry_delay_s=0.2)
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    try:
+        with channel:
+            stub.Export(raw_request(*tiny_spans(0x71, 600)), timeout=5)  # accepted: 600 of 1000
+            wait_for(lambda: service.intake.depth == 600)
+            # 600 + 600 > 1000: refused for now, although the queue is not full yet.
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Export(raw_request(*tiny_spans(0x72, 600)), timeout=5)
+            error = refused.value
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+            assert "600/1000 spans" in error.details() and "request of 600 spans" in error.details()
+            trailer = dict(error.trailing_metadata())["google.rpc.retryinfo-bin"]
+            assert error_details_pb2.RetryInfo.FromString(trailer).retry_delay.ToNanoseconds() == 200_000_000
+            assert service.intake.depth == 600  # the refused request took no room
+            stub.Export(raw_request(*tiny_spans(0x73, 400)), timeout=5)  # 600 + 400 = 1000: fits
+            assert service.intake.depth == 1000
+            gate.set()
+            wait_for(lambda: service.intake.depth == 0, what="the intake drained")
+            stub.Export(raw_request(*tiny_spans(0x72, 600)), timeout=5)  # room again
+    finally:
+        gate.set()
+    for trace_byte, count in ((0x71, 600), (0x72, 600), (0x73, 400)):
+        upstream.wait_spans(count, (bytes([trace_byte]) * 16).hex(), timeout=15)
+
+
+def test_a_real_exporter_refused_for_intake_room_retries_and_gets_through(serve, upstream, clients, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    gate = threading.Event()
+    hold = Intake._hold
+    monkeypatch.setattr(Intake, "_hold", lambda self, items: (gate.wait(10), hold(self, items)))
+    first = raw_request(*tiny_spans(0x74, 40))
+    service = serve(intake_queue_bytes=first.ByteSize() + 200, retry_delay_s=0.3)  # room left: 200 bytes
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        stub.Export(first, timeout=5)
+    client = clients(service.port, "billing-agent", batch=True)
+    trace_id = agent_trace(client)
+    result: list[Any] = []
+    sender = threading.Thread(target=lambda: result.append(client.send()))
+    sender.start()
+    try:
+        time.sleep(0.5)  # refused meanwhile: an agent trace is more than 200 bytes
+        assert result == []
+    finally:
+        gate.set()
+    sender.join(timeout=15)
+    assert result == [SpanExportResult.SUCCESS]
+    upstream.wait_spans(3, trace_id, timeout=15)

@@ -2,28 +2,51 @@
 
 The gRPC thread only checks ids and queues the spans; reading them into views,
 holding them by trace and (when a bound or a root decides a trace) planning
-happen here, off the call. The queue is bounded in spans: past the bound the
-receiver answers ``UNAVAILABLE`` with a retry delay rather than queue more.
+happen here, off the call. The queue is bounded in spans and in request bytes,
+and the bound counts the request being accepted: :meth:`Intake.reserve` takes
+room for a whole request before any of it is read, or says why not. A request
+that would take the queue past either bound is refused for now (``UNAVAILABLE``
+with a retry delay); one that alone exceeds a bound can never be accepted
+(``RESOURCE_EXHAUSTED``, naming the limit).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
 from otel_tracefence.normalize import from_otlp
 from otel_tracefence.service.otlp_spans import OtlpItem
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Room taken in the intake queue for one request: ``spans`` and ``bytes`` (its encoded size)."""
+
+    spans: int
+    bytes: int
+
+
+class IntakeRefusal(Exception):
+    """The request cannot be queued. ``permanent``: it alone exceeds a bound (never retry it as it is)."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
 class Intake:
     """A bounded queue of received spans for one :class:`~otel_tracefence.fence.Fence`, drained by a thread."""
 
-    def __init__(self, fence: Fence[OtlpItem], max_spans: int) -> None:
+    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None) -> None:
         self.max_spans = max_spans
-        self.depth = 0
+        self.max_bytes = max_bytes
+        self.depth = 0  # spans queued or reserved
+        self.depth_bytes = 0  # request bytes queued or reserved
         self._fence = fence
-        self._queue: deque[list[OtlpItem]] = deque()
+        self._queue: deque[tuple[list[OtlpItem], Reservation]] = deque()
         self._cond = threading.Condition()
         self._busy = False
         self._closing = False
@@ -32,15 +55,59 @@ class Intake:
         self._thread.start()
 
     def full(self) -> bool:
-        return self.depth >= self.max_spans
+        return self.depth >= self.max_spans or (self.max_bytes is not None and self.depth_bytes >= self.max_bytes)
 
-    def put(self, items: list[OtlpItem]) -> None:
-        """Queue one Export call's valid spans (never blocks)."""
+    def check_size(self, *, spans: int | None = None, size: int | None = None) -> None:
+        """Raise a permanent :class:`IntakeRefusal` when a request of ``spans`` spans or ``size`` bytes alone
+        exceeds the queue's bound."""
+        if size is not None and self.max_bytes is not None and size > self.max_bytes:
+            raise IntakeRefusal(
+                f"the request is {size} bytes, more than the whole intake queue holds (service.intake_queue_bytes = {self.max_bytes}); "
+                "send it in smaller batches",
+                permanent=True,
+            )
+        if spans is not None and spans > self.max_spans:
+            raise IntakeRefusal(
+                f"the request has {spans} spans, more than the whole intake queue holds (service.intake_queue_spans = {self.max_spans}); "
+                "send it in smaller batches",
+                permanent=True,
+            )
+
+    def reserve(self, spans: int, size: int) -> Reservation:
+        """Take room for a request of ``spans`` spans and ``size`` bytes, or raise :class:`IntakeRefusal`
+        (permanent when it alone exceeds a bound; else the queue is too full for it now)."""
+        self.check_size(spans=spans, size=size)
+        with self._cond:
+            if self.depth + spans > self.max_spans or (self.max_bytes is not None and self.depth_bytes + size > self.max_bytes):
+                bytes_part = f", {self.depth_bytes}/{self.max_bytes} bytes" if self.max_bytes is not None else ""
+                raise IntakeRefusal(
+                    f"intake queue is {self.depth}/{self.max_spans} spans{bytes_part} full; a request of {spans} spans and {size} bytes "
+                    "does not fit; retry later",
+                    permanent=False,
+                )
+            self.depth += spans
+            self.depth_bytes += size
+        return Reservation(spans, size)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back room taken by :meth:`reserve` and not used."""
+        with self._cond:
+            self.depth -= reservation.spans
+            self.depth_bytes -= reservation.bytes
+            self._cond.notify_all()
+
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None) -> None:
+        """Queue one Export call's valid spans (never blocks), in the room ``reservation`` took (without one,
+        room is taken now, past the bound if need be)."""
+        if reservation is None:
+            reservation = Reservation(len(items), 0)
+            with self._cond:
+                self.depth += reservation.spans
         if not items:
+            self.release(reservation)
             return
         with self._cond:
-            self._queue.append(items)
-            self.depth += len(items)
+            self._queue.append((items, reservation))
             self._cond.notify()
 
     def _run(self) -> None:
@@ -50,13 +117,14 @@ class Intake:
                     self._cond.wait()
                 if not self._queue:
                     return
-                items = self._queue.popleft()
+                items, reservation = self._queue.popleft()
                 self._busy = True
             try:
                 self._hold(items)
             finally:
                 with self._cond:
-                    self.depth -= len(items)
+                    self.depth -= reservation.spans
+                    self.depth_bytes -= reservation.bytes
                     self._busy = False
                     self._cond.notify_all()
 
@@ -70,10 +138,12 @@ class Intake:
             self._sequence += 1
             self._fence.add(view, item, local_root=view.parent_span_id is None)
 
-    def drain(self, timeout_s: float = 30.0) -> None:
-        """Hold everything queued, then stop the worker."""
+    def drain(self, timeout_s: float = 30.0) -> int:
+        """Hold everything queued, then stop the worker. Returns the spans still queued at ``timeout_s`` (not held)."""
         with self._cond:
             self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
             self._closing = True
+            left = sum(len(items) for items, _ in self._queue)
             self._cond.notify_all()
         self._thread.join(timeout=timeout_s)
+        return left

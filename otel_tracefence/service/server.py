@@ -66,6 +66,7 @@ def input_limits(config: TraceFenceConfig) -> dict[str, int]:
         "max_spans_per_trace": config.max_spans_per_trace,
         "decided_cache_size": config.decided_cache_size,
         "intake_queue_spans": settings.intake_queue_spans,
+        "intake_queue_bytes": settings.intake_queue_bytes,
         "forward_queue_spans": settings.forward_queue_spans,
     }
 
@@ -112,6 +113,9 @@ class TraceFenceService:
         )
         failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Forward attempts that failed.")
         self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
+        self._refused = meter.create_counter(
+            "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
+        )
         targets = [UpstreamTarget(u) for u in settings.upstreams] or [FileTarget(settings.output_file)]
         self.forwarders = [
             Forwarder(
@@ -144,7 +148,7 @@ class TraceFenceService:
             decision_wait_ms=settings.decision_wait_ms,
             max_wait_ms=settings.max_wait_ms,
         )
-        self.intake = Intake(self.fence, settings.intake_queue_spans)
+        self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes)
         self._accepting = True
         self.health = health.HealthServicer()
         self._servers: list[grpc.Server] = []
@@ -162,7 +166,10 @@ class TraceFenceService:
         if not self._accepting:
             return "tracefence is shutting down; retry against another replica or later"
         if self.intake.full():
-            return f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans full; retry later"
+            return (
+                f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans, "
+                f"{self.intake.depth_bytes}/{self.intake.max_bytes} bytes full; retry later"
+            )
         limit = self.config.service.backpressure_ratio
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
@@ -207,7 +214,13 @@ class TraceFenceService:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
         settings = self.config.service
         main = self._server()
-        receiver = TraceReceiver(self.intake, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
+        receiver = TraceReceiver(
+            self.intake,
+            self._refuse,
+            settings.retry_delay_s,
+            on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}),
+            on_refused_too_large=lambda: self._refused.add(1, {COMPONENT: "service", "reason": "too_large"}),
+        )
         main.add_generic_rpc_handlers((receiver.handler(),))
         review_server = main if not settings.review_endpoint else self._server()
         if self.store is not None:
