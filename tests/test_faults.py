@@ -802,3 +802,40 @@ def test_spans_not_forwarded_at_shutdown_are_counted_in_the_stop_line(start_serv
     assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 9)]
     assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 9
     assert logged(caplog, "dropped 9 span(s)", "shutdown", traces[0], level=logging.ERROR)
+
+
+# -- the review database deleted or replaced while running (issue 9) ---------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_review_db_deleted_or_replaced_mid_run_later_items_land_in_the_file_at_the_path(start_service, upstream, clients, caplog, tmp_path, how):
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db)
+    client = clients(service.port)
+    before = send_traces(client, 3)
+    upstream.wait_spans(9)
+    wait_for(lambda: stored(db) == set(before), what="the first items stored")
+    if how == "deleted":
+        db.unlink()  # as `rm review.db`: the -wal and -shm files stay behind
+    else:
+        other = tmp_path / "restored.db"
+        with SQLiteReviewStore(other) as store:  # a backup put back in its place, say
+            pass
+        os.replace(other, db)
+    after = [t for _ in range(20) for t in send_traces(client, 1)]
+    upstream.wait_spans(9 + 60, timeout=15)
+    # Every later item is in the file at the path, which is whole; nothing is held or lost.
+    wait_for(lambda: stored(db) == set(after), what="every later item in the file at the path")
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        conn.close()
+    assert review_counts(reader) == {"ok": 23, "failed": None, "dropped": None}
+    kind = f"review_db_{how}"
+    assert metric(reader, "tracefence.errors", {"error.type": kind}) == 1
+    assert len(logged(caplog, str(db), "deleted while in use" if how == "deleted" else "replaced by another file", level=logging.ERROR)) == 1
+    # The API reads the same file.
+    with SQLiteReviewStore(db, create=False) as store:
+        assert {i.trace_id for i in store.list(page_size=100)[0]} == set(after)

@@ -148,6 +148,9 @@ class TraceFenceService:
             decision_wait_ms=settings.decision_wait_ms,
             max_wait_ms=settings.max_wait_ms,
         )
+        if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
+            telemetry = self.fence.telemetry
+            self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes)
         self._accepting = True
         self.health = health.HealthServicer()
