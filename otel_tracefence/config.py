@@ -207,7 +207,14 @@ class ServiceSettings(BaseModel):
     """Server certificate chain (PEM); with ``tls_key_file``, the receiver and review API speak TLS."""
     tls_key_file: str | None = None
     bearer_token: str = ""
-    """When set, every call must carry ``authorization: Bearer <token>`` (compared in constant time)."""
+    """When set, every OTLP Export call must carry ``authorization: Bearer <token>`` (compared in constant time).
+    It is the ingest token only: it never opens the review API."""
+    review_token: str = ""
+    """When set, every review API call (list, get, resolve) must carry ``authorization: Bearer <review_token>``.
+    Required when the review API listens beyond loopback, unless ``insecure_review_api``."""
+    insecure_review_api: bool = False
+    """Serve a review API reachable beyond loopback with no ``review_token`` (anyone who reaches it can resolve
+    review items); a warning is logged at start. Off: such a service refuses to start."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)

@@ -541,7 +541,7 @@ def health_status(channel: grpc.Channel, service: str = "", metadata=()) -> int:
 
 
 def test_bearer_token(serve, upstream, clients):
-    service = serve(bearer_token="s3cret")
+    service = serve(bearer_token="s3cret", review_token="r3view")
     tid = bytes.fromhex("12" * 16)
     request = raw_request(raw_tool_span(tid, b"\x01" * 8, "search"))
     channel, stub = trace_stub(f"127.0.0.1:{service.port}")
@@ -553,11 +553,17 @@ def test_bearer_token(serve, upstream, clients):
         assert len(service.fence.buffer) == 0
         stub.Export(request, metadata=(("authorization", "Bearer s3cret"),), timeout=5)
         assert health_status(channel) == health_pb2.HealthCheckResponse.SERVING  # no token needed
+        # The review API takes its own token; the ingest token never opens it, nor the review token Export.
         review = pb_grpc.ReviewServiceStub(channel)
+        for metadata in ((), (("authorization", "Bearer s3cret"),)):
+            for call, request_ in ((review.ListReviewItems, pb.ListReviewItemsRequest()), (review.ResolveReviewItem, pb.ResolveReviewItemRequest(trace_id="f" * 32, resolved_by="x"))):
+                with pytest.raises(grpc.RpcError) as denied:
+                    call(request_, metadata=metadata, timeout=5)
+                assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=(("authorization", "Bearer r3view"),), timeout=5).items == []
         with pytest.raises(grpc.RpcError) as denied:
-            review.ListReviewItems(pb.ListReviewItemsRequest(), timeout=5)
+            stub.Export(request, metadata=(("authorization", "Bearer r3view"),), timeout=5)
         assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=(("authorization", "Bearer s3cret"),), timeout=5).items == []
     upstream.wait_spans(1, tid.hex())
     # The real exporter with the token in its headers.
     client = clients(service.port, "billing-agent", headers={"authorization": "Bearer s3cret"})
@@ -567,7 +573,7 @@ def test_bearer_token(serve, upstream, clients):
 
 def test_tls_with_a_test_certificate(serve, upstream, clients, tmp_path):
     cert, key = make_certificate(tmp_path)
-    service = serve(tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="s3cret")
+    service = serve(tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="s3cret", review_token="r3view")
     credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
     # The real exporter over TLS (hostname checked against the certificate's subjectAltName).
     client = clients(
@@ -585,14 +591,14 @@ def test_tls_with_a_test_certificate(serve, upstream, clients, tmp_path):
         with pytest.raises(grpc.RpcError) as refused:
             health_status(plaintext)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    # `tracefence review --endpoint` over TLS with the token; without it, a clear refusal.
+    # `tracefence review --endpoint` over TLS with the review token; without it, or with the ingest token, a clear refusal.
     endpoint = f"localhost:{service.port}"
     ok, from_env, no_token, wrong_token, no_ca = run_all(
-        ["review", "list", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "s3cret", "--format", "json"],
-        (["review", "show", trace_id, "--ca-file", str(cert), "--format", "json"], {"OTEL_TRACEFENCE_REVIEW_ENDPOINT": endpoint, "OTEL_TRACEFENCE_REVIEW_TOKEN": "s3cret"}),
+        ["review", "list", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "r3view", "--format", "json"],
+        (["review", "show", trace_id, "--ca-file", str(cert), "--format", "json"], {"OTEL_TRACEFENCE_REVIEW_ENDPOINT": endpoint, "OTEL_TRACEFENCE_REVIEW_TOKEN": "r3view"}),
         ["review", "--endpoint", endpoint, "--ca-file", str(cert), "show", trace_id],
-        ["review", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "nope", "show", trace_id],
-        ["review", "--endpoint", endpoint, "--token", "s3cret", "show", trace_id],  # plaintext against TLS
+        ["review", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "s3cret", "show", trace_id],  # the ingest token
+        ["review", "--endpoint", endpoint, "--token", "r3view", "show", trace_id],  # plaintext against TLS
     )
     assert ok.returncode == 0, ok.stderr
     assert [json.loads(line)["traceId"] for line in ok.stdout.splitlines()] == [trace_id]

@@ -8,8 +8,10 @@ trace id; see ``deploy/``).
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import threading
+import urllib.parse
 from concurrent import futures
 from typing import Any
 
@@ -18,7 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry import metrics
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.config import ConfigError, TraceFenceConfig
 from otel_tracefence.fence import Fence
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake
@@ -31,26 +33,65 @@ _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 REVIEW_SERVICE = "tracefence.v1.ReviewService"
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
+_REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
 
 
 class BearerTokenInterceptor(grpc.ServerInterceptor):
-    """Every call but health checks must carry ``authorization: Bearer <token>``; compared in constant time
-    (``hmac.compare_digest``). A missing or wrong token gets ``UNAUTHENTICATED``."""
+    """Calls must carry ``authorization: Bearer <token>``: OTLP Export the ingest token (``bearer_token``), the
+    review API its own token (``review_token``); the one never opens the other. Health checks need none. A
+    service without a token is open. Compared in constant time (``hmac.compare_digest``); a missing or wrong
+    token gets ``UNAUTHENTICATED``."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+    def __init__(self, token: str = "", review_token: str = "") -> None:
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._review_expected = f"Bearer {review_token}".encode() if review_token else None
 
     def intercept_service(self, continuation, handler_call_details):
-        if handler_call_details.method.startswith(_HEALTH_PREFIX):
+        method = handler_call_details.method
+        if method.startswith(_HEALTH_PREFIX):
+            return continuation(handler_call_details)
+        expected = self._review_expected if method.startswith(_REVIEW_PREFIX) else self._expected
+        if expected is None:
             return continuation(handler_call_details)
         given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
-        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, self._expected):
+        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, expected):
             return continuation(handler_call_details)
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
         return grpc.unary_unary_rpc_method_handler(deny)
+
+
+def is_loopback(address: str) -> bool:
+    """True when ``host:port`` listens on loopback only (127.0.0.0/8, ::1, localhost)."""
+    host = urllib.parse.urlsplit("//" + address.strip()).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # another host name: it may resolve anywhere
+        return False
+
+
+def check_review_exposure(config: TraceFenceConfig) -> str | None:
+    """Fail closed: raise :class:`ConfigError` when the review API would listen beyond loopback with no review
+    token and no ``insecure_review_api``; with that flag, return the warning to log. None when all is well."""
+    settings = config.service
+    if not config.review_db:
+        return None  # no review queue, no review API
+    address = settings.review_endpoint or settings.endpoint
+    if settings.review_token or is_loopback(address):
+        return None
+    problem = f"the review API would listen on {address}, beyond loopback, with no service.review_token: anyone who reaches it could resolve review items"
+    if not settings.insecure_review_api:
+        raise ConfigError(
+            f"tracefence serve: refusing to start: {problem}. Set service.review_token (OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), "
+            "or put the review API on loopback (service.review_endpoint, e.g. 127.0.0.1:4318), "
+            "or accept the exposure with --insecure-review-api (service.insecure_review_api)",
+            ("service",),
+        )
+    return f"{problem} (allowed by insecure_review_api)"
 
 
 def input_limits(config: TraceFenceConfig) -> dict[str, int]:
@@ -99,6 +140,7 @@ class TraceFenceService:
     """
 
     def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None) -> None:
+        self._review_warning = check_review_exposure(config)  # before anything starts: refuses a review API left open
         self.config = config
         settings = config.service
         self._owned_meter_provider = None
@@ -187,7 +229,8 @@ class TraceFenceService:
             ("grpc.max_send_message_length", settings.max_message_bytes),
             ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
         ]
-        interceptors = [BearerTokenInterceptor(settings.bearer_token)] if settings.bearer_token else []
+        tokens = (settings.bearer_token, settings.review_token)
+        interceptors = [BearerTokenInterceptor(*tokens)] if any(tokens) else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         self._servers.append(server)
@@ -230,6 +273,8 @@ class TraceFenceService:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
         self.port = self._bind(main, settings.endpoint)
         self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
+        if self._review_warning:
+            _log.warning("review API without a token: %s", self._review_warning)
         for server in self._servers:
             server.start()
         for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if self.store is not None else ())):  # only what is served
@@ -244,6 +289,7 @@ class TraceFenceService:
                 "review_db": self.config.review_db,
                 "tls": bool(settings.tls_certificate_file),
                 "bearer_token": bool(settings.bearer_token),
+                "review_token": bool(settings.review_token),
                 "store_raw_values": self.config.store_raw_values,
                 "limits": input_limits(self.config),
             },
