@@ -199,8 +199,10 @@ class ServiceSettings(BaseModel):
     """Queue fill at which Export answers UNAVAILABLE with a retry delay, so clients retry instead of losing spans."""
     retry_delay_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Retry delay suggested to clients refused for back-pressure, in seconds."""
-    drain_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    """On shutdown, how long the forward queues may take to drain, in seconds."""
+    drain_timeout_s: float = Field(default=8.0, gt=0, allow_inf_nan=False)
+    """On SIGTERM, the whole shutdown's time in seconds: in-flight calls, deciding what is held, draining the forward
+    queues. ``tracefence serve`` exits within it and about two seconds more (the default fits ``docker stop``'s 10 s;
+    keep Kubernetes' terminationGracePeriodSeconds above preStop + this + 2). What is not forwarded then is counted."""
     max_workers: int = Field(default=8, gt=0)
     """Threads serving gRPC calls."""
     tls_certificate_file: str | None = None

@@ -264,11 +264,15 @@ def test_kubernetes_manifests_agree(tmp_path):
     uid = _dockerfile()["user"].split(":")[0]
     assert str(pod["spec"]["securityContext"]["runAsUser"]) == uid and pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
-    # Time to drain on SIGTERM: preStop sleep + 5 s gRPC server grace (TraceFenceService.stop) + drain_timeout_s.
+    # Time to stop on SIGTERM: preStop sleep + drain_timeout_s (the whole of TraceFenceService.stop) + its overrun.
+    from otel_tracefence.service.server import STOP_OVERRUN_S
+
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
-    needed = float(pre_stop[1]) + 5.0 + config.service.drain_timeout_s
+    needed = float(pre_stop[1]) + config.service.drain_timeout_s + STOP_OVERRUN_S
     assert pod["spec"]["terminationGracePeriodSeconds"] > needed
+    # The image's own default (deploy/tracefence.yaml, baked in) fits `docker stop`'s default 10 s.
+    assert load_config(DEPLOY / "tracefence.yaml").service.drain_timeout_s + STOP_OVERRUN_S <= 10
 
 
 # -- run the image's command, outside a container ------------------------------------------

@@ -55,7 +55,7 @@ from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSe
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.forward import PAUSE_AFTER_FAILURE_S, Forwarder, UpstreamTarget
 from otel_tracefence.service.otlp_spans import request_span_count
-from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService
 from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, wait_for
 
 OK = SpanExportResult.SUCCESS
@@ -839,3 +839,88 @@ def test_review_db_deleted_or_replaced_mid_run_later_items_land_in_the_file_at_t
     # The API reads the same file.
     with SQLiteReviewStore(db, create=False) as store:
         assert {i.trace_id for i in store.list(page_size=100)[0]} == set(after)
+
+
+# -- bounded shutdown (issue 9) ----------------------------------------------------------------------------------
+
+
+class HangingUpstream(RecordingUpstream):
+    """A backend that takes calls and never answers them (until ``release`` is set): a hung Collector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.calls += 1
+        self.release.wait(60)
+        return super().Export(request, context)
+
+
+def test_sigterm_exits_within_drain_timeout_with_a_hung_upstream_and_counts_what_it_could_not_forward(tmp_path):
+    up = HangingUpstream()
+    up.start()
+    config = tmp_path / "tracefence.yaml"
+    drain_s = 2.0
+    config.write_text(
+        "service:\n"
+        f"  upstreams: [{{endpoint: 'http://127.0.0.1:{up.port}', timeout_s: 30}}]\n"  # one call could hang 30 s
+        f"  drain_timeout_s: {drain_s}\n  decision_wait_ms: 0\n"
+    )
+    serve = ServeProcess("--config", str(config), "--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "r.db"), cwd=tmp_path)
+    client = None
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+        client = Client(port, "billing-agent", batch=True)
+        for _ in range(4):
+            send_traces(client, 1)  # 4 Export calls, 12 spans, acknowledged
+        wait_for(lambda: up.calls >= 1, what="a forward call hanging")
+        time.sleep(0.3)
+        started = time.monotonic()
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+        took = time.monotonic() - started
+        assert took < drain_s + STOP_OVERRUN_S + 0.5, f"SIGTERM took {took:.1f}s with drain_timeout_s {drain_s}"  # 0.5: process exit
+        stopped = serve.log("tracefence serve stopped", timeout=1)
+        assert (stopped["forwarded_all"], stopped["dropped_spans"]) == (False, 12)  # every span not forwarded is counted
+        assert any("shutdown" in e.get("message", "") and "not forwarded" in e.get("message", "") for e in serve.logs() if e.get("level") == "ERROR")
+    finally:
+        up.release.set()
+        if client is not None:
+            client.shutdown()
+        serve.stop()
+        up.stop()
+
+
+def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_counts_the_unread_spans(start_service, upstream, clients, caplog, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    caplog.set_level(logging.INFO)
+    gate = threading.Event()
+    hold = Intake._hold
+
+    def stuck_hold(self, items):  # the intake worker stalls on its first batch's first span (a pathological span, say)
+        hold(self, items[:1])
+        gate.wait(30)
+        hold(self, items)
+
+    monkeypatch.setattr(Intake, "_hold", stuck_hold)
+    try:
+        service, reader = start_service(upstream.port, drain_timeout_s=1)
+        client = clients(service.port)
+        for _ in range(3):
+            send_traces(client, 1)  # acknowledged: one batch being read (stuck), two queued
+        wait_for(lambda: service.intake.depth == 9, what="9 spans in the intake")
+        started = time.monotonic()
+        service.stop(grace_s=0)
+        took = time.monotonic() - started
+        assert took < 1 + STOP_OVERRUN_S, f"stop took {took:.1f}s"
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        # The two queued batches and the stuck one after its first span (taken before it stalled), counted.
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 8)]
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 8
+        assert logged(caplog, "8 acknowledged spans were still waiting to be read", level=logging.ERROR)
+    finally:
+        gate.set()

@@ -270,6 +270,9 @@ class Forwarder:
 
     def _put(self, request: ExportTraceServiceRequest, spans: int, size: int, *, shared: bool) -> None:
         with self._cond:
+            if self._closing:  # after the shutdown drain: nothing will send it
+                self._count_drop(spans, "shutdown", f"decided after the shutdown drain ended; not forwarded (traces {', '.join(_trace_ids(request))})")
+                return
             if not self._merge_into_tail(request, spans, size):
                 self._queue.append([request, spans, size])
                 if not shared:
@@ -409,6 +412,12 @@ class Forwarder:
                 return False
             self._cond.wait(timeout=remaining)
         return True
+
+    def count_not_forwarded(self, spans: int, detail: str) -> None:
+        """Count ``spans`` that never reached this queue and never will (shutdown), as dropped."""
+        if spans:
+            with self._cond:
+                self._count_drop(spans, "shutdown", detail)
 
     def drain(self, timeout_s: float) -> bool:
         """Stop taking work once the queue is empty or ``timeout_s`` has passed; True when everything was sent.

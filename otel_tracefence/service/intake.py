@@ -50,6 +50,9 @@ class Intake:
         self._cond = threading.Condition()
         self._busy = False
         self._closing = False
+        self._abandoned = False  # the drain's time ran out: the worker stops with spans still queued
+        self._current: list[OtlpItem] = []  # the batch being read, and how many of its spans were taken
+        self._current_done = 0
         self._sequence = 0
         self._thread = threading.Thread(target=self._run, name="tracefence-intake", daemon=True)
         self._thread.start()
@@ -115,10 +118,11 @@ class Intake:
             with self._cond:
                 while not self._queue and not self._closing:
                     self._cond.wait()
-                if not self._queue:
+                if not self._queue or self._abandoned:
                     return
                 items, reservation = self._queue.popleft()
                 self._busy = True
+                self._current, self._current_done = items, 0
             try:
                 self._hold(items)
             finally:
@@ -126,10 +130,16 @@ class Intake:
                     self.depth -= reservation.spans
                     self.depth_bytes -= reservation.bytes
                     self._busy = False
+                    self._current, self._current_done = [], 0
                     self._cond.notify_all()
 
     def _hold(self, items: list[OtlpItem]) -> None:
-        for item in items:
+        cond = self._cond
+        for index, item in enumerate(items):
+            with cond:  # a drain whose time ran out stops the batch here, and counts the rest as not read
+                if self._abandoned:
+                    return
+                self._current_done = index + 1
             try:
                 view = from_otlp(item.span, self._sequence)
             except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
@@ -139,11 +149,13 @@ class Intake:
             self._fence.add(view, item, local_root=view.parent_span_id is None)
 
     def drain(self, timeout_s: float = 30.0) -> int:
-        """Hold everything queued, then stop the worker. Returns the spans still queued at ``timeout_s`` (not held)."""
+        """Hold everything queued, then stop the worker, within ``timeout_s``. Returns the spans not read when the
+        time ran out (queued, or later in the batch being read): they are never held."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
+            done = self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
             self._closing = True
-            left = sum(len(items) for items, _ in self._queue)
+            self._abandoned = not done
+            left = sum(len(items) for items, _ in self._queue) + len(self._current) - self._current_done
             self._cond.notify_all()
-        self._thread.join(timeout=timeout_s)
+        self._thread.join(timeout=timeout_s if done else 0.1)
         return left

@@ -11,6 +11,7 @@ import hmac
 import ipaddress
 import logging
 import threading
+import time
 import urllib.parse
 from concurrent import futures
 from typing import Any
@@ -34,6 +35,7 @@ TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 REVIEW_SERVICE = "tracefence.v1.ReviewService"
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 _REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
+STOP_OVERRUN_S = 2.0  # stop() returns within drain_timeout_s and at most this more (a call under way at the deadline)
 
 
 class BearerTokenInterceptor(grpc.ServerInterceptor):
@@ -296,24 +298,63 @@ class TraceFenceService:
         )
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent."""
+        """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
+
+        Bounded: it returns within ``service.drain_timeout_s`` (and about a second more for an upstream call
+        under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
+        ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
+        is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
+        in the stop line, ``tracefence.forward.dropped`` with ``reason=shutdown``) and logged.
+        """
         if self._stopped.is_set():
             return
+        budget = self.config.service.drain_timeout_s
+        deadline = time.monotonic() + budget
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         self._accepting = False
         self.health.enter_graceful_shutdown()
-        for server in self._servers:
-            server.stop(grace_s).wait()
-        self.intake.drain()  # every acknowledged span is held before the fence decides what it holds
+        stopping = [server.stop(min(grace_s, budget / 5)) for server in self._servers]
+        for event in stopping:
+            event.wait(timeout=left())
+        not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
         held = len(self.fence.buffer)
-        self.fence.shutdown()  # decides what is held (partial where the root never came), closes the store
-        deadline = self.config.service.drain_timeout_s
-        drained = all([f.drain(deadline) for f in self.forwarders])
+        # Decides what is held (partial where the root never came), writes review items, closes the store.
+        decider = threading.Thread(target=self.fence.shutdown, name="tracefence-shutdown", daemon=True)
+        decider.start()
+        decider.join(timeout=left() / 2)
+        undecided = len(self.fence.buffer) if decider.is_alive() else 0
+        if not_read:
+            _log.error("shutdown: %d acknowledged spans were still waiting to be read when the time ran out; not forwarded", not_read)
+            for forwarder in self.forwarders:
+                forwarder.count_not_forwarded(not_read, "acknowledged but not read before the shutdown deadline")
+        if undecided:
+            _log.error("shutdown: deciding what is held did not finish in time; %d trace(s) still held are not forwarded", undecided)
+        results: list[bool] = [False] * len(self.forwarders)
+
+        def drain(index: int, forwarder: Forwarder, seconds: float) -> None:
+            results[index] = forwarder.drain(seconds)
+
+        # All queues at once; one second is kept for a call under way at the deadline.
+        drains = [threading.Thread(target=drain, args=(i, f, max(0.1, left() - 1.0)), daemon=True) for i, f in enumerate(self.forwarders)]
+        for thread in drains:
+            thread.start()
+        for thread in drains:
+            thread.join(timeout=left() + 1.5)
+        drained = all(results) and not not_read and not undecided
         _log.info(
             "tracefence serve stopped",
-            extra={"decided_at_shutdown": held, "forwarded_all": drained, "dropped_spans": sum(f.dropped_spans for f in self.forwarders)},
+            extra={
+                "decided_at_shutdown": held,
+                "forwarded_all": drained,
+                "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
+                "undecided_traces": undecided,
+            },
         )
         if self._owned_meter_provider is not None:
-            self._owned_meter_provider.shutdown()
+            self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()
 
     def wait(self, timeout: float | None = None) -> bool:
