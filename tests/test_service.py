@@ -28,6 +28,7 @@ from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSe
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.server import REVIEW_SERVICE, TRACE_SERVICE, TraceFenceService
 from service_helpers import (
+    BIG,
     EXPORT_METHOD,
     Client,
     RecordingUpstream,
@@ -504,7 +505,8 @@ def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept(serve, u
 
 
 def test_huge_attributes_are_accepted_and_oversized_arguments_reported(serve, upstream, clients):
-    service = serve()
+    # The test's upstream takes 64 MiB requests, and is configured so (the default is 4 MiB, gRPC's own).
+    service = serve(upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2, max_message_bytes=BIG)])
     client = clients(service.port, "etl-agent")
     blob = "x" * (5 * 1024 * 1024)
     root = client.tracer.start_span("invoke_agent etl", attributes={"agent.notes": blob})

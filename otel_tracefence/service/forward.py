@@ -53,6 +53,7 @@ _log = logging.getLogger("otel_tracefence.service")
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
 MAX_BATCH_SPANS = 1024  # queued requests are merged into one send up to this many spans...
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
+MIN_BATCH_BYTES = 64 * 1024  # an upstream refusing batches as too large never shrinks merging below this
 # Retried by the exporter within one attempt: the SDK's set less RESOURCE_EXHAUSTED, which the OTLP
 # specification makes retryable only with a RetryInfo; that case (and every other outcome) is decided here.
 RETRYABLE_CODES = frozenset(_SDK_RETRYABLE_CODES - {grpc.StatusCode.RESOURCE_EXHAUSTED})
@@ -337,7 +338,10 @@ class Forwarder:
                 outcome = SENT if outcome else RETRY
             with self._cond:
                 self._busy = False
-                left_queue, self._sending = self._sending_dropped, None
+                # It left the queue while being sent: dropped past the bound, or counted by a drain that ended.
+                left_queue = self._sending_dropped or not self._queue or self._queue[0] is not entry
+                counted = left_queue and not self._sending_dropped  # a drain that ended counted it (shutdown)
+                self._sending = None
                 if outcome.kind != "retry":  # settled one way or another: it leaves the head
                     if not left_queue:
                         self._queue.popleft()
@@ -359,11 +363,12 @@ class Forwarder:
                     self._cond.notify_all()
                     continue
                 if outcome.kind == "rejected":
-                    self._count_drop(spans, "rejected", f"{outcome.reason}: a permanent error, not retried (traces {', '.join(_trace_ids(request))})")
+                    if not counted:
+                        self._count_drop(spans, "rejected", f"{outcome.reason}: a permanent error, not retried (traces {', '.join(_trace_ids(request))})")
                     self._cond.notify_all()
                     continue
                 # retry
-                if left_queue:  # dropped past the bound while this attempt ran, and it failed
+                if self._sending_dropped:  # dropped past the bound while this attempt ran, and it failed
                     self._count_drop(spans, "queue_full")
                 self.failures += 1
                 failed_in_a_row += 1
@@ -382,19 +387,22 @@ class Forwarder:
 
     def _settle_too_large(self, request: ExportTraceServiceRequest, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
         """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""
+        if left_queue:  # dropped past the bound meanwhile (counted now), or counted by a drain that ended
+            if self._sending_dropped:
+                self._count_drop(spans, "queue_full")
+            return
         if spans <= 1:
             span = next(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
             self._count_drop(1, "too_large", f"{self.target.name} refused span {span.span_id.hex()} of trace {span.trace_id.hex()} "
                              f"({span.ByteSize()} bytes) on its own ({outcome.reason}): it can never be delivered")
             return
-        if left_queue:  # dropped past the bound meanwhile: nothing left to split
-            self._count_drop(spans, "queue_full")
-            return
         halves, _ = split_request(request, max_spans=(spans + 1) // 2)
+        # Later batches are merged only up to half the refused size: the upstream's real limit is below it.
+        self._batch_bytes = max(MIN_BATCH_BYTES, min(self._batch_bytes, size // 2))
         _log.warning(
-            "%s refused %d spans (%d bytes) as too large (%s): sending them in %d parts; "
-            "set this upstream's max_message_bytes to its receive limit to size batches under it",
-            self.target.name, spans, size, outcome.reason, len(halves),
+            "%s refused %d spans (%d bytes) as too large (%s): sending them in %d parts, and merging later batches "
+            "up to %d bytes; set this upstream's max_message_bytes to its receive limit to size batches under it",
+            self.target.name, spans, size, outcome.reason, len(halves), self._batch_bytes,
         )
         for piece, piece_spans, piece_bytes in reversed(halves):
             self._queue.appendleft([piece, piece_spans, piece_bytes])
