@@ -300,8 +300,8 @@ class TraceFenceService:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
 
-        Bounded: it returns within ``service.drain_timeout_s`` (and about a second more for an upstream call
-        under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
+        Bounded: it returns within ``service.drain_timeout_s`` and at most ``STOP_OVERRUN_S`` more (for an
+        upstream call under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
         ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
         is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
         in the stop line, ``tracefence.forward.dropped`` with ``reason=shutdown``) and logged.
