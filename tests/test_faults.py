@@ -924,3 +924,36 @@ def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_counts_the_unread_
         assert logged(caplog, "8 acknowledged spans were still waiting to be read", level=logging.ERROR)
     finally:
         gate.set()
+
+
+class PartlyRejectingUpstream(RecordingUpstream):
+    """A backend that stores every call but says, through OTLP partial success, that it rejected 2 spans of each."""
+
+    def Export(self, request, context):
+        super().Export(request, context)
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        response = trace_service_pb2.ExportTraceServiceResponse()
+        response.partial_success.rejected_spans = 2
+        response.partial_success.error_message = "2 spans past the backend's attribute limit"
+        return response
+
+
+def test_spans_an_upstream_rejects_through_partial_success_are_counted_not_retried(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    up = PartlyRejectingUpstream()
+    up.start()
+    try:
+        service, reader = start_service(up.port)
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        traces = send_traces(client, 1)
+        up.wait_spans(3)
+        wait_for(lambda: forwarder.depth == 0 and forwarder.dropped_spans == 2, what="the rejected spans counted")
+        time.sleep(0.3)
+        assert len(up.requests) == 1  # OTLP: a partial success is never retried
+        assert (forwarder.sent_spans, forwarder.dropped_spans, forwarder.failures) == (1, 2, 0)
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "upstream_rejected"}) == 2
+        assert logged(caplog, "dropped 2 span(s)", "upstream_rejected", "attribute limit", traces[0], level=logging.ERROR)
+    finally:
+        up.stop()
