@@ -957,3 +957,33 @@ def test_spans_an_upstream_rejects_through_partial_success_are_counted_not_retri
         assert logged(caplog, "dropped 2 span(s)", "upstream_rejected", "attribute limit", traces[0], level=logging.ERROR)
     finally:
         up.stop()
+
+
+def test_stop_is_bounded_with_the_review_db_locked(start_service, upstream, clients, caplog, tmp_path):
+    # Issue 9: SIGTERM under load with a locked review database took 82 s. Every review write waits the busy
+    # timeout (5 s), and the fence's shutdown tries the held items again; stop() must not wait for all that.
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db, drain_timeout_s=2)
+    holder = sqlite3.connect(db, isolation_level=None, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        client = clients(service.port)
+        sent = [t for _ in range(5) for t in send_traces(client, 1)]  # review traces: each wants a write
+        time.sleep(0.5)  # the first write is waiting on the lock now
+        started = time.monotonic()
+        service.stop(grace_s=0)
+        took = time.monotonic() - started
+        assert took < 2 + STOP_OVERRUN_S, f"stop took {took:.1f}s with drain_timeout_s 2 and the review database locked"
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        assert len(stopped) == 1
+        # Every span is accounted for: forwarded, or counted as not forwarded (not read, or still being decided
+        # behind the locked database).
+        line = stopped[0]
+        delivered = {r.span_id for r in upstream.spans()}
+        assert line.dropped_spans == 15 - len(delivered) > 0 and line.forwarded_all is False
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == line.dropped_spans
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()

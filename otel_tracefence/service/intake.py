@@ -53,6 +53,7 @@ class Intake:
         self._abandoned = False  # the drain's time ran out: the worker stops with spans still queued
         self._current: list[OtlpItem] = []  # the batch being read, and how many of its spans were taken
         self._current_done = 0
+        self.handed_spans = 0  # spans given to the fence (held, decided, or passed through)
         self._sequence = 0
         self._thread = threading.Thread(target=self._run, name="tracefence-intake", daemon=True)
         self._thread.start()
@@ -140,6 +141,7 @@ class Intake:
                 if self._abandoned:
                     return
                 self._current_done = index + 1
+                self.handed_spans += 1
             try:
                 view = from_otlp(item.span, self._sequence)
             except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others

@@ -197,6 +197,9 @@ class TraceFenceService:
             self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes)
         self._accepting = True
+        self.emitted_spans = 0  # spans the fence handed on to the forward queues
+        self._emit_lock = threading.Lock()
+        self._emit_closed = False
         self.health = health.HealthServicer()
         self._servers: list[grpc.Server] = []
         self.port = 0
@@ -206,6 +209,10 @@ class TraceFenceService:
     # -- data path -----------------------------------------------------------------
     def _emit(self, items: list[OtlpItem]) -> None:
         request, count = to_request(items)
+        with self._emit_lock:
+            if self._emit_closed:  # after the shutdown: already counted as not forwarded
+                return
+            self.emitted_spans += count
         for forwarder in self.forwarders:
             forwarder.put(request, count)
 
@@ -343,7 +350,16 @@ class TraceFenceService:
             thread.start()
         for thread in drains:
             thread.join(timeout=left() + 1.5)
-        drained = all(results) and not not_read and not undecided
+        # Spans the fence took and never handed on (a trace still being decided, a review write still waiting
+        # on a locked database): counted now, and never handed on later.
+        with self._emit_lock:
+            self._emit_closed = True
+            in_fence = max(0, self.intake.handed_spans - self.emitted_spans)
+        if in_fence:
+            _log.error("shutdown: %d spans were still being decided when the time ran out; not forwarded", in_fence)
+            for forwarder in self.forwarders:
+                forwarder.count_not_forwarded(in_fence, "still being decided at the shutdown deadline")
+        drained = all(results) and not not_read and not undecided and not in_fence
         _log.info(
             "tracefence serve stopped",
             extra={
