@@ -79,12 +79,17 @@ def _merge_lists(into: dict[str, Any], decision: StepDecision | None, other: dic
     into[STEP_RELATED_CALL_IDS] = into[STEP_RELATED_CALL_IDS] + [c for c in related if c not in into[STEP_RELATED_CALL_IDS]]
 
 
-def late_attributes(replay_class: str | None) -> dict[str, Any]:
+def late_attributes(replay_class: str | None, *, partial: bool = False) -> dict[str, Any]:
     """Attributes for a span that arrived after its trace was decided (empty when the trace has
-    no tool step: such a trace, late spans included, is passed through untouched)."""
+    no tool step: such a trace, late spans included, is passed through untouched). ``partial``:
+    the trace's latest plan is flagged partial (a late tool span always makes it so)."""
     if not replay_class:
         return {}
-    return {REPLAY_CLASS: replay_class, PLAN_SCHEMA_VERSION: SCHEMA_VERSION, TRACE_LATE: True}
+    attributes: dict[str, Any] = {REPLAY_CLASS: replay_class, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
+    if partial:
+        attributes[TRACE_PARTIAL] = True
+    attributes[TRACE_LATE] = True
+    return attributes
 
 
 def merged(original: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:

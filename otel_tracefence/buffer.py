@@ -2,9 +2,21 @@
 
 Like the Collector's tail-sampling processor, a trace is decided when its local
 root span has ended and its decision wait has passed, or earlier when a bound is
-hit (then flagged partial). Spans of a trace decided earlier are "late": they
-are re-planned with the remembered steps, so a late tool span still gets its
-own decision and the review item is updated, never duplicated.
+hit (then flagged partial). A door that sees spans start (the span processor)
+reports them with :meth:`TraceBuffer.started`; a trace whose root has ended is
+then decided as soon as none of its spans started here is still open, and the
+decision wait is only the longest it waits for them (flagged partial when it
+runs out with spans still open).
+
+Spans of a trace decided earlier are "late": they are re-planned with the
+remembered steps, so a late tool span still gets its own decision and the
+review item is updated, never duplicated. The trace was decided before it was
+complete, and its other spans may already have left with a class that did not
+know of the late step: a late tool step therefore fails closed (:func:`fail_closed`,
+decision ``review``, reason ``decided_before_complete``, the plan flagged
+partial), and a late span never carries a class less restrictive than one
+already handed on for its trace. This is the one place that rule lives; every
+door (processor, exporter, service) goes through it.
 
 The buffer is generic over what a door carries beside each :class:`SpanView`
 (an SDK ``ReadableSpan``, an OTLP protobuf span with its resource and scope).
@@ -19,13 +31,48 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, TypeVar
 
+from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import ToolStep, TracePlan
-from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step
+from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
+from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
 from otel_tracefence.planner import plan_trace
+from otel_tracefence.planner.replay_class import replay_class as class_of
 
 P = TypeVar("P")
+FORGOTTEN_FACTOR = 2  # traces remembered by id and class only, as a multiple of decided_cache_size
+
+
+def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> TracePlan:
+    """``plan`` with every step recorded by a span in ``late_span_ids`` fenced: such a span arrived after
+    its trace was decided, so the trace was decided before it was complete.
+
+    ``decided_before_complete`` ranks as the last review rule, just before ``skip`` and
+    ``replay`` (docs/DECISIONS.md 1 and 47): a step another rule already fences keeps its
+    decision and gets the code after the fencing codes; a ``replay`` or ``skip`` becomes
+    ``review`` with it first. The plan is flagged partial and its class recomputed (``review``).
+    """
+    if not late_span_ids:
+        return plan
+    decisions: list[StepDecision] = []
+    for decision in plan.steps:
+        if decision.step.span_id not in late_span_ids or reasons.DECIDED_BEFORE_COMPLETE in decision.reasons:
+            decisions.append(decision)
+        elif decision.decision in (Decision.REVIEW, Decision.CONFLICT):
+            at = next((i for i, code in enumerate(decision.reasons) if code in reasons.NOTES), len(decision.reasons))
+            codes = decision.reasons[:at] + (reasons.DECIDED_BEFORE_COMPLETE,) + decision.reasons[at:]
+            decisions.append(replace(decision, reasons=codes))
+        else:
+            codes = (reasons.DECIDED_BEFORE_COMPLETE,) + tuple(c for c in decision.reasons if c not in reasons.NOT_FENCING)
+            decisions.append(replace(decision, decision=Decision.REVIEW, reasons=codes))
+    return replace(plan, steps=tuple(decisions), replay_class=class_of(decisions), partial=True)
+
+
+def most_restrictive(a: str | None, b: str | None) -> str | None:
+    """The more restrictive of two replay class values (``None``: no class, a trace without tool steps)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return a if ReplayClass(a).rank >= ReplayClass(b).rank else b
 
 
 @dataclass(slots=True)
@@ -51,13 +98,17 @@ class Decided(Generic[P]):
 
 @dataclass(frozen=True, slots=True)
 class Late(Generic[P]):
-    """A span whose trace was decided before it arrived; ``plan`` is set when it changed the trace's plan."""
+    """A span whose trace was decided before it arrived; ``plan`` is set when it changed the trace's plan.
+
+    ``replay_class`` is never less restrictive than a class already handed on for the trace;
+    ``partial``: the trace's latest plan is flagged partial."""
 
     view: SpanView
     payload: P
     replay_class: str | None
     step_decision: Any | None  # the late span's own StepDecision, when it is a tool step
     plan: TracePlan | None
+    partial: bool = False
 
 
 @dataclass(slots=True)
@@ -66,15 +117,25 @@ class _Remembered:
     steps: list[ToolStep]
     plan: TracePlan | None = None  # the trace's latest plan
     span_ids: set[str] = field(default_factory=set)  # every span seen: a redelivered one is not a new call
+    late_step_span_ids: set[str] = field(default_factory=set)  # steps recorded (or dispatched again) by late spans
+    dispatched: set[str] = field(default_factory=set)  # steps (span ids) with dispatch attempt spans seen
 
 
 class TraceBuffer(Generic[P]):
     """Spans held by trace id, bounded by ``config.max_traces`` and ``config.max_spans_per_trace``.
 
     ``decision_wait_ms`` (default ``config.decision_wait_ms``): how long to keep
-    waiting for late children once the local root span has arrived.
+    waiting for late children once the local root span has arrived. When the door
+    reports span starts (:meth:`started`), a trace is decided as soon as its root
+    has ended and none of its spans started here is open, and the wait is the
+    longest it waits for the open ones. 0: decide when the root ends.
     ``max_wait_ms`` (0: no limit): how long a trace is held at most since its
     first span arrived; a trace whose root never came is then decided partial.
+
+    Memory: at most ``max_traces`` traces held and ``max_spans_per_trace`` spans each;
+    open spans are tracked for at most ``max_traces`` traces and ``max_spans_per_trace``
+    spans each (past that a trace falls back to the whole wait); ``decided_cache_size``
+    decided traces are remembered.
     """
 
     def __init__(
@@ -90,7 +151,14 @@ class TraceBuffer(Generic[P]):
         self._wait_s = (config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms) / 1000.0
         self._max_wait_s = max_wait_ms / 1000.0
         self._held: OrderedDict[str, _Held[P]] = OrderedDict()
+        # Spans started in this process and not yet ended, by trace (only doors that see starts
+        # fill it). ``None``: too many to track; the trace then waits its whole decision wait.
+        self._open: OrderedDict[str, set[str] | None] = OrderedDict()
         self._decided: OrderedDict[str, _Remembered] = OrderedDict()
+        # Traces pushed out of the decided cache: their id and the class handed on, for
+        # FORGOTTEN_FACTOR x decided_cache_size more traces, so a span of one still comes late
+        # (and fails closed) instead of starting a new trace with a class of its own.
+        self._forgotten: OrderedDict[str, str | None] = OrderedDict()
         # Traces being planned right now (popped, not yet remembered): their spans are late,
         # once the plan is remembered. Late spans are planned one at a time against the
         # latest remembered steps, so concurrent late spans of one trace lose none.
@@ -101,29 +169,66 @@ class TraceBuffer(Generic[P]):
     def __len__(self) -> int:
         return len(self._held)
 
+    def started(self, trace_id: str, span_id: str) -> None:
+        """A span of ``trace_id`` started in this process: its trace is not complete until it ends."""
+        with self._lock:
+            if trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten:
+                return  # it will be late whatever happens
+            if trace_id not in self._open:
+                self._open[trace_id] = set()
+                while len(self._open) > self._config.max_traces:
+                    self._open.popitem(last=False)  # forgetting costs only the whole decision wait
+            ids = self._open.get(trace_id)
+            if ids is None:
+                return
+            if len(ids) >= self._config.max_spans_per_trace:
+                self._open[trace_id] = None
+            else:
+                ids.add(span_id)
+
+    def _incomplete(self, trace_id: str, held: _Held[P]) -> bool:
+        # Caller holds the lock: the root has not ended, or spans known to have started are still open
+        # (or were too many to track).
+        if held.deadline is None:
+            return True
+        if trace_id not in self._open:
+            return False
+        ids = self._open[trace_id]
+        return ids is None or bool(ids)
+
     def add(self, view: SpanView, payload: P, *, local_root: bool) -> list[Decided[P] | Late[P]]:
         """Hold one finished span; returns whatever can be handed on now (decided traces, or this span if late)."""
         to_decide: list[tuple[str, list[tuple[SpanView, P]], bool]] = []
         with self._lock:
             remembered = self._decided.get(view.trace_id)
+            if remembered is None and view.trace_id in self._forgotten:
+                # Decided long ago and forgotten but for its class: late all the same.
+                remembered = self._decided[view.trace_id] = _Remembered(self._forgotten.pop(view.trace_id), [])
+                self._trim_decided()
             deciding = self._deciding.get(view.trace_id) if remembered is None else None
             if remembered is not None:
                 self._decided.move_to_end(view.trace_id)
             elif deciding is None:
+                open_ids = self._open.get(view.trace_id)
+                if open_ids:
+                    open_ids.discard(view.span_id)
                 held = self._held.get(view.trace_id)
                 if held is None:
                     held = self._held[view.trace_id] = _Held(self._clock())
                 held.spans.append((view, payload))
-                if local_root and self._wait_s <= 0:
+                if local_root:
+                    held.deadline = self._clock() + self._wait_s
+                # Complete: the root ended with no wait, or it ended and so has every span started here.
+                complete = (local_root and self._wait_s <= 0) or (held.deadline is not None and open_ids is not None and not open_ids)
+                if complete:
                     # Complete as it stands, even when this span reaches the bound: not partial.
                     to_decide.append((view.trace_id, self._pop(view.trace_id), False))
                 elif len(held.spans) >= self._config.max_spans_per_trace:
                     to_decide.append((view.trace_id, self._pop(view.trace_id), True))
-                elif local_root:
-                    held.deadline = self._clock() + self._wait_s
                 while len(self._held) > self._config.max_traces:
                     oldest, evicted = next(iter(self._held.items()))
-                    to_decide.append((oldest, self._pop(oldest), evicted.deadline is None))
+                    partial = self._incomplete(oldest, evicted)
+                    to_decide.append((oldest, self._pop(oldest), partial))
         if remembered is not None or deciding is not None:
             return [self._late_span(view, payload, deciding)]
         return [self._decide(*item) for item in to_decide]
@@ -145,8 +250,8 @@ class TraceBuffer(Generic[P]):
         now = self._clock()
         with self._lock:
             ready = [(tid, held) for tid, held in self._held.items() if (d := self._deadline(held)) is not None and d <= now]
-            items = [(tid, self._pop(tid), held.deadline is None) for tid, held in ready]
-        return [self._decide(*item) for item in items]
+            items = [(tid, partial, self._pop(tid)) for tid, held in ready for partial in [self._incomplete(tid, held)]]
+        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
 
     def next_deadline(self) -> float | None:
         """The earliest moment (``clock`` seconds) a held trace becomes due, or ``None``."""
@@ -157,12 +262,13 @@ class TraceBuffer(Generic[P]):
     def drain(self) -> list[Decided[P]]:
         """Decide everything held: traces whose local root has not ended are flagged partial."""
         with self._lock:
-            items = [(tid, self._pop(tid), held.deadline is None) for tid, held in list(self._held.items())]
-        return [self._decide(*item) for item in items]
+            items = [(tid, partial, self._pop(tid)) for tid, held in list(self._held.items()) for partial in [self._incomplete(tid, held)]]
+        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
 
     def _pop(self, trace_id: str) -> list[tuple[SpanView, P]]:
         # Caller holds the lock and decides the trace next (_decide). The held entry stays readable until popped.
         held = self._held.pop(trace_id, None)
+        self._open.pop(trace_id, None)
         if held is None:
             return []
         self._deciding.setdefault(trace_id, threading.Event())
@@ -171,7 +277,7 @@ class TraceBuffer(Generic[P]):
     def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
-            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans})
+            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()))
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
             return Decided(trace_id, spans, None, exc)
         finally:
@@ -192,39 +298,64 @@ class TraceBuffer(Generic[P]):
             try:
                 return self._late(view, payload, remembered)
             except Exception:  # noqa: BLE001 - hand the span on with what is known
-                return Late(view, payload, remembered.replay_class, None, None)
+                # It may be a tool step nobody planned: fail closed (a trace with tool steps says review).
+                fenced = ReplayClass.REVIEW.value if remembered.replay_class is not None else None
+                return Late(view, payload, fenced, None, None, True)
 
-    def _remember(self, trace_id: str, plan: TracePlan, span_ids: set[str]) -> None:
+    def _remember(
+        self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None
+    ) -> None:
         with self._lock:
             self._decided[trace_id] = _Remembered(
-                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set(), dispatched or set()
             )
             self._decided.move_to_end(trace_id)
-            while len(self._decided) > self._config.decided_cache_size:
-                self._decided.popitem(last=False)
+            self._forgotten.pop(trace_id, None)
+            self._trim_decided()
+
+    def _trim_decided(self) -> None:
+        # Caller holds the lock.
+        while len(self._decided) > self._config.decided_cache_size:
+            forgotten, remembered = self._decided.popitem(last=False)
+            self._forgotten[forgotten] = remembered.replay_class
+        while len(self._forgotten) > FORGOTTEN_FACTOR * self._config.decided_cache_size:
+            self._forgotten.popitem(last=False)
 
     def _late(self, view: SpanView, payload: P, remembered: _Remembered) -> Late[P]:
+        partial = remembered.plan is not None and remembered.plan.partial
         if view.span_id in remembered.span_ids:
             # Redelivered (a client or collector retry): the same call, never a second execution.
             known = remembered.plan.steps if remembered.plan is not None else ()
             mine = next((d for d in known if d.step.span_id == view.span_id), None)
-            return Late(view, payload, remembered.replay_class, mine, None)
+            return Late(view, payload, remembered.replay_class, mine, None, partial)
         span_ids = remembered.span_ids | {view.span_id}
-        step = span_to_step(view, self._config)
+        # Tool activity no convention reads fails closed when late too.
+        step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
         if step is None:
             remembered.span_ids = span_ids
-            return Late(view, payload, remembered.replay_class, None, None)
+            return Late(view, payload, remembered.replay_class, None, None, partial)
         steps = list(remembered.steps)
+        late_steps = set(remembered.late_step_span_ids)
         owner = next((i for i, s in enumerate(steps) if s.span_id and s.span_id == view.parent_span_id), None)
-        if owner is not None:  # a dispatch attempt of a step already planned
-            steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
+        dispatched = set(remembered.dispatched)
+        if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
+            owner_id = steps[owner].span_id
+            if owner_id in dispatched:  # one more attempt; a first attempt span is the step's one dispatch
+                steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
+            dispatched.add(owner_id)
+            late_steps.add(owner_id)
             step = None
         else:
             steps = [s for s in steps if not (s.requested_only and s.call_id == step.call_id)] + [step]
-        plan = plan_trace(view.trace_id, steps, partial=True, limits=self._config.limits)
-        self._remember(view.trace_id, plan, span_ids)
-        mine = next((d for d in plan.steps if step is not None and d.step is step), None)
-        return Late(view, payload, plan.replay_class.value if plan.replay_class else None, mine, plan)
+            late_steps.add(step.span_id)
+        plan = fail_closed(plan_trace(view.trace_id, steps, partial=True, limits=self._config.limits), late_steps)
+        planned = plan.replay_class.value if plan.replay_class else None
+        kept = most_restrictive(planned, remembered.replay_class)
+        if kept != planned:  # never below a class already handed on for this trace
+            plan = replace(plan, replay_class=ReplayClass(kept))
+        self._remember(view.trace_id, plan, span_ids, late_steps, dispatched)
+        mine = next((d for d in plan.steps if d.step is step), None) if step is not None else None
+        return Late(view, payload, kept, mine, plan, True)
 
 
 __all__ = ["Decided", "Late", "NormalizedTrace", "TraceBuffer"]

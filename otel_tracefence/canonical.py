@@ -48,18 +48,27 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+# What backends and SDK wrappers append where they cut a value (Langfuse, Phoenix, log pipelines).
+TRUNCATION_MARKERS = ("...", "\u2026", "[truncated]", "(truncated)", "<truncated>")
+
+
+def _marked_truncated(text: str) -> bool:
+    return text.rstrip().endswith(TRUNCATION_MARKERS)
+
+
 def parse_json_text(text: str) -> Any:
     """Parse JSON text strictly: ``NaN`` and ``Infinity`` are rejected.
 
     Raises :class:`JSONTruncatedError` for JSON that ends too early (a string
-    left open, or the text ending where a value or delimiter is expected),
+    left open, the text ending where a value or delimiter is expected, or text
+    that does not parse and ends with a truncation marker such as ``...``),
     :class:`JSONTextError` for other text that is not JSON, and ``RecursionError``
     for nesting deeper than the interpreter can parse.
     """
     try:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        if exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and text.strip()):
+        if exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and text.strip()) or _marked_truncated(text):
             raise JSONTruncatedError(f"cut off: the JSON text ends at character {len(text)} before its value is complete") from None
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except JSONTextError:

@@ -113,6 +113,10 @@ class Fence(Generic[P]):
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
         self.telemetry = Telemetry(component, meter_provider)
         self.telemetry.observe_held(lambda: len(self.buffer))
+        if review_sink is not None and getattr(review_sink, "on_error", False) is None:
+            # The SQLite store reports a database file deleted or replaced under it (it logs and reopens):
+            # counted in tracefence.errors, in every door.
+            review_sink.on_error = lambda kind: self.telemetry.errors.add(1, {**self.telemetry.attributes, "error.type": kind})
         if review_sink is not None:
 
             def pending(options):
@@ -138,6 +142,13 @@ class Fence(Generic[P]):
             self.pass_through([payload], "intake", exc)
             return
         self.hand_on(ready)
+
+    def started(self, trace_id: str, span_id: str) -> None:
+        """A span started (doors that see starts): its trace waits for it. Never raises."""
+        try:
+            self.buffer.started(trace_id, span_id)
+        except Exception as exc:  # noqa: BLE001 - at worst the trace waits its whole decision wait
+            self.telemetry.error("intake", f"could not note a span start: {exc!r}", exc)
 
     def pass_through(self, payloads: list[P], why: str, exc: Exception | None = None) -> None:
         """Hand spans on unannotated after a failure of ours (counted and logged as ``why``)."""
@@ -224,7 +235,7 @@ class Fence(Generic[P]):
         try:
             self.telemetry.spans_received.add(1, self.telemetry.attributes)
             self.telemetry.spans_late.add(1, self.telemetry.attributes)
-            extra = annotate.late_attributes(late.replay_class)
+            extra = annotate.late_attributes(late.replay_class, partial=late.partial)
             if late.step_decision is not None:
                 extra.update(step_attributes(late.step_decision))
             if late.plan is not None:

@@ -30,6 +30,7 @@ import functools
 import inspect
 import json
 import logging
+import re
 from typing import Any, Callable, Mapping, TypeVar
 
 from opentelemetry import context as otel_context
@@ -163,6 +164,10 @@ def _grpc_code_name(exc: BaseException) -> str | None:
     return name if isinstance(name, str) else None
 
 
+# A message that says the call timed out, in the past tense: "not a timeout" says nothing of the call.
+_TIMEOUT_MESSAGE = re.compile(r"\btimed[ _-]?out\b", re.IGNORECASE)
+
+
 def failure_status(exc: BaseException) -> str:
     """The ``tracefence.status`` of a call that raised ``exc``: ``timeout``, ``unknown`` or ``error``.
 
@@ -177,6 +182,8 @@ def failure_status(exc: BaseException) -> str:
       not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``): the call was
       stopped from outside at an arbitrary point, so whether its effect happened
       is unknown.
+    * ``timeout`` also for any other exception whose message says it ``timed out``:
+      the MCP SDK raises ``MCPError("Request 'tools/call' timed out")``.
     * ``error``: any other exception.
 
     Never raises.
@@ -196,6 +203,8 @@ def failure_status(exc: BaseException) -> str:
             return "unknown"
         if not isinstance(exc, Exception):
             return "unknown"
+        if _TIMEOUT_MESSAGE.search(str(exc)[:1000]):  # the MCP SDK's McpError "Request 'tools/call' timed out", ...
+            return "timeout"
     except Exception:  # noqa: BLE001 - a hostile exception class: call it an error
         pass
     return "error"

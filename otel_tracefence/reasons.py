@@ -20,6 +20,10 @@ WRITE_STATUS_UNKNOWN = "write_status_unknown"
 WRITE_ERROR = "write_error"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
 REPEATS_EARLIER_WRITE = "repeats_earlier_write"
+# A tool span that arrived after its trace was decided (and its other spans exported): the
+# trace was decided before it was complete, so this step fails closed. Applied by the shared
+# engine (otel_tracefence/buffer.py), not by the planner: the planner sees no time.
+DECIDED_BEFORE_COMPLETE = "decided_before_complete"
 WRITE_COMMITTED = "write_committed"
 UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"
@@ -31,6 +35,7 @@ RESULT_NOT_RECORDED = "result_not_recorded"
 REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
+DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
 CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
@@ -42,6 +47,32 @@ ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"
 ARGUMENTS_TOO_DEEP = "arguments_too_deep"
 ARGUMENTS_NOT_I_JSON = "arguments_not_i_json"
+
+
+# Codes that explain without fencing (never decide): a later fencing code, such as
+# ``decided_before_complete``, goes before them.
+NOTES = frozenset(
+    {
+        REPEATED_LATER,
+        REPEATED_READ,
+        RESULT_NOT_RECORDED,
+        REQUESTED_NOT_RECORDED,
+        RELATED_CALL_IDS_TRUNCATED,
+        ERROR_IN_RESULT,
+        DISPATCH_ATTEMPT_FAILED,
+        ARGUMENTS_UNWRAPPED,
+        CONSUMES_RESULT_OF,
+        RESULT_CONSUMED_BY,
+        MAY_CONSUME_UNRECORDED_RESULT,
+        UNRECORDED_RESULT_MAY_BE_CONSUMED,
+        ARGUMENTS_NOT_RECORDED,
+        ARGUMENTS_TOO_LARGE,
+        ARGUMENTS_TOO_DEEP,
+        ARGUMENTS_NOT_I_JSON,
+    }
+)
+# Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
+NOT_FENCING = frozenset({DECLARED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
 
 
 def malformed(field: str) -> str:

@@ -27,7 +27,7 @@ The two modes (seed 000, "Condition of validity" and "Decision boundary"):
 A trace of class ``static`` or ``review`` allows neither, nor does a partial
 plan: only static inspection of the recorded steps. Steps are numbered from 1 in
 trace order (the plan's order), as the seed numbers them ("step 7"). The rules
-are in docs/DECISIONS.md, items 44 to 46.
+are in docs/DECISIONS.md, items 60 to 62.
 
 Plans are :class:`otel_tracefence.model.TracePlan` values, or the protobuf
 ``tracefence.v1.TracePlan`` / ``ReviewItem`` the CLI and the review store give.

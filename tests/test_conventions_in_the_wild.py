@@ -50,6 +50,13 @@ def test_a_cut_off_openinference_input_without_a_mime_type_is_truncated_not_text
     assert plan(read) == (ReplayClass.REVIEW, [("b2b2b2b2b2b2b2b2", "review", ("arguments_truncated",))])
 
 
+def test_a_value_cut_between_tokens_with_a_truncation_marker_is_truncated():
+    for cut in ('{"to": "ops", ...', '{"to": "ops", "cc": [1, 2] [truncated]', '{"to": "ops", "cc": \u2026'):
+        write = view("b4b4b4b4b4b4b4b4", "execute_tool send_mail", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_mail",
+                                                                    "gen_ai.tool.call.arguments": cut, "tracefence.effect": "write"})
+        assert plan(write) == (ReplayClass.REVIEW, [("b4b4b4b4b4b4b4b4", "review", ("arguments_truncated", "result_not_recorded"))]), cut
+
+
 def test_a_cut_off_json_result_holds_even_a_committed_write_as_result_truncated():
     write = view("b3b3b3b3b3b3b3b3", "execute_tool refund", {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund", "gen_ai.tool.call.id": "r1",
@@ -217,10 +224,24 @@ def test_error_shaped_results_are_not_committed_writes():
         assert plan(result_write(result)) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))]), result
 
 
-def test_ok_shaped_results_stay_committed_and_a_declared_status_wins():
+def test_ok_shaped_results_stay_committed_and_an_error_result_beats_a_declared_ok():
     for result in ('{"isError": false, "content": []}', '{"error": null, "id": 1}', '{"status_code": 201}', 'error: plain text is not read'):
         assert plan(result_write(result)) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))]), result
-    assert plan(result_write('{"isError": true}', **{"tracefence.status": "ok"})) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))])
+    # tool_call() declares ok when nothing raised; the MCP result it recorded says otherwise: the fencing record wins.
+    assert plan(result_write('{"isError": true}', **{"tracefence.status": "ok"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))])
+    assert plan(result_write('{"id": 1}', **{"tracefence.status": "timeout"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_timeout",))])
+
+
+def test_a_failed_dispatch_attempt_fails_an_ok_step():
+    client = view("e5e5e5e5e5e5e5e5", "MCP send tools/call refund", {"mcp.method.name": "tools/call", "jsonrpc.request.id": "3"},
+                  parent="e6e6e6e6e6e6e6e6", start=11, end=19, kind="client")
+    server = view("e7e7e7e7e7e7e7e7", "tools/call refund", {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                                                           "gen_ai.tool.name": "refund", "error.type": "tool_error"},
+                  parent="e5e5e5e5e5e5e5e5", start=12, end=18, kind="server", status="error")
+    step = view("e6e6e6e6e6e6e6e6", "execute_tool refund", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+                                                            "gen_ai.tool.call.id": "rf", "tracefence.effect": "write", "tracefence.status": "ok"}, end=20)
+    listing = view("e8e8e8e8e8e8e8e8", "MCP send tools/list", {"mcp.method.name": "tools/list", "jsonrpc.request.id": "2"}, kind="client", start=5)
+    assert plan(listing, step, client, server) == (ReplayClass.REVIEW, [("rf", "review", ("write_error", "arguments_not_recorded", "dispatch_attempt_failed"))])
 
 
 def test_result_error_shapes_extend_from_the_config():
@@ -264,3 +285,68 @@ def test_steps_status_reads_are_unchanged_for_plain_spans():
     klass, steps = plan(read)
     assert (klass, steps) == (ReplayClass.DYNAMIC, [("dp1", "replay", ("declared_read", "error_in_result"))])
     assert plan_spans(TRACE, [ROOT, read], CONFIG).plan.steps[0].step.status is ToolStatus.ERROR
+
+
+def test_a_tool_invoker_with_tool_spans_below_it_has_its_calls_matched_as_requests():
+    messages = {"messages": [{"role": "assistant", "content": [
+        {"tool_call": {"tool_name": "get_stock", "arguments": {"sku": "A"}, "id": "h1"}},
+        {"tool_call": {"tool_name": "reserve_stock", "arguments": {"sku": "A", "n": 2}, "id": "h2"}}]}]}
+    invoker = view("b5b5b5b5b5b5b5b5", "haystack.component.run", {"haystack.component.type": "ToolInvoker",
+                                                                  "haystack.component.input": json.dumps(messages)}, end=90)
+    ran = view("b6b6b6b6b6b6b6b6", "haystack.agent.step.tool", {"haystack.tool.name": "get_stock", "haystack.tool.call.id": "h1",
+                                                                "haystack.agent.step.tool.input": '{"sku": "A"}', "tracefence.effect": "read"},
+               parent="b5b5b5b5b5b5b5b5", start=20)
+    assert plan(invoker, ran) == (ReplayClass.REVIEW, [
+        ("h1", "replay", ("declared_read",)),
+        ("h2", "review", ("effect_unknown", "requested_not_recorded")),
+    ])
+
+
+def test_a_kind_value_no_convention_defines_names_no_kind():
+    # Spring AI's tool-call observation: operation "framework", named after the call. Read as a step...
+    spring = view("b7b7b7b7b7b7b7b7", "tool_call get_weather", {"gen_ai.operation.name": "framework", "spring.ai.kind": "tool_call",
+                                                               "spring.ai.tool.definition.name": "get_weather",
+                                                               "spring.ai.tool.call.arguments": '{"city": "Rome"}', "tracefence.effect": "read"})
+    assert plan(spring) == (ReplayClass.DYNAMIC, [("b7b7b7b7b7b7b7b7", "replay", ("declared_read",))])
+    # ...and a span of an unknown OpenInference kind named like a tool call is tool activity.
+    unknown = view("b8b8b8b8b8b8b8b8", "tool_call get_weather", {"openinference.span.kind": "UNKNOWN"})
+    assert plan(unknown) == (ReplayClass.REVIEW, [("b8b8b8b8b8b8b8b8", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])
+
+
+def test_a_dispatch_that_timed_out_while_its_cancelled_server_span_ended_unset_is_a_timeout():
+    step = view("c1d1c1d1c1d1c1d1", "execute_tool pay", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "pay",
+                                                        "gen_ai.tool.call.id": "py", "tracefence.effect": "write"}, end=30)
+    client = view("c2d2c2d2c2d2c2d2", "MCP send tools/call pay", {"mcp.method.name": "tools/call"}, parent="c1d1c1d1c1d1c1d1",
+                  start=11, end=20, kind="client", status="error", events=(SpanEvent("exception", {"exception.type": "TimeoutError"}),))
+    server = view("c3d3c3d3c3d3c3d3", "tools/call pay", {"mcp.method.name": "tools/call", "gen_ai.tool.name": "pay"},
+                  parent="c2d2c2d2c2d2c2d2", start=12, end=25, kind="server")
+    assert plan(step, client, server) == (ReplayClass.REVIEW, [("py", "review", ("write_timeout", "arguments_not_recorded", "dispatch_attempt_failed"))])
+
+
+def test_labels_on_an_invoker_span_that_ran_several_calls_are_not_given_to_any_of_them():
+    # Haystack 2.x runs each tool body with the one ToolInvoker span current: declare() in each body
+    # writes onto it, the last call's label winning. A write must never inherit a read's label.
+    messages = {"messages": [{"role": "assistant", "content": [
+        {"tool_call": {"tool_name": "create_invoice", "arguments": {"c": "a"}, "id": "w1"}},
+        {"tool_call": {"tool_name": "lookup_customer", "arguments": {"c": "a"}, "id": "r1"}}]}]}
+    invoker = view("b9b9b9b9b9b9b9b9", "haystack.component.run", {"haystack.component.type": "ToolInvoker", "tracefence.effect": "read",
+                                                                  "haystack.component.input": json.dumps(messages)})
+    klass, steps = plan(invoker)
+    assert klass is ReplayClass.REVIEW
+    assert steps == [("r1", "review", ("malformed_effect", "effect_unknown")),
+                     ("w1", "review", ("malformed_effect", "effect_unknown"))]
+
+
+def test_a_confirmation_hook_span_is_no_tool_run_and_a_managed_agent_runs_its_call():
+    hook = view("d6d6d6d6d6d6d6d6", "haystack.agent.hook.human_in_the_loop.strategy", {"haystack.tool.name": "send_email",
+                                                                                      "haystack.tool.call.id": "call_3"})
+    assert plan(hook) == (None, [])
+    manager_llm = view("d7d7d7d7d7d7d7d7", "OpenAIModel.generate", {
+        "openinference.span.kind": "LLM",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "billing",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": '{"task": "bill a"}'})
+    sub_agent = view("d8d8d8d8d8d8d8d8", "billing.run", {"openinference.span.kind": "AGENT"}, start=20, end=80)
+    sub_tool = view("d9d9d9d9d9d9d9d9", "CreateInvoice", {"openinference.span.kind": "TOOL", "tool.name": "create_invoice", "tracefence.effect": "write",
+                                                          "output.value": "inv_1"}, parent="d8d8d8d8d8d8d8d8", start=30)
+    assert plan(manager_llm, sub_agent, sub_tool) == (ReplayClass.INJECTED, [("d9d9d9d9d9d9d9d9", "skip", ("write_committed", "arguments_not_recorded"))])

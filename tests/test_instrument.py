@@ -367,6 +367,7 @@ def test_client_library_timeouts_by_class_name(otel, exc, error_type):
         (ValueError("bad"), "error"),
         (ConnectionError("refused"), "error"),
         (RequestException("requests, not a timeout"), "error"),
+        (RuntimeError("Request 'tools/call' timed out"), "timeout"),  # the MCP SDK's MCPError
         (ToolFailure(), "error"),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else v,

@@ -281,8 +281,8 @@ def test_max_traces_evicts_the_oldest_as_partial(tmp_path):
     for root in roots:
         root.end()
     spans = fenced.by_name()
-    # The evicted trace's root came after its decision: late, with the trace's class.
-    assert tf(spans["root 0"]) == common("dynamic", **{"tracefence.trace.late": True})
+    # The evicted trace's root came after its decision: late, with the trace's class (and partial, as its plan).
+    assert tf(spans["root 0"]) == common("dynamic", **{"tracefence.trace.partial": True, "tracefence.trace.late": True})
     # The others were decided whole.
     for i in (1, 2):
         assert tf(spans[f"root {i}"]) == common("dynamic")
@@ -302,9 +302,11 @@ def test_max_spans_per_trace_decides_the_trace_as_partial(tmp_path):
     read = step("dynamic", "replay", ["declared_read", "arguments_not_recorded"], "read", "ok", **{"tracefence.trace.partial": True})
     for i in range(3):
         assert tf(spans[f"execute_tool read_{i}"]) == read
-    # The fourth span came after the decision: a late tool step with its own decision; the class becomes review.
-    assert tf(spans["execute_tool pay"]) == step("review", "review", ["write_timeout"], "write", "timeout", **{"tracefence.trace.late": True})
-    assert tf(spans["root big"]) == common("review", **{"tracefence.trace.late": True})
+    # The fourth span came after the decision: a late tool step with its own decision, fenced
+    # as decided before complete; the class becomes review.
+    late = {"tracefence.trace.partial": True, "tracefence.trace.late": True}
+    assert tf(spans["execute_tool pay"]) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late)
+    assert tf(spans["root big"]) == common("review", **late)
     (item,) = fenced.review_items()
     assert item.plan.partial is True
     assert decisions_by_tool(item) == {"read_0": "DECISION_REPLAY", "read_1": "DECISION_REPLAY", "read_2": "DECISION_REPLAY", "pay": "DECISION_REVIEW"}
@@ -356,7 +358,7 @@ def test_late_span_of_a_trace_without_tool_step_is_untouched(tmp_path):
 
 
 def test_late_timed_out_write_turns_the_trace_into_review_and_updates_its_item(tmp_path):
-    fenced = Fenced(tmp_path)
+    fenced = Fenced(tmp_path, decision_wait_ms=0)
     root = fenced.tracer.start_span("invoke_agent a")
     with trace.use_span(root, end_on_exit=False):
         with fenced.tool("search", effect="read"):
@@ -371,7 +373,8 @@ def test_late_timed_out_write_turns_the_trace_into_review_and_updates_its_item(t
     first.set_attribute("tracefence.status", "timeout")
     first.end()
     late = fenced.by_name()["execute_tool refund"]
-    assert tf(late) == step("review", "review", ["write_timeout"], "write", "timeout", **{"tracefence.trace.late": True})
+    late_attrs = {"tracefence.trace.partial": True, "tracefence.trace.late": True}
+    assert tf(late) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late_attrs)
     (item,) = fenced.review_items()
     assert item.trace_id == trace_id
     assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
@@ -380,7 +383,7 @@ def test_late_timed_out_write_turns_the_trace_into_review_and_updates_its_item(t
 
     second.set_attribute("tracefence.status", "timeout")
     second.end()
-    assert tf(fenced.by_name()["execute_tool notify"]) == step("review", "review", ["write_timeout"], "write", "timeout", **{"tracefence.trace.late": True})
+    assert tf(fenced.by_name()["execute_tool notify"]) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late_attrs)
     (item,) = fenced.review_items()  # updated, not duplicated
     assert item.trace_id == trace_id
     assert decisions_by_tool(item) == {"search": "DECISION_REPLAY", "refund": "DECISION_REVIEW", "notify": "DECISION_REVIEW"}
@@ -394,22 +397,53 @@ def test_late_timed_out_write_turns_the_trace_into_review_and_updates_its_item(t
 
 
 def test_decision_wait_keeps_a_child_that_ends_after_the_root_in_its_trace(tmp_path):
-    fenced = Fenced(tmp_path, decision_wait_ms=200)
+    fenced = Fenced(tmp_path)  # the default wait
+    assert fenced.processor.config.decision_wait_ms == 60_000
     root = fenced.tracer.start_span("invoke_agent a")
     with trace.use_span(root, end_on_exit=False):
         write = fenced.tracer.start_span("execute_tool charge", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge", "tracefence.effect": "write", "tracefence.status": "timeout"})
     root.end()
-    ended_root = time.monotonic()
     time.sleep(0.05)
-    write.end()
-    assert fenced.spans() == []  # held for the decision wait
-    wait_for(lambda: len(fenced.spans()) == 2, timeout=3)
-    assert time.monotonic() - ended_root >= 0.2
+    assert fenced.spans() == []  # held: a span started in this process is still open
+    write.end()  # the last open span: complete, decided now, without waiting out the 60 s
     spans = fenced.by_name()
     assert tf(spans["invoke_agent a"]) == common("review")  # neither late nor partial
     assert tf(spans["execute_tool charge"]) == step("review", "review", ["write_timeout", "arguments_not_recorded"], "write", "timeout")
     (item,) = fenced.review_items()
     assert item.plan.partial is False
+    fenced.provider.shutdown()
+
+
+def test_a_trace_whose_root_ends_last_is_decided_at_once_with_the_default_wait(tmp_path):
+    fenced = Fenced(tmp_path)
+    with fenced.tracer.start_as_current_span("invoke_agent a"):
+        with fenced.tool("search", effect="read"):
+            pass
+    spans = fenced.by_name()  # no span left open: nothing to wait for
+    assert tf(spans["invoke_agent a"]) == common("dynamic")
+
+
+def test_decision_wait_is_the_longest_wait_for_open_spans_then_they_fail_closed(tmp_path):
+    fenced = Fenced(tmp_path, decision_wait_ms=150)
+    root = fenced.tracer.start_span("invoke_agent a")
+    with trace.use_span(root, end_on_exit=False):
+        with fenced.tool("search", effect="read"):
+            pass
+        stuck = fenced.tracer.start_span("execute_tool stream", attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "stream", "tracefence.effect": "read"})
+    root.end()
+    ended_root = time.monotonic()
+    assert fenced.spans() == []
+    wait_for(lambda: len(fenced.spans()) == 2, timeout=3)  # the wait ran out with a span still open
+    assert time.monotonic() - ended_root >= 0.15
+    partial = {"tracefence.trace.partial": True}
+    spans = fenced.by_name()
+    assert tf(spans["invoke_agent a"]) == common("dynamic", **partial)
+    stuck.end()  # a read: on its own it would replay, but the trace was decided without it
+    late = {"tracefence.trace.partial": True, "tracefence.trace.late": True}
+    assert tf(fenced.by_name()["execute_tool stream"]) == step("review", "review", ["decided_before_complete", "arguments_not_recorded"], "read", "ok", **late)
+    (item,) = fenced.review_items()
+    assert decisions_by_tool(item) == {"search": "DECISION_REPLAY", "stream": "DECISION_REVIEW"}
+    assert item.plan.partial is True
     fenced.provider.shutdown()
 
 
@@ -456,7 +490,7 @@ def test_force_flush_hands_on_held_traces_as_partial_and_flushes_downstream(tmp_
     (item,) = fenced.review_items()
     assert item.plan.partial is True
     root.end()  # after the flush: late
-    assert tf(recording.ended[-1]) == common("review", **{"tracefence.trace.late": True})
+    assert tf(recording.ended[-1]) == common("review", **{"tracefence.trace.partial": True, "tracefence.trace.late": True})
     fenced.provider.shutdown()
 
 
@@ -465,9 +499,16 @@ def test_shutdown_hands_on_held_traces_shuts_downstream_down_and_closes_the_stor
     recording = Recording()
     fenced = Fenced(tmp_path, downstream=(BatchSpanProcessor(exporter, schedule_delay_millis=60_000), recording), decision_wait_ms=10_000)
     _open_trace_with_a_finished_write(fenced, "pay")
-    with fenced.tracer.start_as_current_span("invoke_agent done"):  # root ended: waiting out its decision wait
-        with fenced.tool("look", effect="read"):
+    # A trace whose root ended, handed in without on_start (made by another provider): nothing says
+    # whether it is complete, so it waits out its decision wait.
+    elsewhere = InMemorySpanExporter()
+    other = TracerProvider(resource=Resource.create({"service.name": SERVICE}))
+    other.add_span_processor(SimpleSpanProcessor(elsewhere))
+    with other.get_tracer("t").start_as_current_span("invoke_agent done"):
+        with tool_call("look", effect="read", tracer_provider=other):
             pass
+    for span in elsewhere.get_finished_spans():
+        fenced.processor.on_end(span)
     assert recording.ended == []
     fenced.provider.shutdown()
     assert recording.calls == ["shutdown"]
@@ -705,7 +746,7 @@ def test_no_review_sink(tmp_path):
 
 def test_self_telemetry(tmp_path):
     reader = InMemoryMetricReader()
-    fenced = Fenced(tmp_path, meter_provider=MeterProvider(metric_readers=[reader]))
+    fenced = Fenced(tmp_path, meter_provider=MeterProvider(metric_readers=[reader]), decision_wait_ms=0)
     component = {"tracefence.component": "processor"}
 
     with fenced.tracer.start_as_current_span("invoke_agent review"):  # 2 spans, review
@@ -748,7 +789,7 @@ def test_self_telemetry(tmp_path):
 
 
 def test_concurrent_late_tool_spans_of_one_trace_all_reach_its_plan(tmp_path):
-    fenced = Fenced(tmp_path)
+    fenced = Fenced(tmp_path, decision_wait_ms=0)
     root = fenced.tracer.start_span("invoke_agent fan-out")
     with trace.use_span(root, end_on_exit=False):
         with fenced.tool("search", effect="read"):
@@ -771,7 +812,8 @@ def test_concurrent_late_tool_spans_of_one_trace_all_reach_its_plan(tmp_path):
         list(pool.map(end, writes))
     late = [s for s in fenced.spans() if s.name.startswith("execute_tool write_")]
     assert len(late) == 16
-    assert all(tf(s) == step("review", "review", ["write_timeout"], "write", "timeout", **{"tracefence.trace.late": True}) for s in late)
+    late_attrs = {"tracefence.trace.partial": True, "tracefence.trace.late": True}
+    assert all(tf(s) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late_attrs) for s in late)
     (item,) = fenced.review_items()  # every late step reached the plan, and the last write was the latest plan
     assert sorted(decisions_by_tool(item)) == sorted(["search"] + [f"write_{i}" for i in range(16)])
 
@@ -786,7 +828,7 @@ def test_a_span_ending_while_its_trace_is_being_planned_is_late_against_that_pla
         return real(*args, **kwargs)
 
     monkeypatch.setattr(buffer_module, "plan_spans", slow_plan)
-    fenced = Fenced(tmp_path)
+    fenced = Fenced(tmp_path, decision_wait_ms=0)
     root = fenced.tracer.start_span("invoke_agent a")
     with trace.use_span(root, end_on_exit=False):
         timed_out_write(fenced, "charge", "charge-1", {"n": 1})
@@ -797,6 +839,25 @@ def test_a_span_ending_while_its_trace_is_being_planned_is_late_against_that_pla
     ender.join(5)
     spans = fenced.by_name()
     assert set(spans) == {"invoke_agent a", "execute_tool charge", "execute_tool refund"}  # none left held
-    assert tf(spans["execute_tool refund"]) == step("review", "review", ["write_timeout"], "write", "timeout", **{"tracefence.trace.late": True})
+    late_attrs = {"tracefence.trace.partial": True, "tracefence.trace.late": True}
+    assert tf(spans["execute_tool refund"]) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late_attrs)
     (item,) = fenced.review_items()
     assert decisions_by_tool(item) == {"charge": "DECISION_REVIEW", "refund": "DECISION_REVIEW"}
+
+
+def test_a_review_db_deleted_under_the_processor_is_counted_and_later_items_land_in_a_new_file(tmp_path):
+    reader = InMemoryMetricReader()
+    fenced = Fenced(tmp_path, meter_provider=MeterProvider(metric_readers=[reader]))
+    with fenced.tracer.start_as_current_span("invoke_agent a"):
+        timed_out_write(fenced, "pay", "pay-1", {"n": 1})
+    assert len(fenced.review_items()) == 1
+    for path in tmp_path.glob("review.db*"):
+        path.unlink()
+    with fenced.tracer.start_as_current_span("invoke_agent b"):
+        timed_out_write(fenced, "pay", "pay-2", {"n": 2})
+    assert fenced.processor.force_flush()
+    assert fenced.db.exists()
+    assert [decisions_by_tool(item) for item in fenced.review_items()] == [{"pay": "DECISION_REVIEW"}]
+    errors = {p[0]["error.type"]: p[1] for p in metric_points(reader)["tracefence.errors"]}
+    assert errors == {"review_db_deleted": 1}
+    fenced.provider.shutdown()

@@ -29,18 +29,36 @@ from typing import Any, Mapping
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.span_view import SpanView
 
-# Attributes whose presence gives a span a kind of its own, and the value that would make it a tool.
-KIND_KEYS = {
-    cv.GEN_AI_OPERATION: cv.EXECUTE_TOOL,
-    "openinference.span.kind": "tool",
-    "traceloop.span.kind": "tool",
-    "langfuse.observation.type": "tool",
-    "langsmith.span.kind": "tool",
-    "mlflow.spanType": "tool",
-    cv.HAYSTACK_COMPONENT_TYPE: cv.HAYSTACK_TOOL_INVOKER.lower(),
+# A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
+# a span with one of these is an agent, chain, model... span. Any other value (OpenInference
+# UNKNOWN, Spring AI's "framework" operation) names no kind, and the name and key test applies.
+NON_TOOL_KINDS = {
+    cv.GEN_AI_OPERATION: frozenset(
+        {"chat", "text_completion", "generate_content", "embeddings", "create_agent", "invoke_agent", "invoke_workflow"}
+    ),
+    "openinference.span.kind": frozenset({"llm", "chain", "agent", "retriever", "embedding", "reranker", "guardrail", "evaluator"}),
+    "traceloop.span.kind": frozenset({"workflow", "task", "agent"}),
+    "langfuse.observation.type": frozenset({"span", "generation", "agent", "chain", "retriever", "evaluator", "embedding", "guardrail", "event"}),
+    "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
+    "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
 }
-# OpenLLMetry model spans, and transport spans (HTTP, database, RPC, messaging semantic conventions).
-OTHER_KIND_KEYS = ("llm.request.type", "http.request.method", "http.method", "db.system", "db.system.name", "rpc.system", "messaging.system")
+# OpenLLMetry model spans, MCP method spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
+# semantic conventions): their presence alone names the span's kind.
+OTHER_KIND_KEYS = (
+    "llm.request.type",
+    "mcp.method.name",  # MCP method spans (tools/list, initialize...); tools/call ones are tool steps
+    "jsonrpc.request.id",
+    cv.HAYSTACK_COMPONENT_TYPE,
+    "http.request.method",
+    "http.method",
+    "db.system",
+    "db.system.name",
+    "rpc.system",
+    "messaging.system",
+)
+# Span names that give a kind: Haystack 3.x agent, step, hook and pipeline spans (its tool spans,
+# haystack.agent.step.tool, are read as steps before this is asked).
+KIND_SPAN_NAME_PREFIXES = ("haystack.agent.", "haystack.pipeline.")
 NOT_ACTIVITY_TOKENS = frozenset({"definition", "definitions", "schema", "schemas", "description", "descriptions", "choice", "available"})
 INPUT_ECHO_PREFIXES = ("gen_ai.prompt.", "gen_ai.prompt", "llm.input_messages.", "gen_ai.input.messages", "gen_ai.system_instructions")
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls", "tool_call"})
@@ -63,14 +81,20 @@ def _tool_token(text: str) -> bool:
 
 
 def has_known_kind(attributes: Mapping[str, Any]) -> bool:
-    """True when a convention names the span's kind (agent, chain, model, HTTP...), tool or not."""
-    for key in KIND_KEYS:
-        if key in attributes:
+    """True when a convention names the span's kind as something other than a tool (agent, chain,
+    model, HTTP...); tool spans were read as steps before this is asked."""
+    for key, kinds in NON_TOOL_KINDS.items():
+        value = attributes.get(key)
+        if isinstance(value, str) and value.lower() in kinds:
             return True
     for key in OTHER_KIND_KEYS:
         if key in attributes:
             return True
     return False
+
+
+def _named_kind(name: str) -> bool:
+    return name.startswith(KIND_SPAN_NAME_PREFIXES)
 
 
 def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
@@ -92,7 +116,7 @@ def asked_for_tools(span: SpanView) -> bool:
 def tool_activity_sign(span: SpanView) -> str | None:
     """What makes an unread span look like tool activity (for the reason's message), or ``None``."""
     attributes = span.attributes
-    if not has_known_kind(attributes):
+    if not has_known_kind(attributes) and not _named_kind(span.name):
         if span.name and _tool_token(span.name):
             return f"its name {span.name!r}"
         for key, value in attributes.items():

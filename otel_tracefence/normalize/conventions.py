@@ -7,7 +7,7 @@ has the table by producer and version): OpenTelemetry GenAI semantic conventions
 OpenLLMetry (``traceloop.*``, ``gen_ai.completion.*``), Langfuse, LangSmith, the
 Vercel AI SDK (``ai.toolCall.*``), older pydantic-ai (``tool_arguments`` /
 ``tool_response``), ``code.function.parameters.*``, CrewAI, Haystack's own
-tracer, Google ADK and Elastic. Adding a convention means adding its keys here,
+tracer, Google ADK, Elastic, MLflow and Spring AI. Adding a convention means adding its keys here,
 nothing else.
 """
 
@@ -44,6 +44,7 @@ TOOL_KIND_MARKERS = (
     ("langsmith.span.kind", "tool"),
     ("mcp.method.name", "tools/call"),
     ("mlflow.spanType", "tool"),
+    ("spring.ai.kind", "tool_call"),
 )
 # Attributes whose mere presence marks a tool span: Vercel AI SDK, OpenLLMetry's OpenAI Agents
 # instrumentation, CrewAI, Haystack 3.x, Elastic.
@@ -54,6 +55,15 @@ TOOL_PRESENCE_MARKERS = (
     "haystack.tool.name",
     "elastic.tool.parameters",
 )
+# Spans that carry a tool marker but run no tool: Haystack's confirmation hooks record the decision
+# to run a call (haystack.tool.name, haystack.tool.call.id), not the call.
+NOT_TOOL_SPAN_NAME_PREFIXES = ("haystack.agent.hook.",)
+# Attributes whose value True says the call failed, whatever the span status (Haystack 3.x leaves
+# its tool spans' status unset and sets haystack.tool.error).
+FAILURE_FLAG_KEYS = ("haystack.tool.error",)
+# Haystack's model output: replies whose content holds {"tool_call": {tool_name, arguments, id}}
+# (the agent's step.llm span in 3.x; a chat generator component's output in 2.x).
+HAYSTACK_MODEL_OUTPUT_KEYS = ("haystack.agent.step.llm.output", "haystack.component.output")
 # Haystack's own tracer: a ToolInvoker component span runs every tool call of one model turn;
 # the calls are in its input messages, their results in its output messages.
 HAYSTACK_COMPONENT_TYPE = "haystack.component.type"
@@ -71,6 +81,7 @@ TOOL_NAME_KEYS = (
     "crewai.tool.name",
     "haystack.tool.name",
     "elastic.tool.name",
+    "spring.ai.tool.definition.name",
 )
 CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.id", "haystack.tool.call.id")
 ARGUMENT_KEYS = (
@@ -82,8 +93,9 @@ ARGUMENT_KEYS = (
     "tool_arguments",
     "gcp.vertex.agent.tool_call_args",
     "elastic.tool.parameters",
-    "haystack.tool.arguments",
+    "haystack.agent.step.tool.input",
     "mlflow.spanInputs",
+    "spring.ai.tool.call.arguments",
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
@@ -93,8 +105,9 @@ RESULT_KEYS = (
     "ai.toolCall.result",
     "tool_response",
     "gcp.vertex.agent.tool_response",
-    "haystack.tool.result",
+    "haystack.agent.step.tool.output",
     "mlflow.spanOutputs",
+    "spring.ai.tool.call.result",
 )
 # Wrappers frameworks put around a call's keyword arguments in OpenInference ``input.value``:
 # LlamaIndex ``{"kwargs": {...}}``, smolagents ``{"args": [], "kwargs": {...},
@@ -139,7 +152,7 @@ HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
-TIMEOUT_PATTERN = r"time[d _-]?out|deadline"
+TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"
 CANCEL_PATTERN = r"cancel"
 
 # Where a model's output records the tool calls it requested.
@@ -173,6 +186,8 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     operation = attributes.get(GEN_AI_OPERATION)
     if operation == EXECUTE_TOOL:
         return True
+    if name.startswith(NOT_TOOL_SPAN_NAME_PREFIXES):
+        return False
     if operation is None and GEN_AI_TOOL_NAME in attributes:
         return True
     for key, value in TOOL_KIND_MARKERS:
@@ -201,6 +216,22 @@ def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:
 
 
 _MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
+
+
+AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
+AGENT_SPAN_NAME_SUFFIX = ".run"  # smolagents names an agent's span "<agent name>.run"
+
+
+def agent_name(attributes: Mapping[str, Any], name: str) -> str | None:
+    """The name of the agent an agent span runs (``gen_ai.agent.name``; OpenInference ``AGENT``
+    spans named ``<agent>.run``), or ``None`` for a span that is not an agent's."""
+    if attributes.get(GEN_AI_OPERATION) != "invoke_agent" and attributes.get("openinference.span.kind") != "AGENT":
+        return None
+    for key in AGENT_NAME_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return name.removesuffix(AGENT_SPAN_NAME_SUFFIX) or None
 
 
 def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:

@@ -1,11 +1,17 @@
-"""Haystack's own tracer: a ``ToolInvoker`` component span runs every tool call of one model turn.
+"""Haystack's own tracer: tool calls inside one component span, and the model's requested calls.
 
-Haystack (``haystack-ai`` 2.x, content tracing on) records the component's input and output
-as JSON in ``haystack.component.input`` and ``haystack.component.output``: the input's
-``messages`` hold the assistant's ``tool_call`` content parts (``tool_name``,
-``arguments``, ``id``), the output's ``tool_messages`` hold ``tool_call_result`` parts
-(``result``, ``origin`` naming the call, ``error``). Each call is read as the GenAI
-``execute_tool`` span it would have been, so one rule set reads it.
+Haystack 2.x (``haystack-ai``, content tracing on): a ``ToolInvoker`` component span runs
+every tool call of one model turn. It records the component's input and output as JSON in
+``haystack.component.input`` and ``haystack.component.output``: the input's ``messages``
+hold the assistant's ``tool_call`` content parts (``tool_name``, ``arguments``, ``id``),
+the output's ``tool_messages`` hold ``tool_call_result`` parts (``result``, ``origin``
+naming the call, ``error``). Each call is read as the GenAI ``execute_tool`` span it would
+have been, so one rule set reads it.
+
+Haystack 3.x (``opentelemetry-haystack``) gives each call a ``haystack.agent.step.tool``
+span of its own (``conventions.py`` reads it); the model's replies, with the calls it asked
+for, are in ``haystack.agent.step.llm.output`` (2.x: a chat generator's
+``haystack.component.output``).
 """
 
 from __future__ import annotations
@@ -37,10 +43,33 @@ def _parts(container: Any, list_key: str, part_key: str) -> Iterator[dict]:
                 yield inner
 
 
+def requested(span: SpanView) -> list[tuple[str | None, str, Any]]:
+    """The tool calls (call id, tool name, arguments) in the replies a Haystack model span records."""
+    found = []
+    for key in cv.HAYSTACK_MODEL_OUTPUT_KEYS:
+        value = span.attributes.get(key)
+        if not isinstance(value, str) or '"tool_call"' not in value:  # most components' output: no JSON parse
+            continue
+        for call in _parts(_json(value), "replies", "tool_call"):
+            name = call.get("tool_name")
+            if isinstance(name, str) and name:
+                call_id = call.get("id")
+                found.append((str(call_id) if call_id not in (None, "") else None, name, call.get("arguments")))
+    return found
+
+
+def labels_are_ambiguous(span: SpanView, calls: list[SpanView]) -> bool:
+    """True when ``tracefence.*`` labels sit on an invoker span that ran several calls: ``declare()``
+    inside each tool body wrote onto the one shared span, the last call's label winning, so which
+    call a label is about cannot be known (its calls are then held, ``malformed_effect``)."""
+    return len(calls) > 1 and any(key.startswith("tracefence.") for key in span.attributes)
+
+
 def tool_calls(span: SpanView) -> list[SpanView]:
     """Each tool call of a ``ToolInvoker`` span as a GenAI ``execute_tool`` view of the same span
     (same ids and times), with its result and error flag when the output records them.
-    Empty when the input records no readable call (content tracing off, another shape)."""
+    Empty when the input records no readable call (content tracing off, another shape).
+    The span's ``tracefence.*`` labels are given to its call only when it ran one."""
     attributes = span.attributes
     calls = list(_parts(_json(attributes.get(cv.HAYSTACK_COMPONENT_INPUT)), "messages", "tool_call"))
     results: dict[str, dict] = {}
@@ -54,9 +83,10 @@ def tool_calls(span: SpanView) -> list[SpanView]:
         if not isinstance(name, str) or not name:
             continue
         call_attributes: dict[str, Any] = {cv.GEN_AI_OPERATION: cv.EXECUTE_TOOL, cv.GEN_AI_TOOL_NAME: name}
-        for key, value in attributes.items():
-            if key.startswith("tracefence."):
-                call_attributes[key] = value  # labels put on the invoker span hold for each of its calls
+        if len(calls) == 1:
+            for key, value in attributes.items():
+                if key.startswith("tracefence."):
+                    call_attributes[key] = value  # labels on the invoker span are its one call's
         call_id = call.get("id")
         if call_id not in (None, ""):
             call_attributes["gen_ai.tool.call.id"] = str(call_id)

@@ -9,6 +9,7 @@
 * OpenInference: ``llm.output_messages.<i>.message.tool_calls.<j>.tool_call.{id,
   function.name, function.arguments}``.
 * Older OpenLLMetry: ``gen_ai.completion.<i>.tool_calls.<j>.{id, name, arguments}``.
+* Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
 
 A requested call that no tool span records is a step too: the trace cannot show whether it ran.
 """
@@ -22,6 +23,7 @@ from typing import Any, Iterator
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 from otel_tracefence.config import Limits
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
@@ -133,6 +135,8 @@ def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
         found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))
     if span.events:
         found.extend(_event_calls(span))
+    if cv.HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or cv.HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
+        found.extend(haystack.requested(span))
     if _has_indexed_calls(span):
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, "gen_ai.completion.", _OPENLLMETRY, "name", "arguments"))

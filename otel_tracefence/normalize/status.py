@@ -37,7 +37,8 @@ def classify_failure(signs: list[str]) -> ToolStatus:
 
 
 def span_status(span: SpanView) -> ToolStatus | MalformedField:
-    """The status of a tool span (DESIGN.md, normalized step, ``status``)."""
+    """The status of a tool span (DESIGN.md, normalized step, ``status``); a failure flag a convention
+    sets on the span (``conventions.FAILURE_FLAG_KEYS``) counts as an error status."""
     declared = span.attributes.get(cv.TRACEFENCE_STATUS)
     if declared is not None:
         return parse_declared(declared)
@@ -47,7 +48,8 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
     error_type = span.attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
-    if span.status_code != STATUS_ERROR and not signs:
+    flagged = any(span.attributes.get(key) is True for key in cv.FAILURE_FLAG_KEYS)
+    if span.status_code != STATUS_ERROR and not signs and not flagged:
         return ToolStatus.OK
     if span.status_message:
         signs.append(span.status_message)

@@ -48,10 +48,11 @@ TRUNCATED_RESULT = MalformedField(
 )
 
 
-def result_status(status: ToolStatus, result: Result, *, declared: bool) -> tuple[ToolStatus, tuple[str, ...]]:
-    """A call whose span says ok but whose recorded result is an error (``result_errors.py``) has status
-    ``error``, noted ``error_in_result``; a status the producer declared is never overridden."""
-    if status is ToolStatus.OK and result.error is not None and not declared:
+def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple[str, ...]]:
+    """A call whose span (or its producer's declaration) says ok but whose recorded result is an error
+    (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
+    the one that fences wins. A declared ``error``, ``timeout`` or ``unknown`` is never changed."""
+    if status is ToolStatus.OK and result.error is not None:
         return ToolStatus.ERROR, (reasons.ERROR_IN_RESULT,)
     return status, ()
 
@@ -104,7 +105,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed.append(key)
         key = None
     result = span_result(attributes, config.limits, span.events, config)
-    status, notes = result_status(status, result, declared=cv.TRACEFENCE_STATUS in attributes)
+    status, notes = result_status(status, result)
     if result.truncated:
         malformed.append(TRUNCATED_RESULT)
     stable, bad_stability = result_stability(attributes.get(cv.TRACEFENCE_RESULT_STABLE), tool, config)

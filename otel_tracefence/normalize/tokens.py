@@ -6,7 +6,7 @@ The seed (000, "What was observed") has ``pager.trigger`` return
 ``result_consumed_by``) by comparing hashes of the tokens found here, so no raw
 value is kept.
 
-What counts as a token, exactly (docs/DECISIONS.md, item 40):
+What counts as a token, exactly (docs/DECISIONS.md, item 56):
 
 * only text inside **string values**: the string values of JSON arguments and
   JSON results at any depth (object keys, numbers, booleans and ``null`` never

@@ -10,10 +10,10 @@ from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import EffectSource, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import http_request
 from otel_tracefence.normalize.status import span_status
@@ -45,14 +45,25 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
     return None
 
 
-def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> ToolStep:
-    """Fields the outer step did not record, taken from its first attempt that did; ``sent`` attempts.
+def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str]) -> ToolStep:
+    """Fields the outer step did not record, taken from its first attempt that did. ``attempts`` are
+    in trace order; ``sent_ids`` are the span ids of the innermost ones, the calls actually sent;
+    ``chain_of`` maps each attempt to the attempt right below the step that holds it (one dispatch:
+    a client span and the server span it reached).
 
     An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
     never dropped because its span is an attempt rather than a step. An attempt that names
     no tool (an MCP client span, say) is not malformed when its step names one.
     """
-    changes: dict = {"attempts": max(1, sent)}
+    changes: dict = {"attempts": max(1, len(sent_ids))}
+    last = [a for a in attempts if chain_of[a.span_id] == chain_of[attempts[-1].span_id]] if attempts else []
+    failed = [a for a in last if a.status is not ToolStatus.OK]
+    if step.status is ToolStatus.OK and failed:
+        # The step's span says ok, the last dispatch that carried it says otherwise (an MCP server span
+        # ended in error under an unset client span; a client span timed out while the cancelled server
+        # handler's span ended unset): where two records disagree, the fencing one wins. An earlier
+        # dispatch that failed and was retried shows as the second dispatch instead.
+        changes.update(status=failed[-1].status, notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
     bad = tuple(
         replace(m, message=f"dispatch attempt {attempt.span_id}: {m.message}")
         for attempt in attempts
@@ -71,6 +82,20 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent: int) -> 
         if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
             changes.update(effect=attempt.effect, effect_source=attempt.effect_source)
     return replace(step, **changes)
+
+
+def _chains(attempts: list[ToolStep], nearest: dict[str, str | None], step_id: str) -> dict[str, str]:
+    """For each attempt, the attempt right below the step ``step_id`` that holds it (itself, if it is one)."""
+    chain_of: dict[str, str] = {}
+    for attempt in attempts:
+        top = attempt.span_id
+        for _ in range(len(nearest)):
+            parent = nearest.get(top)
+            if parent is None or parent == step_id:
+                break
+            top = parent
+        chain_of[attempt.span_id] = top
+    return chain_of
 
 
 def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConfig) -> ToolStep:
@@ -93,14 +118,17 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
     )
 
 
-def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig) -> list[ToolStep]:
+def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: Counter) -> list[ToolStep]:
     """Requested calls no tool span records, each a step of its own (``requested_not_recorded``).
 
     ``requests`` are in trace order. One request recorded in several spans (a model span and
     the agent span that echoes its output) is one request: same call id, tool and arguments.
     A request is matched to one tool span: by call id (the same tool and arguments first),
     else, where tool spans carry no call id, by tool name and canonical arguments. Two
-    requests sharing one call id need two spans: the one left over stays a step.
+    requests sharing one call id need two spans: the one left over stays a step. A request
+    no tool span ran, named after an agent whose span the trace holds (``agents``: agent name
+    to how many spans; a smolagents managed agent called as a tool), was run by that agent:
+    the sub-agent's own tool calls are steps of the trace.
     """
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
@@ -136,6 +164,9 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
                 continue
         elif request.arguments.sha256 is not None and by_content[content] > 0:
             by_content[content] -= 1
+            continue
+        if agents[request.tool] > 0:
+            agents[request.tool] -= 1
             continue
         extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
@@ -219,6 +250,13 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> T
     )
 
 
+def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
+    """For a span seen alone (one that arrived after its trace was decided): the ``review`` step
+    standing for it when it looks like tool activity no convention reads (``activity.py``)."""
+    sign = tool_activity_sign(span)
+    return _unrecognized_step(span, sign, config) if sign is not None else None
+
+
 def _http_dispatches(
     steps: dict[str, ToolStep], stepless: list[SpanView], by_id: dict[str, SpanView], tool_ids: set[str], root_of: dict[str, str]
 ) -> None:
@@ -246,7 +284,7 @@ def _http_dispatches(
         if most.get(root, 0) > step.attempts:
             changes["attempts"] = most[root]
         if root in failed:
-            status, notes = result_status(step.status, Result(error="http_status"), declared=cv.TRACEFENCE_STATUS in by_id[root].attributes)
+            status, notes = result_status(step.status, Result(error="http_status"))
             if notes:
                 changes.update(status=status, notes=step.notes + notes)
         if changes:
@@ -312,26 +350,37 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
             result.attempt_of[sid] = root_of[sid]
             continue
         inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
-        sent = sum(a.span_id not in has_inner for a in inner)
-        root_steps[sid] = _fill_from_attempts(step, inner, sent) if inner else step
+        if inner:
+            sent_ids = {a.span_id for a in inner if a.span_id not in has_inner}
+            root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
+        else:
+            root_steps[sid] = step
     if root_steps:
         _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
-    above_steps = _ancestors_of(tool_ids, by_id)
+    above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
     requests = [call for span in stepless for call in requested_calls(span, config.limits)]
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
-            requests.extend(RequestedCall(cv.call_id(v.attributes), cv.tool_name(v.attributes, v.name) or "", span_arguments(v.attributes, config.limits), invoker, i) for i, v in enumerate(views))
+            for index, call in enumerate(views):
+                tool = cv.tool_name(call.attributes, call.name) or ""
+                requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
         elif views:
-            result.steps.extend(step for view in views if (step := span_to_step(view, config)) is not None)
+            steps = [step for view in views if (step := span_to_step(view, config)) is not None]
+            if haystack.labels_are_ambiguous(invoker, views):
+                why = MalformedField("effect", f"the ToolInvoker span {invoker.span_id} ran {len(views)} calls and carries one set of tracefence.* labels: "
+                                     "which call they label cannot be known (label these tools with tool_rules)")
+                steps = [replace(step, malformed=step.malformed + (why,)) for step in steps]
+            result.steps.extend(steps)
         else:
             result.steps.append(_unrecognized_step(invoker, "a Haystack ToolInvoker whose input records no readable tool call", config))
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
-        result.steps.extend(_unrecorded_requests(result.steps, requests, config))
+        agents = Counter(name for span in stepless if (name := cv.agent_name(span.attributes, span.name)))
+        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
     for span in stepless:

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
-from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
+from otel_tracefence.sdk.fence import ReviewSink, SdkFence, is_local_root, open_review_sink
 from otel_tracefence.telemetry import guarded
 
 INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
@@ -118,14 +118,31 @@ class TraceFenceSpanExporter(SpanExporter):
         self.config = config if config is not None else _config_or_defaults(settings)
         self._inner = inner if inner is not None else _inner_or_otlp()
         sink = _review_sink_or_none(self.config) if review_sink is _DEFAULT else review_sink
-        self._fence = SdkFence(self.config, self._emit, component="exporter", review_sink=sink, meter_provider=meter_provider)
+        # An exporter never sees spans start, so it cannot tell a complete trace from one with
+        # spans still open: it waits only when a wait was set (argument, environment or file),
+        # never the processor's default cap on every trace. A tool span that comes after its
+        # trace was decided fails closed (review, decided_before_complete).
+        wait = self.config.decision_wait_ms if "decision_wait_ms" in self.config.model_fields_set else 0.0
+        self._fence = SdkFence(self.config, self._emit, component="exporter", review_sink=sink, meter_provider=meter_provider, decision_wait_ms=wait)
 
     def _emit(self, spans: Sequence[ReadableSpan]) -> None:
         if spans and self._inner.export(list(spans)) is not SpanExportResult.SUCCESS:
             self._fence.telemetry.error("export", f"inner exporter refused {len(spans)} span(s)")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        # The spans of one batch arrived together: local roots last, so a child that ended just
+        # after its root (same batch) is planned with its trace, not late.
+        roots = []
         for span in spans:
+            try:
+                root = is_local_root(span)
+            except Exception:  # noqa: BLE001 - add_span hands an unreadable span on itself
+                root = False
+            if root:
+                roots.append(span)
+            else:
+                self._fence.add_span(span)
+        for span in roots:
             self._fence.add_span(span)
         return SpanExportResult.SUCCESS
 

@@ -58,6 +58,7 @@ class SdkFence(Fence[ReadableSpan]):
         component: str,
         review_sink: ReviewSink | None,
         meter_provider: Any = None,
+        decision_wait_ms: float | None = None,
     ) -> None:
         super().__init__(
             config,
@@ -67,7 +68,18 @@ class SdkFence(Fence[ReadableSpan]):
             component=component,
             review_sink=review_sink,
             meter_provider=meter_provider,
+            decision_wait_ms=decision_wait_ms,
         )
+
+    def span_started(self, span: Any) -> None:
+        """A span started in this process: its trace is not decided while it is open (within the decision wait)."""
+        try:
+            context = span.context
+            trace_id, span_id = format(context.trace_id, "032x"), format(context.span_id, "016x")
+        except Exception as exc:  # noqa: BLE001
+            self.telemetry.error("intake", f"could not read a started span: {exc!r}", exc)
+            return
+        self.started(trace_id, span_id)
 
     def add_span(self, span: ReadableSpan) -> None:
         """Take one finished SDK span. Never raises; on failure it is handed on unannotated."""

@@ -22,23 +22,39 @@ class TraceFenceSpanProcessor(SpanProcessor):
 
         provider.add_span_processor(TraceFenceSpanProcessor(BatchSpanProcessor(OTLPSpanExporter())))
 
-    It holds a trace's finished spans until the trace's local root span ends
-    (no parent, or a remote parent) plus ``decision_wait_ms``, plans the trace,
-    and hands annotated copies (``tracefence.*`` attributes) to every downstream
-    processor's ``on_end``; a trace with no tool step is handed on unchanged.
-    Traces whose class is in ``review_classes`` are written to the review queue.
-    ``on_start`` is forwarded at once.
+    It holds a trace's finished spans until the trace is complete in this
+    process, plans the trace, and hands annotated copies (``tracefence.*``
+    attributes) to every downstream processor's ``on_end``; a trace with no tool
+    step is handed on unchanged. Traces whose class is in ``review_classes`` are
+    written to the review queue. ``on_start`` is forwarded at once.
+
+    *Complete* means: the trace's local root span (no parent, or a remote parent)
+    has ended, and so has every span of the trace that started in this process.
+    Streaming agents and background tasks end the root before their tool spans;
+    the trace then waits for those, at most ``decision_wait_ms`` after the root
+    ends (default 60000: the MCP TypeScript SDK's default request timeout,
+    after which a framework's tool call has usually given up and its span
+    ended). Most traces end their root last and wait nothing. Spans handed in
+    without ``on_start`` (not from this provider) make the trace wait the whole
+    ``decision_wait_ms``. ``decision_wait_ms=0`` decides at the root's end.
+
+    A tool span that ends after its trace was decided (the wait ran out, a bound
+    was hit, ``force_flush``) fails closed: it carries class ``review`` and its
+    step decision ``review`` with reason ``decided_before_complete``, the trace's
+    review item is written or updated, and no late span ever carries a class less
+    restrictive than one already handed on for its trace. Other late spans carry
+    the trace's class; all are flagged ``tracefence.trace.late``.
 
     Settings come from ``config`` (or :func:`~otel_tracefence.config.load_config`:
     arguments, then ``OTEL_TRACEFENCE_*`` variables, then the YAML file in
     ``OTEL_TRACEFENCE_CONFIG``). Defaults: ``review_db`` ``tracefence-review.db``
     (``OTEL_TRACEFENCE_REVIEW_DB``; empty disables), ``review_classes`` ``review``
-    (``OTEL_TRACEFENCE_REVIEW_CLASSES``), ``decision_wait_ms`` 0
+    (``OTEL_TRACEFENCE_REVIEW_CLASSES``), ``decision_wait_ms`` 60000
     (``OTEL_TRACEFENCE_DECISION_WAIT_MS``), ``max_traces`` 10000, ``max_spans_per_trace``
     1000 (``OTEL_TRACEFENCE_MAX_TRACES``, ``OTEL_TRACEFENCE_MAX_SPANS_PER_TRACE``).
-    Past a bound the oldest trace is planned as it stands and flagged
-    ``tracefence.trace.partial``; spans of an already planned trace are handed on
-    flagged ``tracefence.trace.late``.
+    Memory is bounded by these: past a bound the oldest trace is planned as it
+    stands and flagged ``tracefence.trace.partial``; open spans are tracked for at
+    most ``max_traces`` traces of ``max_spans_per_trace`` spans.
 
     Safe across threads and asyncio tasks. It never raises into the agent: an
     internal failure is logged, counted (``tracefence.errors``) and the spans
@@ -72,6 +88,7 @@ class TraceFenceSpanProcessor(SpanProcessor):
                     self._fence.telemetry.error("downstream", f"on_end failed: {exc!r}", exc)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self._fence.span_started(span)
         for processor in self._downstream:
             try:
                 processor.on_start(span, parent_context=parent_context)

@@ -1,0 +1,104 @@
+"""OTLP/JSON example cases rebuilt as SDK ``ReadableSpan`` objects, and fed to a span processor as the SDK would.
+
+The file is read by the CLI's own reader (the same spans ``tracefence plan`` sees), then
+each protobuf span becomes a finished SDK span with the same ids, parent, times, status,
+attributes, events, resource and scope. :func:`feed` replays the SDK's calls: ``on_start``
+at each start time and ``on_end`` at each end time, in time order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.status import Status, StatusCode
+
+from otel_tracefence.normalize.span_view import key_values_to_dict
+from otel_tracefence.readers.otlp_json import read_otlp_json
+
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
+_KINDS = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
+_STATUS = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
+
+
+def is_otlp_case(path: Path) -> bool:
+    """An OTLP/JSON file (``resourceSpans`` at the top), as opposed to rows (JSON, NDJSON, CSV)."""
+    if path.suffix != ".json":
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "resourceSpans" in data
+
+
+def _sdk_value(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _attributes(key_values: Any) -> dict[str, Any]:
+    return {k: _sdk_value(v) for k, v in key_values_to_dict(key_values).items()}
+
+
+def readable_spans(path: Path) -> list[ReadableSpan]:
+    """Every span of an OTLP/JSON file as a finished SDK span, in file order."""
+    read = read_otlp_json(path.read_text(encoding="utf-8"))
+    assert not read.errors, f"{path}: spans the reader rejects: {read.errors}"
+    spans: list[ReadableSpan] = []
+    for resource_spans in read.request.resource_spans:
+        resource = Resource(_attributes(resource_spans.resource.attributes))
+        for scope_spans in resource_spans.scope_spans:
+            scope = InstrumentationScope(scope_spans.scope.name, scope_spans.scope.version or None)
+            for span in scope_spans.spans:
+                trace_id = int.from_bytes(span.trace_id, "big")
+                context = SpanContext(trace_id, int.from_bytes(span.span_id, "big"), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                parent = None
+                if span.parent_span_id:
+                    remote = bool(span.flags & _HAS_IS_REMOTE and span.flags & _IS_REMOTE)
+                    parent = SpanContext(trace_id, int.from_bytes(span.parent_span_id, "big"), is_remote=remote, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                code = _STATUS.get(span.status.code, StatusCode.UNSET)
+                spans.append(
+                    ReadableSpan(
+                        name=span.name,
+                        context=context,
+                        parent=parent,
+                        resource=resource,
+                        attributes=_attributes(span.attributes),
+                        events=[Event(e.name, _attributes(e.attributes), e.time_unix_nano) for e in span.events],
+                        links=[
+                            Link(SpanContext(int.from_bytes(l.trace_id, "big"), int.from_bytes(l.span_id, "big"), is_remote=True), _attributes(l.attributes))
+                            for l in span.links
+                        ],
+                        kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
+                        status=Status(code, span.status.message or None) if code is StatusCode.ERROR else Status(code),
+                        start_time=span.start_time_unix_nano,
+                        end_time=span.end_time_unix_nano,
+                        instrumentation_scope=scope,
+                    )
+                )
+    return spans
+
+
+def end_time_order(spans: Iterable[ReadableSpan]) -> list[ReadableSpan]:
+    """The order in which the SDK hands spans to ``on_end``: by end time (file order among equals)."""
+    return sorted(spans, key=lambda s: s.end_time or 0)
+
+
+def feed(processor: SpanProcessor, spans: Iterable[ReadableSpan], *, starts: bool = True) -> None:
+    """Call ``processor`` as the SDK does for these spans: ``on_start`` at each start time (``starts``)
+    and ``on_end`` at each end time, in time order; at equal times a start comes before an end."""
+    events: list[tuple[int, int, int, ReadableSpan]] = []
+    for index, span in enumerate(spans):
+        if starts:
+            events.append((span.start_time or 0, 0, index, span))
+        events.append((span.end_time or 0, 1, index, span))
+    for _, kind, _, span in sorted(events, key=lambda e: e[:3]):
+        if kind == 0:
+            processor.on_start(span)  # type: ignore[arg-type] - the processor reads only the context
+        else:
+            processor.on_end(span)
