@@ -63,6 +63,10 @@ class ToolRule(BaseModel):
     effect: Literal["read", "write"] | None = None
     idempotency_key_argument: str | None = None
     """Dotted path into the call's arguments whose value is the idempotency key."""
+    result: Literal["stable", "unstable"] | None = None
+    """``unstable``: the tool returns values that differ between executions (page ids, transaction ids,
+    timestamps: handles the agent may branch on, seed 000), so a read is never re-executed by a replay
+    (decision ``skip``, reason ``unstable_result``); ``None`` or ``stable``: results are taken as stable."""
 
     _regex: re.Pattern[str] = PrivateAttr()
 
@@ -118,6 +122,9 @@ class Limits(BaseModel):
     """Deepest nesting of arrays and objects read in arguments."""
     max_related_call_ids: int = Field(default=50, gt=0)
     """Most related call ids listed on one decision (keeps planning linear in big groups)."""
+    max_tokens_per_value: int = Field(default=64, ge=0)
+    """Most id-like tokens (``normalize/tokens.py``) kept from one step's arguments, and from its result, for
+    the data-flow notes (``consumes_result_of``); the first ones in the value, the rest not linked. 0 turns linking off."""
     max_attributes_per_span: int = Field(default=1024, gt=0)
     """Most attributes read from one tool span; a tool span with more is malformed (``malformed_attributes``)."""
 
@@ -164,6 +171,9 @@ class UpstreamSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """Deadline for one export including the exporter's own retries, in seconds."""
     compression: Literal["none", "gzip"] = "none"
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """Largest request this upstream takes, in bytes (gRPC's and the Collector's default receive limit is 4 MiB).
+    Batches are sized under it; a span larger than it on its own is dropped and counted."""
 
 
 class ServiceSettings(BaseModel):
@@ -187,21 +197,33 @@ class ServiceSettings(BaseModel):
     """OTLP/JSON lines file written when no upstream is configured."""
     intake_queue_spans: int = Field(default=100_000, gt=0)
     """Spans acknowledged but not yet read into the buffer; past it Export answers UNAVAILABLE with a retry delay."""
+    intake_queue_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Encoded bytes of the requests acknowledged but not yet read; the request being accepted counts. Past it
+    Export answers UNAVAILABLE with a retry delay; a request larger on its own gets RESOURCE_EXHAUSTED."""
     forward_queue_spans: int = Field(default=200_000, gt=0)
     """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
     backpressure_ratio: float = Field(default=0.8, gt=0, le=1)
     """Queue fill at which Export answers UNAVAILABLE with a retry delay, so clients retry instead of losing spans."""
     retry_delay_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     """Retry delay suggested to clients refused for back-pressure, in seconds."""
-    drain_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    """On shutdown, how long the forward queues may take to drain, in seconds."""
+    drain_timeout_s: float = Field(default=8.0, gt=0, allow_inf_nan=False)
+    """On SIGTERM, the whole shutdown's time in seconds: in-flight calls, deciding what is held, draining the forward
+    queues. ``tracefence serve`` exits within it and about two seconds more (the default fits ``docker stop``'s 10 s;
+    keep Kubernetes' terminationGracePeriodSeconds above preStop + this + 2). What is not forwarded then is counted."""
     max_workers: int = Field(default=8, gt=0)
     """Threads serving gRPC calls."""
     tls_certificate_file: str | None = None
     """Server certificate chain (PEM); with ``tls_key_file``, the receiver and review API speak TLS."""
     tls_key_file: str | None = None
     bearer_token: str = ""
-    """When set, every call must carry ``authorization: Bearer <token>`` (compared in constant time)."""
+    """When set, every OTLP Export call must carry ``authorization: Bearer <token>`` (compared in constant time).
+    It is the ingest token only: it never opens the review API."""
+    review_token: str = ""
+    """When set, every review API call (list, get, resolve) must carry ``authorization: Bearer <review_token>``.
+    Required when the review API listens beyond loopback, unless ``insecure_review_api``."""
+    insecure_review_api: bool = False
+    """Serve a review API reachable beyond loopback with no ``review_token`` (anyone who reaches it can resolve
+    review items); a warning is logged at start. Off: such a service refuses to start."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)

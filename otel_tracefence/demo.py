@@ -5,20 +5,32 @@ key): a scripted model asks for tool calls, and pydantic-ai's own OpenTelemetry
 instrumentation makes the spans (OpenTelemetry GenAI conventions). The tools
 label their effect and idempotency key with :func:`otel_tracefence.instrument.declare`.
 Four conversations give four traces: reads only, a committed write, a write that
-times out, and an idempotency key reused with other arguments.
+times out, and an idempotency key reused with other arguments. In the committed
+one, the invoice is made for the customer id the lookup returned: the plan links
+the two steps (``consumes_result_of``).
 
 The spans go through :class:`~otel_tracefence.sdk.TraceFenceSpanProcessor` to an
 in-memory exporter (to print the plans) and to an OTLP/JSON file
 (``out/demo-spans.otlp.jsonl``); review-class traces go to the SQLite review queue
-(``out/demo-review.db``), which is listed at the end.
+(``out/demo-review.db``), which is listed.
+
+Then two recorded conversations are replayed through
+:class:`~otel_tracefence.replay.ReplayGuard`, read back from the OTLP/JSON file:
+pydantic-ai's ``FunctionModel`` gives the model outputs the trace recorded, the
+committed invoice's result is injected (its tool function is called 0 times) and
+the timed-out one is refused with :class:`~otel_tracefence.replay.NonReplayableTraceError`.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -31,7 +43,11 @@ from pydantic_ai.models.instrumented import InstrumentationSettings
 
 from otel_tracefence import annotate
 from otel_tracefence.instrument import declare
+from otel_tracefence.normalize import SpanView
 from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
+from otel_tracefence.pipeline import group_request
+from otel_tracefence.readers.otlp_json import read_otlp_json
+from otel_tracefence.replay import Inject, NonReplayableTraceError, ReplayGuard
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 
@@ -40,7 +56,7 @@ OUT = Path("out")
 # What the scripted model asks for, per conversation: (tool, arguments).
 CONVERSATIONS = {
     "look up a customer": [("customer.lookup", {"customer": "acme"}), ("read_file", {"path": "runbooks/billing.md"})],
-    "invoice acme": [("customer.lookup", {"customer": "acme"}), ("invoice.create", {"customer": "acme", "amount_cents": 1250, "idempotency_key": "inv-acme-1250"})],
+    "invoice acme": [("customer.lookup", {"customer": "acme"}), ("invoice.create", {"customer": "cus_4f9a21", "amount_cents": 1250, "idempotency_key": "inv-acme-1250"})],
     "invoice globex": [("invoice.create", {"customer": "globex", "amount_cents": 990, "idempotency_key": "inv-globex-990"})],
     "close ticket 7": [
         ("ticket.update", {"ticket": 7, "state": "closed", "idempotency_key": "tk-7"}),
@@ -73,32 +89,106 @@ def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     return ModelResponse(parts=[TextPart("done")])
 
 
-def build_agent() -> Agent:
-    agent = Agent(FunctionModel(scripted_model), name="billing")
+CALLS: Counter = Counter()
+"""How many times each tool function ran (the replay shows that the write ran 0 times)."""
 
-    @agent.tool_plain(name="customer.lookup")
-    def customer_lookup(customer: str) -> dict:
-        declare("read")
-        return {"customer": customer, "plan": "pro"}
 
-    @agent.tool_plain(name="read_file")
-    def read_file(path: str) -> str:
-        declare("read")
-        return "# billing runbook"
+def customer_lookup(customer: str) -> dict:
+    CALLS["customer.lookup"] += 1
+    declare("read")
+    return {"customer": customer, "id": "cus_4f9a21", "plan": "pro"}
 
-    @agent.tool_plain(name="invoice.create")
-    def invoice_create(customer: str, amount_cents: int, idempotency_key: str) -> dict:
-        declare("write", idempotency_key=idempotency_key)
-        if customer == "globex":
-            raise TimeoutError("billing API did not answer within 10 s")
-        return {"invoice": f"in_{customer}_{amount_cents}"}
 
-    @agent.tool_plain(name="ticket.update")
-    def ticket_update(ticket: int, state: str, idempotency_key: str) -> dict:
-        declare("write", idempotency_key=idempotency_key)
-        return {"ticket": ticket, "state": state}
+def read_file(path: str) -> str:
+    CALLS["read_file"] += 1
+    declare("read")
+    return "# billing runbook"
 
+
+def invoice_create(customer: str, amount_cents: int, idempotency_key: str) -> dict:
+    CALLS["invoice.create"] += 1
+    declare("write", idempotency_key=idempotency_key)
+    if customer == "globex":
+        raise TimeoutError("billing API did not answer within 10 s")
+    return {"invoice": f"in_{customer}_{amount_cents}"}
+
+
+def ticket_update(ticket: int, state: str, idempotency_key: str) -> dict:
+    CALLS["ticket.update"] += 1
+    declare("write", idempotency_key=idempotency_key)
+    return {"ticket": ticket, "state": state}
+
+
+TOOLS = {"customer.lookup": customer_lookup, "read_file": read_file, "invoice.create": invoice_create, "ticket.update": ticket_update}
+
+
+def build_agent(model: Any = None, wrap: Callable[..., Any] | None = None) -> Agent:
+    """The billing agent: the scripted model by default; ``wrap(function, tool=name)`` wraps each tool (a replay guard)."""
+    agent = Agent(model or FunctionModel(scripted_model), name="billing")
+    for name, function in TOOLS.items():
+        agent.tool_plain(name=name)(wrap(function, tool=name) if wrap is not None else function)
     return agent
+
+
+def recorded_responses(views: Sequence[SpanView]) -> list[ModelResponse]:
+    """The model outputs a trace recorded: ``gen_ai.output.messages`` of its ``chat`` spans, in start order."""
+    responses = []
+    for view in sorted(views, key=lambda v: (v.start_time_unix_nano, v.sequence)):
+        if view.attributes.get("gen_ai.operation.name") != "chat":
+            continue
+        parts: list[Any] = []
+        for message in json.loads(view.attributes.get("gen_ai.output.messages", "[]")):
+            for part in message.get("parts", []):
+                if part.get("type") == "tool_call":
+                    parts.append(ToolCallPart(part["name"], part.get("arguments"), tool_call_id=part["id"]))
+                elif part.get("type") == "text":
+                    parts.append(TextPart(part["content"]))
+        responses.append(ModelResponse(parts=parts))
+    return responses
+
+
+def replay_model(responses: Sequence[ModelResponse]) -> FunctionModel:
+    """A ``FunctionModel`` that answers each request with the next recorded response: the model is pinned."""
+
+    def replayed(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        return responses[turn]
+
+    return FunctionModel(replayed)
+
+
+def trace_views(path: Path) -> dict[str, list[SpanView]]:
+    """The spans of an OTLP/JSON file, by trace id."""
+    return group_request(read_otlp_json(path.read_text()).request)
+
+
+def replay(path: Path, trace_id: str, prompt: str) -> None:
+    """Replay one recorded conversation through a ReplayGuard (injected mode) and print what happened."""
+    print(f"replay of {prompt!r} (trace {trace_id}), injected mode:")
+    try:
+        guard = ReplayGuard.from_file(path, trace_id, mode="injected")
+    except NonReplayableTraceError as exc:
+        print(f"  refused before any call: NonReplayableTraceError: {exc}\n")
+        return
+    CALLS.clear()
+
+    def wrap(function: Callable[..., Any], tool: str) -> Callable[..., Any]:
+        def report(answer: Inject) -> str:
+            print(f"  step {answer.step.index} {tool}: not called; injected the recorded result {answer.result}")
+            return answer.result
+
+        def live(*args: Any, **kwargs: Any) -> Any:
+            print(f"  {tool}: executed live (a declared read with stable results)")
+            return function(*args, **kwargs)
+
+        return guard.wrap(functools.wraps(function)(live), tool=tool, decode=report)
+
+    agent = build_agent(replay_model(recorded_responses(trace_views(path)[trace_id])), wrap)
+    agent.run_sync(prompt)
+    summary = guard.summary()
+    counts = ", ".join(f"{name} {CALLS[name]}" for name in TOOLS if name in {s.tool for s in guard.steps})
+    print(f"  tool functions called: {counts}")
+    print(f"  {summary}\n")
 
 
 def run() -> int:
@@ -115,12 +205,15 @@ def run() -> int:
     )
     agent = build_agent()
     agent.instrument = InstrumentationSettings(tracer_provider=provider, include_content=True)
+    trace_of: dict[str, str] = {}
     for prompt in CONVERSATIONS:
         try:
             agent.run_sync(prompt)
         except TimeoutError as exc:
             print(f"agent run {prompt!r} failed: {exc}")
-    provider.force_flush()
+        provider.force_flush()
+        root = next(s for s in reversed(memory.get_finished_spans()) if s.parent is None)
+        trace_of[prompt] = f"{root.context.trace_id:032x}"
 
     spans = memory.get_finished_spans()
     traces: dict[int, list] = {}
@@ -143,7 +236,11 @@ def run() -> int:
     sys.stdout.flush()
     from otel_tracefence.cli import main
 
-    return main(["review", "--db", str(OUT / "demo-review.db"), "list", "--format", "table"])
+    status = main(["review", "--db", str(OUT / "demo-review.db"), "list", "--format", "table"])
+    print("")
+    for prompt in ("invoice acme", "invoice globex"):
+        replay(OUT / "demo-spans.otlp.jsonl", trace_of[prompt], prompt)
+    return status
 
 
 if __name__ == "__main__":

@@ -113,6 +113,10 @@ class Fence(Generic[P]):
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
         self.telemetry = Telemetry(component, meter_provider)
         self.telemetry.observe_held(lambda: len(self.buffer))
+        if review_sink is not None and getattr(review_sink, "on_error", False) is None:
+            # The SQLite store reports a database file deleted or replaced under it (it logs and reopens):
+            # counted in tracefence.errors, in every door.
+            review_sink.on_error = lambda kind: self.telemetry.errors.add(1, {**self.telemetry.attributes, "error.type": kind})
         if review_sink is not None:
 
             def pending(options):

@@ -8,11 +8,11 @@ Two helpers, for two situations:
   kind ``INTERNAL``, ``gen_ai.operation.name`` = ``execute_tool``, status left
   unset on success, ``error.type`` on failure), plus the producer labels of
   DESIGN.md ("Normalized step"): ``tracefence.effect``, ``tracefence.status`` and
-  ``tracefence.idempotency_key``. Use it as a context manager, an async context
+  ``tracefence.idempotency_key``, and ``tracefence.result_stable`` (issue 11). Use it as a context manager, an async context
   manager or a decorator on sync and async functions.
 * :func:`declare` — a framework already makes the tool span (pydantic-ai,
   OpenInference-instrumented frameworks); call it inside the tool body to label
-  that span with its effect and idempotency key.
+  that span with its effect, idempotency key and result stability.
 
 Only the ``opentelemetry-api`` is used: without an SDK (no tracer provider
 configured) every span is a no-op and both helpers cost next to nothing.
@@ -64,6 +64,7 @@ except (ImportError, AttributeError):  # pragma: no cover - older or absent sema
 TRACEFENCE_EFFECT = "tracefence.effect"
 TRACEFENCE_STATUS = "tracefence.status"
 TRACEFENCE_IDEMPOTENCY_KEY = "tracefence.idempotency_key"
+TRACEFENCE_RESULT_STABLE = "tracefence.result_stable"
 
 __all__ = ["ToolCall", "ToolCallSpan", "declare", "failure_status", "tool_call"]
 
@@ -115,6 +116,12 @@ def _check_key(key: Any) -> str | None:
     if key is not None and (not isinstance(key, str) or not key):
         raise ValueError(f"idempotency_key must be a non-empty string or None, not {key!r}")
     return key
+
+
+def _check_stable(result_stable: Any) -> bool | None:
+    if result_stable is not None and not isinstance(result_stable, bool):
+        raise ValueError(f"result_stable must be True, False or None, not {result_stable!r}")
+    return result_stable
 
 
 def _check_call_id(call_id: Any) -> str | None:
@@ -205,9 +212,15 @@ def failure_status(exc: BaseException) -> str:
 
 
 def declare(
-    effect: str | None = None, *, idempotency_key: str | None = None, span: Span | None = None, tool: str | None = None
+    effect: str | None = None,
+    *,
+    idempotency_key: str | None = None,
+    result_stable: bool | None = None,
+    span: Span | None = None,
+    tool: str | None = None,
 ) -> None:
-    """Label a tool span with the producer's ``tracefence.effect`` and ``tracefence.idempotency_key``.
+    """Label a tool span with the producer's ``tracefence.effect``, ``tracefence.idempotency_key`` and
+    ``tracefence.result_stable``.
 
     For a tool body that runs under a span someone else made (a framework's
     ``execute_tool`` / ``running tool`` span, an OpenInference ``TOOL`` span, or a
@@ -216,22 +229,27 @@ def declare(
     (leave it to the operator's rules); ``idempotency_key`` is the key the
     destination deduplicates on, a non-empty string or ``None``. ``None`` values
     are not written. Never use the model's tool-call id as the key: models mint a
-    new one each turn. ``tool`` names the tool in the warning below (default: the
-    calling function's name).
+    new one each turn. ``result_stable=False`` says the tool's results differ between
+    executions (a page id, a transaction id, a timestamp the agent may branch on; seed
+    000): a read so labelled is never re-executed by a replay, its recorded result is
+    injected (decision ``skip``, reason ``unstable_result``). ``True`` says they are
+    stable, ``None`` leaves it to the operator's rules (default: stable). ``tool``
+    names the tool in the warning below (default: the calling function's name).
 
-    Raises :class:`ValueError` for any other effect or key. A ``span`` given, or a
-    recording current span, is labelled, unless the current span's attributes
-    already mark it as another kind than a tool span (an agent, chain or model
-    span: labelling it would make a tool step of it). When tracing is on (an SDK
-    tracer provider is set) and there is no current span (as inside tools of
-    OpenInference's LangChain instrumentation), or it is of another kind, nothing
-    is written: a warning is logged once per tool name with the remedy
+    Raises :class:`ValueError` for any other effect, key or ``result_stable``. A
+    ``span`` given, or a recording current span, is labelled, unless the current
+    span's attributes already mark it as another kind than a tool span (an agent,
+    chain or model span: labelling it would make a tool step of it). When tracing
+    is on (an SDK tracer provider is set) and there is no current span (as inside
+    tools of OpenInference's LangChain instrumentation), or it is of another kind,
+    nothing is written: a warning is logged once per tool name with the remedy
     (``tool_rules`` in the configuration), and every such call is counted in the
     ``tracefence.declare.unrecorded`` metric. Without an SDK, or for a trace that
     was not sampled, it does nothing.
     """
     effect = _check_effect(effect)
     idempotency_key = _check_key(idempotency_key)
+    result_stable = _check_stable(result_stable)
     target = span if span is not None else trace.get_current_span()
     try:
         if not target.is_recording():
@@ -245,6 +263,8 @@ def declare(
             target.set_attribute(TRACEFENCE_EFFECT, effect)
         if idempotency_key is not None:
             target.set_attribute(TRACEFENCE_IDEMPOTENCY_KEY, idempotency_key)
+        if result_stable is not None:
+            target.set_attribute(TRACEFENCE_RESULT_STABLE, result_stable)
     except Exception:  # noqa: BLE001 - a broken span implementation must not break the tool
         _log.debug("tracefence: could not label span", exc_info=True)
 
@@ -430,6 +450,7 @@ class ToolCall:
         tracer_provider: TracerProvider | None,
         record_arguments: bool,
         record_result: bool,
+        result_stable: bool | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"tool name must be a non-empty string, not {name!r}")
@@ -437,6 +458,7 @@ class ToolCall:
         self.effect = _check_effect(effect)
         self.idempotency_key = _check_key(idempotency_key)
         self.call_id = _check_call_id(call_id)
+        self.result_stable = _check_stable(result_stable)
         self.arguments = arguments
         self.tracer_provider = tracer_provider
         self.record_arguments = bool(record_arguments)
@@ -454,6 +476,8 @@ class ToolCall:
             attributes[TRACEFENCE_EFFECT] = self.effect
         if self.idempotency_key is not None:
             attributes[TRACEFENCE_IDEMPOTENCY_KEY] = self.idempotency_key
+        if self.result_stable is not None:
+            attributes[TRACEFENCE_RESULT_STABLE] = self.result_stable
         try:
             tracer = trace.get_tracer(__name__, tracer_provider=self.tracer_provider)
             span = tracer.start_span(f"{EXECUTE_TOOL} {self.name}", kind=SpanKind.INTERNAL, attributes=attributes)
@@ -583,6 +607,7 @@ def tool_call(
     tracer_provider: TracerProvider | None = None,
     record_arguments: bool = True,
     record_result: bool = False,
+    result_stable: bool | None = None,
 ) -> ToolCall:
     """Trace one tool call as an OpenTelemetry GenAI ``execute_tool`` span.
 
@@ -612,7 +637,12 @@ def tool_call(
       ``record_result`` (``call.set_result(value)`` in a ``with`` block, the
       return value of a decorated function);
     * ``tracefence.effect`` (``read`` or ``write``) and
-      ``tracefence.idempotency_key`` when given (DESIGN.md, "Normalized step").
+      ``tracefence.idempotency_key`` when given (DESIGN.md, "Normalized step");
+    * ``tracefence.result_stable`` (a boolean) when given: ``False`` for a tool whose
+      results differ between executions (handles such as page ids, seed 000), so a
+      read is injected, never re-executed, by a replay (``unstable_result``). Pair it
+      with ``record_result=True``: an unstable read without its result makes the
+      trace ``static``.
 
     On exit, ``tracefence.status`` says how the call ended: ``ok`` when nothing
     was raised (span status left ``UNSET``, as the GenAI conventions ask);
@@ -628,7 +658,8 @@ def tool_call(
 
     Raises :class:`ValueError` here, in the developer's code, for an empty
     ``name``, an ``effect`` other than ``"read"``, ``"write"`` or ``None``, an
-    empty or non-string ``idempotency_key`` or ``call_id``; and, used as a
+    empty or non-string ``idempotency_key`` or ``call_id``, a ``result_stable``
+    that is not a boolean or ``None``; and, used as a
     decorator, for fixed ``arguments``, ``call_id`` or ``idempotency_key``
     (they belong to one call: label a decorated call's span with
     :func:`declare` inside the function). :class:`TypeError` when decorating a
@@ -643,4 +674,5 @@ def tool_call(
         tracer_provider=tracer_provider,
         record_arguments=record_arguments,
         record_result=record_result,
+        result_stable=result_stable,
     )

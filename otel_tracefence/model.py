@@ -95,6 +95,15 @@ class ToolStep:
     ``arguments_unavailable`` then says why (a reason code). ``start_time_unix_nano``
     (nanoseconds) and ``sequence`` (position in the source file) order the steps
     of a trace; the planner never depends on the order of its input list.
+
+    ``result_stable`` is ``False`` for a tool whose results differ between
+    executions (a read so labelled is never re-executed: ``unstable_result``).
+    ``argument_tokens`` / ``result_tokens`` are the id-like tokens of the
+    arguments and the recorded result (``normalize/tokens.py``), each as the
+    first 8 bytes of its SHA-256 read as an unsigned big-endian integer, sorted
+    and unique: the planner links steps through them (``consumes_result_of``)
+    without any raw value. They are never written to a plan, a span or the
+    review store.
     """
 
     trace_id: str
@@ -118,6 +127,9 @@ class ToolStep:
     call_id_from_span: bool = False
     malformed: tuple[MalformedField, ...] = ()
     notes: tuple[str, ...] = ()  # how the normalizer read the span (reason codes that never decide)
+    result_stable: bool = True  # False: results differ between executions (tracefence.result_stable, tool rule ``result``)
+    argument_tokens: tuple[int, ...] = ()  # hashes of the id-like tokens in the arguments (normalize/tokens.py), sorted
+    result_tokens: tuple[int, ...] = ()  # hashes of the id-like tokens in the recorded result, sorted
 
     @property
     def order_key(self) -> tuple[int, int, str, str]:

@@ -25,6 +25,7 @@ REPEATS_EARLIER_WRITE = "repeats_earlier_write"
 # engine (otel_tracefence/buffer.py), not by the planner: the planner sees no time.
 DECIDED_BEFORE_COMPLETE = "decided_before_complete"
 WRITE_COMMITTED = "write_committed"
+UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"
 
 # Notes: they explain, never decide.
@@ -36,6 +37,11 @@ RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
+# Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
+CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
+RESULT_CONSUMED_BY = "result_consumed_by"  # this step's recorded result returned a token later arguments hold
+MAY_CONSUME_UNRECORDED_RESULT = "may_consume_unrecorded_result"  # a token first seen in these arguments; an earlier result a replay needs was not recorded
+UNRECORDED_RESULT_MAY_BE_CONSUMED = "unrecorded_result_may_be_consumed"  # the other side: this unrecorded result may be where it came from
 # Why arguments are unavailable (also ToolStep.arguments_unavailable).
 ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"
@@ -55,6 +61,10 @@ NOTES = frozenset(
         ERROR_IN_RESULT,
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,
+        CONSUMES_RESULT_OF,
+        RESULT_CONSUMED_BY,
+        MAY_CONSUME_UNRECORDED_RESULT,
+        UNRECORDED_RESULT_MAY_BE_CONSUMED,
         ARGUMENTS_NOT_RECORDED,
         ARGUMENTS_TOO_LARGE,
         ARGUMENTS_TOO_DEEP,
@@ -62,7 +72,7 @@ NOTES = frozenset(
     }
 )
 # Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
-NOT_FENCING = frozenset({DECLARED_READ, WRITE_COMMITTED})
+NOT_FENCING = frozenset({DECLARED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
 
 
 def malformed(field: str) -> str:

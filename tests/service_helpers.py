@@ -98,7 +98,8 @@ class Received:
 class RecordingUpstream(trace_service_pb2_grpc.TraceServiceServicer):
     """A real OTLP/gRPC TraceService that records every request (the test's backend)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_receive_bytes: int = BIG) -> None:
+        self.max_receive_bytes = max_receive_bytes  # gRPC's own default (and the Collector's) is 4 MiB
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.metadata: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -114,7 +115,7 @@ class RecordingUpstream(trace_service_pb2_grpc.TraceServiceServicer):
     def start(self, port: int = 0) -> int:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=4),
-            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", BIG)],
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", self.max_receive_bytes)],
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, server)
         self.port = server.add_insecure_port(f"127.0.0.1:{port}")

@@ -372,8 +372,8 @@ def test_otlp_json_one_request_per_line_like_the_collector_file_exporter(tmp_pat
     assert [d[:3] for d in decisions(plan_json)] == [
         ("c1", "replay", ["declared_read"]),
         ("c2", "replay", ["declared_read"]),
-        ("c3", "skip", ["write_committed", "result_not_recorded"]),
-        ("c4", "skip", ["write_committed"]),
+        ("c3", "skip", ["write_committed", "result_not_recorded", "unrecorded_result_may_be_consumed"]),
+        ("c4", "skip", ["write_committed", "may_consume_unrecorded_result"]),
     ]
 
 

@@ -83,8 +83,10 @@ def test_arguments_win_over_the_environment(config_file, monkeypatch):
 
 def test_the_example_config_loads():
     config = load_config(ROOT / "examples" / "tracefence.yaml")
-    assert [r.match for r in config.tool_rules] == ["read_*", "query_*", "payments.*"]
+    assert [r.match for r in config.tool_rules] == ["read_*", "query_*", "sessions.create", "payments.*"]
     assert config.rule_for("payments.charge").idempotency_key_argument == "idempotency_key"
+    assert (config.rule_for("sessions.create").effect, config.rule_for("sessions.create").result) == ("read", "unstable")
+    assert config.limits.max_tokens_per_value == 64
 
 
 def test_tool_rules_first_match_wins_and_globs_are_case_sensitive():
@@ -155,3 +157,16 @@ def test_environment_list_that_is_not_json_is_a_config_error(monkeypatch):
 def test_empty_idempotency_key_path_is_rejected():
     with pytest.raises(ConfigError, match="idempotency_key_arguments: Value error, argument paths must be non-empty"):
         load_config(idempotency_key_arguments=["ok", ""])
+
+
+def test_issue_9_settings_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__INTAKE_QUEUE_BYTES", "1048576")
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN", "r3view")
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__INSECURE_REVIEW_API", "true")
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__UPSTREAMS", '[{"endpoint": "http://tempo:4317", "max_message_bytes": 16777216}]')
+    service = load_config().service
+    assert (service.intake_queue_bytes, service.review_token, service.insecure_review_api) == (1048576, "r3view", True)
+    assert service.upstreams[0].max_message_bytes == 16 * 1024 * 1024
+    monkeypatch.delenv("OTEL_TRACEFENCE_SERVICE__UPSTREAMS")
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__UPSTREAMS", '[{"endpoint": "http://tempo:4317"}]')
+    assert load_config().service.upstreams[0].max_message_bytes == 4 * 1024 * 1024  # gRPC's and the Collector's default

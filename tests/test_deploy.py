@@ -142,6 +142,10 @@ def test_configmap_config_loads_with_no_unknown_setting(tmp_path):
     assert _unknown_keys(raw, TraceFenceConfig) == []
     config = load_config(path)
     assert config.service.endpoint == "0.0.0.0:4317"
+    # Loaded as a service would be: the review API on loopback, so it starts without a review token.
+    from otel_tracefence.service.server import check_review_exposure
+
+    assert config.service.review_endpoint.startswith("127.0.0.1:") and check_review_exposure(config) is None
     assert [u.endpoint for u in config.service.upstreams] == ["http://tempo.observability.svc.cluster.local:4317"]
     assert config.review_db == "/var/lib/tracefence/review.db"
     assert config.rule_for("payments.charge").effect == "write" and config.rule_for("read_invoice").effect == "read"
@@ -174,6 +178,7 @@ def test_dockerfile_entrypoint_and_deployment_args_are_serve_flags():
         assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text), f"`tracefence serve --help` has no {flag}"
     args = build_parser().parse_args(argv)  # exits (SystemExit) on an unknown flag or a bad value
     assert args.command == "serve" and args.endpoint == "0.0.0.0:4317"
+    assert args.review_endpoint.startswith("127.0.0.1:")  # the review API fails closed: loopback unless given a review token
     assert args.review_db.startswith("/var/lib/tracefence/")
     assert docker["expose"] == [4317]
     assert docker["user"].split(":")[0] not in ("0", "root")
@@ -259,11 +264,15 @@ def test_kubernetes_manifests_agree(tmp_path):
     uid = _dockerfile()["user"].split(":")[0]
     assert str(pod["spec"]["securityContext"]["runAsUser"]) == uid and pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
-    # Time to drain on SIGTERM: preStop sleep + 5 s gRPC server grace (TraceFenceService.stop) + drain_timeout_s.
+    # Time to stop on SIGTERM: preStop sleep + drain_timeout_s (the whole of TraceFenceService.stop) + its overrun.
+    from otel_tracefence.service.server import STOP_OVERRUN_S
+
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
-    needed = float(pre_stop[1]) + 5.0 + config.service.drain_timeout_s
+    needed = float(pre_stop[1]) + config.service.drain_timeout_s + STOP_OVERRUN_S
     assert pod["spec"]["terminationGracePeriodSeconds"] > needed
+    # The image's own default (deploy/tracefence.yaml, baked in) fits `docker stop`'s default 10 s.
+    assert load_config(DEPLOY / "tracefence.yaml").service.drain_timeout_s + STOP_OVERRUN_S <= 10
 
 
 # -- run the image's command, outside a container ------------------------------------------
@@ -285,8 +294,8 @@ def test_image_entrypoint_runs_and_answers_its_health_checks(tmp_path):
     container = _yaml("k8s/deployment.yaml")["spec"]["template"]["spec"]["containers"][0]
     script = Path(sys.executable).parent / "tracefence"
     program = [str(script)] if script.exists() else [sys.executable, "-m", "otel_tracefence"]
-    # The ENTRYPOINT and the Deployment's args; later flags win, so only the address and the DB path change.
-    command = program + docker["entrypoint"][1:] + container.get("args", []) + ["--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "review.db")]
+    # The ENTRYPOINT and the Deployment's args; later flags win, so only the addresses and the DB path change.
+    command = program + docker["entrypoint"][1:] + container.get("args", []) + ["--endpoint", "127.0.0.1:0", "--review-endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "review.db")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_TRACEFENCE_")}
     env["OTEL_TRACEFENCE_CONFIG"] = str(_configmap_config(tmp_path))
     log = tmp_path / "serve.log"

@@ -55,7 +55,7 @@ from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSe
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.forward import PAUSE_AFTER_FAILURE_S, Forwarder, UpstreamTarget
 from otel_tracefence.service.otlp_spans import request_span_count
-from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService
 from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, wait_for
 
 OK = SpanExportResult.SUCCESS
@@ -73,13 +73,13 @@ def start_service(tmp_path):
     """``start_service(upstream_port, review_db=..., top=..., **service_settings) -> (service, metric reader)``."""
     made: list[tuple[TraceFenceService, MeterProvider]] = []
 
-    def make(upstream_port: int, *, review_db: Path | None = None, top: dict[str, Any] | None = None, **settings: Any):
+    def make(upstream_port: int, *, review_db: Path | None = None, top: dict[str, Any] | None = None, upstream: dict[str, Any] | None = None, **settings: Any):
         reader = InMemoryMetricReader()
         provider = MeterProvider(metric_readers=[reader])
         settings.setdefault("endpoint", "127.0.0.1:0")
         settings.setdefault("decision_wait_ms", 0)  # a trace is decided when its root arrives
         settings.setdefault("drain_timeout_s", 2)
-        upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S)]
+        upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S, **(upstream or {}))]
         config = TraceFenceConfig(review_db=str(review_db or tmp_path / "review.db"), service=ServiceSettings(upstreams=upstreams, **settings), **(top or {}))
         service = TraceFenceService(config, meter_provider=provider)
         made.append((service, provider))
@@ -664,3 +664,326 @@ def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream,
     stopped = serve.log("tracefence serve stopped", timeout=1)
     assert (stopped["decided_at_shutdown"], stopped["forwarded_all"], stopped["dropped_spans"]) == (len(held), True, 0)
     assert "Traceback" not in serve.stderr()
+
+
+# -- a poison batch (issue 9) ------------------------------------------------------------------------------
+
+FOUR_MIB = 4 * 1024 * 1024
+
+
+def poison_trace(client: Client, size: int = 5 * 1000 * 1000) -> str:
+    """An agent turn whose tool span carries ``size`` bytes of result: larger than the upstream takes."""
+    from opentelemetry import trace
+
+    root = client.tracer.start_span("invoke_agent uploader", attributes={"gen_ai.operation.name": "invoke_agent"})
+    with trace.use_span(root, end_on_exit=False):
+        with client.tool("files.upload", effect="write", idempotency_key="up-1", arguments={"name": "big.bin"}, call_id="call-upload") as call:
+            call.span.set_attribute("upload.body", "p" * size)
+    root.end()
+    return format(root.get_span_context().trace_id, "032x")
+
+
+@pytest.mark.parametrize("configured_limit", [64 * 1024 * 1024, FOUR_MIB], ids=["limit-set-too-high", "limit-right"])
+def test_a_poison_span_between_good_traces_is_dropped_counted_and_logged_and_every_good_span_delivered(
+    start_service, clients, caplog, configured_limit
+):
+    # The upstream takes 4 MiB (gRPC's default, the Collector's). One 5 MB span sits between good traces.
+    # limit-set-too-high: the service believes the upstream takes 64 MiB, sends one batch, is refused with
+    # RESOURCE_EXHAUSTED, and splits down to the single poison span. limit-right: the batch is sized under
+    # 4 MiB up front and the poison span is dropped before any attempt. Either way nothing blocks the queue.
+    caplog.set_level(logging.INFO)
+    up = RecordingUpstream(max_receive_bytes=FOUR_MIB)
+    up.start()
+    try:
+        service, reader = start_service(up.port, upstream={"max_message_bytes": configured_limit})
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        before = [agent_trace(client) for _ in range(5)]
+        poison = poison_trace(client)
+        after = [agent_trace(client, review=False) for _ in range(5)]
+        started = time.monotonic()
+        assert client.send() is OK
+        good = [s for s in span_ids(client)]
+        poison_span = next(format(s.context.span_id, "016x") for s in client.sent.get_finished_spans() if s.name == "execute_tool files.upload")
+        good.remove(poison_span)
+        up.wait_spans(len(good), timeout=10)
+        took = time.monotonic() - started
+        wait_for(lambda: forwarder.dropped_spans == 1 and forwarder.depth == 0, what="the poison span dropped")
+        delivered = Counter(r.span_id for r in up.spans())
+        assert sorted(delivered) == sorted(good) and set(delivered.values()) == {1}  # every good span, once
+        assert {r.trace_id for r in up.spans()} == set(before + [poison] + after)  # the poison's trace-mates too
+        assert forwarder.sent_spans == len(good) and forwarder.failures == 0
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "too_large", "tracefence.upstream": forwarder.target.name}) == 1
+        lines = logged(caplog, "dropped 1 span(s)", f"span {poison_span} of trace {poison}", "can never be delivered", level=logging.ERROR)
+        assert len(lines) == 1, lines
+        if configured_limit > FOUR_MIB:
+            # the upstream itself refused it (gRPC: "Received message larger than max")
+            assert logged(caplog, "as too large (RESOURCE_EXHAUSTED", "Received message larger than max", "set this upstream's max_message_bytes")
+        else:
+            assert not logged(caplog, "as too large")  # sized under the limit up front: no refused call
+        assert took < 8, f"good spans delivered after {took:.1f}s"
+        service.stop(grace_s=0)
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(True, 1)]
+    finally:
+        up.stop()
+
+
+class RejectingUpstream(RecordingUpstream):
+    """A backend answering the first call with ``code`` (no RetryInfo), then storing as usual."""
+
+    def __init__(self, code: grpc.StatusCode, retry_info_s: float | None = None) -> None:
+        super().__init__()
+        self.code, self.retry_info_s, self.calls = code, retry_info_s, 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            if self.retry_info_s is not None:
+                from otel_tracefence.service.receiver import _Status  # the same trailer layout as our receiver's
+                from google.protobuf import duration_pb2
+                from google.rpc import error_details_pb2
+
+                delay = duration_pb2.Duration()
+                delay.FromNanoseconds(int(self.retry_info_s * 1e9))
+                info = error_details_pb2.RetryInfo(retry_delay=delay).SerializeToString()
+                context.abort_with_status(_Status(self.code, "quota exceeded", (("google.rpc.retryinfo-bin", info),)))
+            context.abort(self.code, "refused by the test")
+        return super().Export(request, context)
+
+
+@pytest.mark.parametrize(
+    "code, retry_info_s, kept",
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, None, False),  # permanent: dropped, counted, the queue moves on
+        (grpc.StatusCode.PERMISSION_DENIED, None, False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, 0.2, True),  # with RetryInfo: retryable, after the delay
+        (grpc.StatusCode.ABORTED, None, True),  # retryable
+    ],
+)
+def test_upstream_codes_follow_the_otlp_table(start_service, clients, caplog, code, retry_info_s, kept):
+    caplog.set_level(logging.INFO)
+    up = RejectingUpstream(code, retry_info_s)
+    up.start()
+    try:
+        service, reader = start_service(up.port)
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        first = send_traces(client, 1)
+        wait_for(lambda: up.calls >= 1 and not forwarder._busy, what="the first call answered")
+        second = send_traces(client, 1)
+        up.wait_spans(6 if kept else 3, timeout=8)
+        wait_for(lambda: forwarder.depth == 0, what="the queue empty")
+        assert {r.trace_id for r in up.spans()} == set(first + second if kept else second)
+        if kept:
+            assert forwarder.dropped_spans == 0 and metric(reader, "tracefence.forward.dropped") is None
+        else:
+            assert forwarder.dropped_spans == 3
+            assert metric(reader, "tracefence.forward.dropped", {"reason": "rejected"}) == 3
+            assert logged(caplog, "dropped 3 span(s)", code.name, "permanent", first[0], level=logging.ERROR)
+    finally:
+        up.stop()
+
+
+def test_spans_not_forwarded_at_shutdown_are_counted_in_the_stop_line(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    port = free_port()  # nobody listens: every attempt fails, retryable
+    service, reader = start_service(port, drain_timeout_s=0.5)
+    forwarder = service.forwarders[0]
+    client = clients(service.port)
+    traces = send_traces(client, 3)
+    wait_for(lambda: forwarder.depth == 9, what="9 spans queued")
+    started = time.monotonic()
+    service.stop(grace_s=0)
+    assert time.monotonic() - started < 0.5 + UPSTREAM_TIMEOUT_S + 1.5
+    stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+    assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 9)]
+    assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 9
+    assert logged(caplog, "dropped 9 span(s)", "shutdown", traces[0], level=logging.ERROR)
+
+
+# -- the review database deleted or replaced while running (issue 9) ---------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_review_db_deleted_or_replaced_mid_run_later_items_land_in_the_file_at_the_path(start_service, upstream, clients, caplog, tmp_path, how):
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db)
+    client = clients(service.port)
+    before = send_traces(client, 3)
+    upstream.wait_spans(9)
+    wait_for(lambda: stored(db) == set(before), what="the first items stored")
+    if how == "deleted":
+        db.unlink()  # as `rm review.db`: the -wal and -shm files stay behind
+    else:
+        other = tmp_path / "restored.db"
+        with SQLiteReviewStore(other) as store:  # a backup put back in its place, say
+            pass
+        os.replace(other, db)
+    after = [t for _ in range(20) for t in send_traces(client, 1)]
+    upstream.wait_spans(9 + 60, timeout=15)
+    # Every later item is in the file at the path, which is whole; nothing is held or lost.
+    wait_for(lambda: stored(db) == set(after), what="every later item in the file at the path")
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        conn.close()
+    assert review_counts(reader) == {"ok": 23, "failed": None, "dropped": None}
+    kind = f"review_db_{how}"
+    assert metric(reader, "tracefence.errors", {"error.type": kind}) == 1
+    assert len(logged(caplog, str(db), "deleted while in use" if how == "deleted" else "replaced by another file", level=logging.ERROR)) == 1
+    # The API reads the same file.
+    with SQLiteReviewStore(db, create=False) as store:
+        assert {i.trace_id for i in store.list(page_size=100)[0]} == set(after)
+
+
+# -- bounded shutdown (issue 9) ----------------------------------------------------------------------------------
+
+
+class HangingUpstream(RecordingUpstream):
+    """A backend that takes calls and never answers them (until ``release`` is set): a hung Collector."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.calls += 1
+        self.release.wait(60)
+        return super().Export(request, context)
+
+
+def test_sigterm_exits_within_drain_timeout_with_a_hung_upstream_and_counts_what_it_could_not_forward(tmp_path):
+    up = HangingUpstream()
+    up.start()
+    config = tmp_path / "tracefence.yaml"
+    drain_s = 2.0
+    config.write_text(
+        "service:\n"
+        f"  upstreams: [{{endpoint: 'http://127.0.0.1:{up.port}', timeout_s: 30}}]\n"  # one call could hang 30 s
+        f"  drain_timeout_s: {drain_s}\n  decision_wait_ms: 0\n"
+    )
+    serve = ServeProcess("--config", str(config), "--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "r.db"), cwd=tmp_path)
+    client = None
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+        client = Client(port, "billing-agent", batch=True)
+        for _ in range(4):
+            send_traces(client, 1)  # 4 Export calls, 12 spans, acknowledged
+        wait_for(lambda: up.calls >= 1, what="a forward call hanging")
+        time.sleep(0.3)
+        started = time.monotonic()
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+        took = time.monotonic() - started
+        assert took < drain_s + STOP_OVERRUN_S + 0.5, f"SIGTERM took {took:.1f}s with drain_timeout_s {drain_s}"  # 0.5: process exit
+        stopped = serve.log("tracefence serve stopped", timeout=1)
+        assert (stopped["forwarded_all"], stopped["dropped_spans"]) == (False, 12)  # every span not forwarded is counted
+        assert any("shutdown" in e.get("message", "") and "not forwarded" in e.get("message", "") for e in serve.logs() if e.get("level") == "ERROR")
+    finally:
+        up.release.set()
+        if client is not None:
+            client.shutdown()
+        serve.stop()
+        up.stop()
+
+
+def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_counts_the_unread_spans(start_service, upstream, clients, caplog, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    caplog.set_level(logging.INFO)
+    gate = threading.Event()
+    hold = Intake._hold
+
+    def stuck_hold(self, items):  # the intake worker stalls on its first batch's first span (a pathological span, say)
+        hold(self, items[:1])
+        gate.wait(30)
+        hold(self, items)
+
+    monkeypatch.setattr(Intake, "_hold", stuck_hold)
+    try:
+        service, reader = start_service(upstream.port, drain_timeout_s=1)
+        client = clients(service.port)
+        for _ in range(3):
+            send_traces(client, 1)  # acknowledged: one batch being read (stuck), two queued
+        wait_for(lambda: service.intake.depth == 9, what="9 spans in the intake")
+        started = time.monotonic()
+        service.stop(grace_s=0)
+        took = time.monotonic() - started
+        assert took < 1 + STOP_OVERRUN_S, f"stop took {took:.1f}s"
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        # The two queued batches and the stuck one after its first span (taken before it stalled), counted.
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 8)]
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 8
+        assert logged(caplog, "8 acknowledged spans were still waiting to be read", level=logging.ERROR)
+    finally:
+        gate.set()
+
+
+class PartlyRejectingUpstream(RecordingUpstream):
+    """A backend that stores every call but says, through OTLP partial success, that it rejected 2 spans of each."""
+
+    def Export(self, request, context):
+        super().Export(request, context)
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        response = trace_service_pb2.ExportTraceServiceResponse()
+        response.partial_success.rejected_spans = 2
+        response.partial_success.error_message = "2 spans past the backend's attribute limit"
+        return response
+
+
+def test_spans_an_upstream_rejects_through_partial_success_are_counted_not_retried(start_service, clients, caplog):
+    caplog.set_level(logging.INFO)
+    up = PartlyRejectingUpstream()
+    up.start()
+    try:
+        service, reader = start_service(up.port)
+        forwarder = service.forwarders[0]
+        client = clients(service.port)
+        traces = send_traces(client, 1)
+        up.wait_spans(3)
+        wait_for(lambda: forwarder.depth == 0 and forwarder.dropped_spans == 2, what="the rejected spans counted")
+        time.sleep(0.3)
+        assert len(up.requests) == 1  # OTLP: a partial success is never retried
+        assert (forwarder.sent_spans, forwarder.dropped_spans, forwarder.failures) == (1, 2, 0)
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "upstream_rejected"}) == 2
+        assert logged(caplog, "dropped 2 span(s)", "upstream_rejected", "attribute limit", traces[0], level=logging.ERROR)
+    finally:
+        up.stop()
+
+
+def test_stop_is_bounded_with_the_review_db_locked(start_service, upstream, clients, caplog, tmp_path):
+    # Issue 9: SIGTERM under load with a locked review database took 82 s. Every review write waits the busy
+    # timeout (5 s), and the fence's shutdown tries the held items again; stop() must not wait for all that.
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "review.db"
+    service, reader = start_service(upstream.port, review_db=db, drain_timeout_s=2)
+    holder = sqlite3.connect(db, isolation_level=None, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        client = clients(service.port)
+        sent = [t for _ in range(5) for t in send_traces(client, 1)]  # review traces: each wants a write
+        time.sleep(0.5)  # the first write is waiting on the lock now
+        started = time.monotonic()
+        service.stop(grace_s=0)
+        took = time.monotonic() - started
+        assert took < 2 + STOP_OVERRUN_S, f"stop took {took:.1f}s with drain_timeout_s 2 and the review database locked"
+        stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
+        assert len(stopped) == 1
+        # Every span is accounted for: forwarded, or counted as not forwarded (not read, or still being decided
+        # behind the locked database).
+        line = stopped[0]
+        delivered = {r.span_id for r in upstream.spans()}
+        assert line.dropped_spans == 15 - len(delivered) > 0 and line.forwarded_all is False
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == line.dropped_spans
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()

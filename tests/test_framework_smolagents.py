@@ -379,9 +379,11 @@ def test_a_code_agent_whose_calls_are_only_code_is_planned_from_its_tool_spans(t
     assert not any(k.endswith("tool_call.id") for s in spans for k in s.attributes)
     assert [(d.step.tool, d.step.span_id, d.step.requested_only, d.decision, d.reasons) for d in plan.steps] == [
         ("lookup_customer", ids["lookup_customer"][0], False, Decision.REPLAY, ("declared_read", "arguments_unwrapped")),
-        ("create_invoice", ids["create_invoice"][0], False, Decision.SKIP, ("write_committed", "arguments_unwrapped")),
-        ("final_answer", ids["final_answer"][0], False, Decision.REPLAY, ("declared_read", "arguments_unwrapped")),
+        # final_answer(answer=invoice) passes on the invoice id create_invoice returned: data flow (issue 11)
+        ("create_invoice", ids["create_invoice"][0], False, Decision.SKIP, ("write_committed", "arguments_unwrapped", "result_consumed_by")),
+        ("final_answer", ids["final_answer"][0], False, Decision.REPLAY, ("declared_read", "arguments_unwrapped", "consumes_result_of")),
     ]
+    assert plan.steps[2].related_call_ids == (plan.steps[1].step.call_id,)
     assert plan.steps[1].step.arguments_sha256 == sha('{"amount_cents":1200,"customer":"a"}')
     assert plan.replay_class is ReplayClass.INJECTED
 

@@ -843,3 +843,21 @@ def test_a_span_ending_while_its_trace_is_being_planned_is_late_against_that_pla
     assert tf(spans["execute_tool refund"]) == step("review", "review", ["write_timeout", "decided_before_complete"], "write", "timeout", **late_attrs)
     (item,) = fenced.review_items()
     assert decisions_by_tool(item) == {"charge": "DECISION_REVIEW", "refund": "DECISION_REVIEW"}
+
+
+def test_a_review_db_deleted_under_the_processor_is_counted_and_later_items_land_in_a_new_file(tmp_path):
+    reader = InMemoryMetricReader()
+    fenced = Fenced(tmp_path, meter_provider=MeterProvider(metric_readers=[reader]))
+    with fenced.tracer.start_as_current_span("invoke_agent a"):
+        timed_out_write(fenced, "pay", "pay-1", {"n": 1})
+    assert len(fenced.review_items()) == 1
+    for path in tmp_path.glob("review.db*"):
+        path.unlink()
+    with fenced.tracer.start_as_current_span("invoke_agent b"):
+        timed_out_write(fenced, "pay", "pay-2", {"n": 2})
+    assert fenced.processor.force_flush()
+    assert fenced.db.exists()
+    assert [decisions_by_tool(item) for item in fenced.review_items()] == [{"pay": "DECISION_REVIEW"}]
+    errors = {p[0]["error.type"]: p[1] for p in metric_points(reader)["tracefence.errors"]}
+    assert errors == {"review_db_deleted": 1}
+    fenced.provider.shutdown()

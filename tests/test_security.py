@@ -286,8 +286,10 @@ def test_redaction_never_makes_two_different_calls_compare_equal():
     assert first.arguments_json == second.arguments_json == '{"password":"[REDACTED]","user":"ada"}'
     assert first.arguments_sha256 != second.arguments_sha256
     assert [(d.decision, d.reasons, d.related_call_ids) for d in plan.steps] == [
-        (Decision.CONFLICT, ("idempotency_key_conflict", "result_not_recorded"), ("c2",)),
-        (Decision.CONFLICT, ("idempotency_key_conflict", "result_not_recorded"), ("c1",)),
+        # "second-Passw0rd" has the shape of an id (normalize/tokens.py) and first appears in c2, after c1's
+        # unrecorded result: the data-flow notes say c2 may have used it, through hashes only.
+        (Decision.CONFLICT, ("idempotency_key_conflict", "result_not_recorded", "unrecorded_result_may_be_consumed"), ("c2",)),
+        (Decision.CONFLICT, ("idempotency_key_conflict", "result_not_recorded", "may_consume_unrecorded_result"), ("c1",)),
     ]
 
 
@@ -477,10 +479,11 @@ def test_the_bearer_token_decision_is_hmac_compare_digest(serve, upstream, monke
 
 def test_review_api_on_its_own_address_with_tls_and_token(serve, upstream, tmp_path):
     cert, key = make_certificate(tmp_path)  # openssl CLI: a self-signed certificate for 127.0.0.1
-    service = serve(review_endpoint="127.0.0.1:0", tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="tok-Review-1")
+    service = serve(review_endpoint="127.0.0.1:0", tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="tok-Ingest-1", review_token="tok-Review-1")
     assert service.review_port not in (0, service.port)
     credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
     token = (("authorization", "Bearer tok-Review-1"),)
+    ingest = (("authorization", "Bearer tok-Ingest-1"),)
     tid = bytes.fromhex("c0" * 16)
     request = raw_request(raw_tool_span(tid, b"\x01" * 8, "payments.charge", effect="write", status="timeout"))
     with grpc.secure_channel(f"127.0.0.1:{service.port}", credentials) as receiver, grpc.secure_channel(f"127.0.0.1:{service.review_port}", credentials) as review_channel:
@@ -488,21 +491,115 @@ def test_review_api_on_its_own_address_with_tls_and_token(serve, upstream, tmp_p
         with pytest.raises(grpc.RpcError) as absent:
             pb_grpc.ReviewServiceStub(receiver).ListReviewItems(pb.ListReviewItemsRequest(), metadata=token, timeout=5)
         assert absent.value.code() == grpc.StatusCode.UNIMPLEMENTED
-        trace_stub(f"127.0.0.1:{service.port}", credentials)[1].Export(request, metadata=token, timeout=5)
-        # The review port: TLS and the token, and no OTLP receiver.
+        trace_stub(f"127.0.0.1:{service.port}", credentials)[1].Export(request, metadata=ingest, timeout=5)
+        # The review port: TLS and the review token (not the ingest token), and no OTLP receiver.
         review = pb_grpc.ReviewServiceStub(review_channel)
-        with pytest.raises(grpc.RpcError) as denied:
-            review.ListReviewItems(pb.ListReviewItemsRequest(), timeout=5)
-        assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for metadata in ((), ingest):
+            with pytest.raises(grpc.RpcError) as denied:
+                review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=metadata, timeout=5)
+            assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
         items = wait_for(lambda: review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=token, timeout=5).items, what="review item")
         assert [i.trace_id for i in items] == [tid.hex()]
         with pytest.raises(grpc.RpcError) as absent:
-            trace_stub(f"127.0.0.1:{service.review_port}", credentials)[1].Export(request, metadata=token, timeout=5)
+            trace_stub(f"127.0.0.1:{service.review_port}", credentials)[1].Export(request, metadata=ingest, timeout=5)
         assert absent.value.code() == grpc.StatusCode.UNIMPLEMENTED
     with grpc.insecure_channel(f"127.0.0.1:{service.review_port}") as plaintext:
         with pytest.raises(grpc.RpcError) as refused:
             pb_grpc.ReviewServiceStub(plaintext).ListReviewItems(pb.ListReviewItemsRequest(), metadata=token, timeout=5)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+# -- the review API fails closed (issue 9) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address, loopback",
+    [("127.0.0.1:4317", True), ("127.8.9.10:1", True), ("localhost:4317", True), ("[::1]:4317", True),
+     ("0.0.0.0:4317", False), ("[::]:4317", False), ("10.0.0.7:4317", False), ("tracefence:4317", False)],
+)
+def test_what_counts_as_loopback(address, loopback):
+    assert server_module.is_loopback(address) is loopback
+
+
+def test_a_review_api_beyond_loopback_without_a_review_token_refuses_to_start(tmp_path, upstream, caplog):
+    upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)]
+    for settings in ({"endpoint": "0.0.0.0:0"}, {"endpoint": "127.0.0.1:0", "review_endpoint": "0.0.0.0:0"}):
+        config = TraceFenceConfig(review_db=str(tmp_path / "r.db"), service=ServiceSettings(upstreams=upstreams, **settings))
+        with pytest.raises(ConfigError, match="refusing to start: the review API would listen on 0.0.0.0:0, beyond loopback, with no service.review_token"):
+            TraceFenceService(config)
+        # The ingest token does not stand in for the review token.
+        with pytest.raises(ConfigError, match="--insecure-review-api"):
+            TraceFenceService(config.model_copy(update={"service": config.service.model_copy(update={"bearer_token": "ingest"})}))
+    # Fine: the review API on loopback while the receiver listens on all addresses; no review queue at all;
+    # a review token; or the explicit insecure flag, which logs a warning.
+    caplog.set_level("INFO")
+    fine = [
+        ({"endpoint": "0.0.0.0:0", "review_endpoint": "127.0.0.1:0"}, "r.db"),
+        ({"endpoint": "0.0.0.0:0"}, ""),
+        ({"endpoint": "0.0.0.0:0", "review_token": "r3view"}, "r.db"),
+        ({"endpoint": "0.0.0.0:0", "insecure_review_api": True}, "r.db"),
+    ]
+    for settings, db in fine:
+        service = TraceFenceService(TraceFenceConfig(review_db=db and str(tmp_path / db), service=ServiceSettings(upstreams=upstreams, **settings)))
+        try:
+            service.start()
+        finally:
+            service.stop(0)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "review API without a token" in r.getMessage()]
+    assert len(warnings) == 1 and "allowed by insecure_review_api" in warnings[0]
+
+
+def test_serve_refuses_a_review_api_left_open_unless_told_insecure(tmp_path):
+    refused = tracefence("serve", "--endpoint", "0.0.0.0:0", "--review-db", str(tmp_path / "r.db"), cwd=tmp_path, timeout=30)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "refusing to start" in refused.stderr and "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN" in refused.stderr and "Traceback" not in refused.stderr
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", "0.0.0.0:0", "--review-db", str(tmp_path / "r.db"), "--insecure-review-api"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=clean_env(),
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: any("tracefence serve listening" in x for x in list(lines)) or process.poll() is not None, 30, what="listening line")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        reader.join(timeout=5)
+    entries = [json.loads(x) for x in lines if x.startswith("{")]
+    warning = [e for e in entries if e["level"] == "WARNING" and "review API without a token" in e["message"]]
+    assert warning and "0.0.0.0:0" in warning[0]["message"], lines
+    assert process.returncode == 0
+
+
+def test_resolving_beyond_loopback_needs_the_review_token(tmp_path, upstream):
+    config = TraceFenceConfig(
+        review_db=str(tmp_path / "r.db"),
+        service=ServiceSettings(
+            endpoint="0.0.0.0:0", review_token="r3view-T0ken", decision_wait_ms=0, drain_timeout_s=2,
+            upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)],
+        ),
+    )
+    service = TraceFenceService(config)
+    service.start()
+    try:
+        tid = bytes.fromhex("d0" * 16)
+        channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+        with channel:
+            stub.Export(raw_request(raw_tool_span(tid, b"\x01" * 8, "payments.charge", effect="write", status="timeout")), timeout=5)  # no ingest token set
+            review = pb_grpc.ReviewServiceStub(channel)
+            good = (("authorization", "Bearer r3view-T0ken"),)
+            wait_for(lambda: review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=good, timeout=5).items, what="the review item")
+            resolve = pb.ResolveReviewItemRequest(trace_id=tid.hex(), resolved_by="mallory", note="looks fine")
+            for metadata in ((), (("authorization", "Bearer wrong"),)):
+                with pytest.raises(grpc.RpcError) as denied:
+                    review.ResolveReviewItem(resolve, metadata=metadata, timeout=5)
+                assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert review.GetReviewItem(pb.GetReviewItemRequest(trace_id=tid.hex()), metadata=good, timeout=5).state == pb.REVIEW_STATE_OPEN
+            resolved = review.ResolveReviewItem(pb.ResolveReviewItemRequest(trace_id=tid.hex(), resolved_by="ada", note="one charge"), metadata=good, timeout=5)
+            assert (resolved.state, resolved.resolved_by) == (pb.REVIEW_STATE_RESOLVED, "ada")
+    finally:
+        service.stop(0)
 
 
 # -- 4. input limits: configurable, enforced, reported -----------------------------------------------------
@@ -609,7 +706,7 @@ def test_the_listening_log_line_reports_every_limit(tmp_path):
     config.write_text(
         "max_traces: 500\nmax_spans_per_trace: 200\nstore_raw_values: true\n"
         "limits: {max_attributes_per_span: 256, max_argument_bytes: 65536, max_argument_depth: 16, max_related_call_ids: 20}\n"
-        "service: {max_message_bytes: 4194304, intake_queue_spans: 5000, forward_queue_spans: 9000, bearer_token: not-logged-T0ken}\n"
+        "service: {max_message_bytes: 4194304, intake_queue_spans: 5000, intake_queue_bytes: 8388608, forward_queue_spans: 9000, bearer_token: not-logged-T0ken}\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "r.db")],
@@ -635,10 +732,12 @@ def test_the_listening_log_line_reports_every_limit(tmp_path):
         "max_argument_bytes": 65536,
         "max_argument_depth": 16,
         "max_related_call_ids": 20,
+        "max_tokens_per_value": 64,
         "max_traces": 500,
         "max_spans_per_trace": 200,
         "decided_cache_size": 10000,
         "intake_queue_spans": 5000,
+        "intake_queue_bytes": 8388608,
         "forward_queue_spans": 9000,
     }
     assert (line["bearer_token"], line["store_raw_values"], line["tls"]) == (True, True, False)

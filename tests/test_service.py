@@ -28,6 +28,7 @@ from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSe
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.server import REVIEW_SERVICE, TRACE_SERVICE, TraceFenceService
 from service_helpers import (
+    BIG,
     EXPORT_METHOD,
     Client,
     RecordingUpstream,
@@ -504,7 +505,8 @@ def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept(serve, u
 
 
 def test_huge_attributes_are_accepted_and_oversized_arguments_reported(serve, upstream, clients):
-    service = serve()
+    # The test's upstream takes 64 MiB requests, and is configured so (the default is 4 MiB, gRPC's own).
+    service = serve(upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2, max_message_bytes=BIG)])
     client = clients(service.port, "etl-agent")
     blob = "x" * (5 * 1024 * 1024)
     root = client.tracer.start_span("invoke_agent etl", attributes={"agent.notes": blob})
@@ -541,7 +543,7 @@ def health_status(channel: grpc.Channel, service: str = "", metadata=()) -> int:
 
 
 def test_bearer_token(serve, upstream, clients):
-    service = serve(bearer_token="s3cret")
+    service = serve(bearer_token="s3cret", review_token="r3view")
     tid = bytes.fromhex("12" * 16)
     request = raw_request(raw_tool_span(tid, b"\x01" * 8, "search"))
     channel, stub = trace_stub(f"127.0.0.1:{service.port}")
@@ -553,11 +555,17 @@ def test_bearer_token(serve, upstream, clients):
         assert len(service.fence.buffer) == 0
         stub.Export(request, metadata=(("authorization", "Bearer s3cret"),), timeout=5)
         assert health_status(channel) == health_pb2.HealthCheckResponse.SERVING  # no token needed
+        # The review API takes its own token; the ingest token never opens it, nor the review token Export.
         review = pb_grpc.ReviewServiceStub(channel)
+        for metadata in ((), (("authorization", "Bearer s3cret"),)):
+            for call, request_ in ((review.ListReviewItems, pb.ListReviewItemsRequest()), (review.ResolveReviewItem, pb.ResolveReviewItemRequest(trace_id="f" * 32, resolved_by="x"))):
+                with pytest.raises(grpc.RpcError) as denied:
+                    call(request_, metadata=metadata, timeout=5)
+                assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=(("authorization", "Bearer r3view"),), timeout=5).items == []
         with pytest.raises(grpc.RpcError) as denied:
-            review.ListReviewItems(pb.ListReviewItemsRequest(), timeout=5)
+            stub.Export(request, metadata=(("authorization", "Bearer r3view"),), timeout=5)
         assert denied.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        assert review.ListReviewItems(pb.ListReviewItemsRequest(), metadata=(("authorization", "Bearer s3cret"),), timeout=5).items == []
     upstream.wait_spans(1, tid.hex())
     # The real exporter with the token in its headers.
     client = clients(service.port, "billing-agent", headers={"authorization": "Bearer s3cret"})
@@ -567,7 +575,7 @@ def test_bearer_token(serve, upstream, clients):
 
 def test_tls_with_a_test_certificate(serve, upstream, clients, tmp_path):
     cert, key = make_certificate(tmp_path)
-    service = serve(tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="s3cret")
+    service = serve(tls_certificate_file=str(cert), tls_key_file=str(key), bearer_token="s3cret", review_token="r3view")
     credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
     # The real exporter over TLS (hostname checked against the certificate's subjectAltName).
     client = clients(
@@ -585,14 +593,14 @@ def test_tls_with_a_test_certificate(serve, upstream, clients, tmp_path):
         with pytest.raises(grpc.RpcError) as refused:
             health_status(plaintext)
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    # `tracefence review --endpoint` over TLS with the token; without it, a clear refusal.
+    # `tracefence review --endpoint` over TLS with the review token; without it, or with the ingest token, a clear refusal.
     endpoint = f"localhost:{service.port}"
     ok, from_env, no_token, wrong_token, no_ca = run_all(
-        ["review", "list", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "s3cret", "--format", "json"],
-        (["review", "show", trace_id, "--ca-file", str(cert), "--format", "json"], {"OTEL_TRACEFENCE_REVIEW_ENDPOINT": endpoint, "OTEL_TRACEFENCE_REVIEW_TOKEN": "s3cret"}),
+        ["review", "list", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "r3view", "--format", "json"],
+        (["review", "show", trace_id, "--ca-file", str(cert), "--format", "json"], {"OTEL_TRACEFENCE_REVIEW_ENDPOINT": endpoint, "OTEL_TRACEFENCE_REVIEW_TOKEN": "r3view"}),
         ["review", "--endpoint", endpoint, "--ca-file", str(cert), "show", trace_id],
-        ["review", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "nope", "show", trace_id],
-        ["review", "--endpoint", endpoint, "--token", "s3cret", "show", trace_id],  # plaintext against TLS
+        ["review", "--endpoint", endpoint, "--ca-file", str(cert), "--token", "s3cret", "show", trace_id],  # the ingest token
+        ["review", "--endpoint", endpoint, "--token", "r3view", "show", trace_id],  # plaintext against TLS
     )
     assert ok.returncode == 0, ok.stderr
     assert [json.loads(line)["traceId"] for line in ok.stdout.splitlines()] == [trace_id]
@@ -816,3 +824,97 @@ def test_a_batch_dropped_while_being_sent_is_counted_by_its_outcome(delivered):
     assert (forwarder.sent_spans, forwarder.dropped_spans) == ((6, 0) if delivered else (3, 3))
     assert [r is second for r in target.sent] == ([False, True] if delivered else [True])
     assert forwarder.drain(2)
+
+
+# -- intake bounds that hold for any input (issue 9) ------------------------------------------------------------
+
+
+def tiny_spans(trace_byte: int, count: int) -> list:
+    tid = bytes([trace_byte]) * 16
+    return [raw_span(tid, (i + 1).to_bytes(8, "big"), "t") for i in range(count)]
+
+
+def test_one_request_alone_past_the_intake_bound_is_resource_exhausted_naming_the_limit(serve, upstream):
+    service = serve(intake_queue_spans=1000, intake_queue_bytes=256 * 1024)
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        many = raw_request(*tiny_spans(0x61, 5000))  # 5,000 tiny spans (~230 KB): under the bytes bound, past the spans bound
+        assert many.ByteSize() < 256 * 1024
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Export(many, timeout=5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "5000 spans" in refused.value.details() and "service.intake_queue_spans = 1000" in refused.value.details()
+        assert "google.rpc.retryinfo-bin" not in dict(refused.value.trailing_metadata())  # OTLP: not retryable
+        big = raw_request(*tiny_spans(0x62, 10), service_name="x" * (300 * 1024))  # few spans, past the bytes bound
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Export(big, timeout=5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert f"{big.ByteSize()} bytes" in refused.value.details() and "service.intake_queue_bytes = 262144" in refused.value.details()
+        assert (service.intake.depth, service.intake.depth_bytes, len(service.fence.buffer)) == (0, 0, 0)  # nothing held
+        # Exactly at the bound is accepted.
+        stub.Export(raw_request(*tiny_spans(0x63, 1000)), timeout=5)
+    upstream.wait_spans(1000, (b"\x63" * 16).hex(), timeout=15)
+    assert not upstream.trace((b"\x61" * 16).hex()) and not upstream.trace((b"\x62" * 16).hex())
+
+
+def test_the_intake_bound_counts_the_request_being_accepted_and_answers_unavailable_with_retry_info(serve, upstream, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    gate = threading.Event()
+    hold = Intake._hold
+
+    def gated_hold(self, items):  # the intake worker is busy (a slow planner, a loaded machine)
+        gate.wait(10)
+        hold(self, items)
+
+    monkeypatch.setattr(Intake, "_hold", gated_hold)
+    service = serve(intake_queue_spans=1000, retry_delay_s=0.2)
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    try:
+        with channel:
+            stub.Export(raw_request(*tiny_spans(0x71, 600)), timeout=5)  # accepted: 600 of 1000
+            wait_for(lambda: service.intake.depth == 600)
+            # 600 + 600 > 1000: refused for now, although the queue is not full yet.
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Export(raw_request(*tiny_spans(0x72, 600)), timeout=5)
+            error = refused.value
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+            assert "600/1000 spans" in error.details() and "request of 600 spans" in error.details()
+            trailer = dict(error.trailing_metadata())["google.rpc.retryinfo-bin"]
+            assert error_details_pb2.RetryInfo.FromString(trailer).retry_delay.ToNanoseconds() == 200_000_000
+            assert service.intake.depth == 600  # the refused request took no room
+            stub.Export(raw_request(*tiny_spans(0x73, 400)), timeout=5)  # 600 + 400 = 1000: fits
+            assert service.intake.depth == 1000
+            gate.set()
+            wait_for(lambda: service.intake.depth == 0, what="the intake drained")
+            stub.Export(raw_request(*tiny_spans(0x72, 600)), timeout=5)  # room again
+    finally:
+        gate.set()
+    for trace_byte, count in ((0x71, 600), (0x72, 600), (0x73, 400)):
+        upstream.wait_spans(count, (bytes([trace_byte]) * 16).hex(), timeout=15)
+
+
+def test_a_real_exporter_refused_for_intake_room_retries_and_gets_through(serve, upstream, clients, monkeypatch):
+    from otel_tracefence.service.intake import Intake
+
+    gate = threading.Event()
+    hold = Intake._hold
+    monkeypatch.setattr(Intake, "_hold", lambda self, items: (gate.wait(10), hold(self, items)))
+    first = raw_request(*tiny_spans(0x74, 40))
+    service = serve(intake_queue_bytes=first.ByteSize() + 200, retry_delay_s=0.3)  # room left: 200 bytes
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        stub.Export(first, timeout=5)
+    client = clients(service.port, "billing-agent", batch=True)
+    trace_id = agent_trace(client)
+    result: list[Any] = []
+    sender = threading.Thread(target=lambda: result.append(client.send()))
+    sender.start()
+    try:
+        time.sleep(0.5)  # refused meanwhile: an agent trace is more than 200 bytes
+        assert result == []
+    finally:
+        gate.set()
+    sender.join(timeout=15)
+    assert result == [SpanExportResult.SUCCESS]
+    upstream.wait_spans(3, trace_id, timeout=15)

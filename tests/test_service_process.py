@@ -67,3 +67,62 @@ def test_a_second_serve_on_a_taken_port_exits_2_with_a_clear_message(tmp_path, u
     assert f"tracefence serve: cannot listen on 127.0.0.1:{upstream.port}" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert upstream.spans() == []
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One protobuf length-delimited field: tag, varint length, payload."""
+    size, varint = len(payload), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        varint += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return bytes([number << 3 | 2]) + varint + payload
+
+
+def _memory_mib(pid: int) -> dict[str, float]:
+    out = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(("VmHWM", "VmRSS")):
+                key, value = line.split(":")
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def test_one_request_of_a_million_tiny_spans_is_refused_whole_and_memory_stays_bounded(tmp_path):
+    """Issue 9: one legal 51 MB Export of 1,000,000 tiny spans against the default intake bound (100,000 spans)
+    was accepted and took the service past 900 MiB. Now: RESOURCE_EXHAUSTED naming the limit, without building
+    the spans, and the service's peak memory rises by at most 4 times the request's size (gRPC's buffer, the
+    Python copy, the bytes-only span count: SECURITY.md's formula)."""
+    import grpc
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    from service_helpers import EXPORT_METHOD, raw_request, raw_span, trace_stub
+
+    template = Span(trace_id=b"\x11" * 16, span_id=b"\xaa" * 8, name="t", start_time_unix_nano=1, end_time_unix_nano=2).SerializeToString()
+    at = template.index(b"\xaa" * 8)
+    spans = b"".join(_field(2, template[:at] + (i + 1).to_bytes(8, "big") + template[at + 8 :]) for i in range(1_000_000))
+    data = _field(1, _field(2, spans))  # ExportTraceServiceRequest.resource_spans > ResourceSpans.scope_spans > ScopeSpans.spans
+    serve = ServeProcess("--endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "r.db"), "--output-file", str(tmp_path / "out.jsonl"), cwd=tmp_path)
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+        before = _memory_mib(serve.proc.pid)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", -1)]) as channel:
+            export = channel.unary_unary(EXPORT_METHOD)
+            started = time.monotonic()
+            try:
+                export(data, timeout=30)
+                raise AssertionError("a request of 1,000,000 spans was accepted against a bound of 100,000")
+            except grpc.RpcError as refused:
+                assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "1000000 spans" in refused.details() and "service.intake_queue_spans = 100000" in refused.details()
+            assert time.monotonic() - started < 5
+        peak = _memory_mib(serve.proc.pid)["VmHWM"]
+        rise_mib = peak - before["VmHWM"]
+        assert rise_mib < 4 * len(data) / 2**20 + 32, f"peak rose {rise_mib:.0f} MiB for a {len(data) / 2**20:.0f} MiB request"
+        # Still serving.
+        channel, stub = trace_stub(f"127.0.0.1:{port}")
+        with channel:
+            stub.Export(raw_request(raw_span(b"\x22" * 16, b"\x01" * 8)), timeout=5)
+    finally:
+        serve.stop()

@@ -33,6 +33,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--review-db", help="SQLite review queue (default tracefence-review.db)")
     parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
     parser.add_argument("--max-wait-ms", type=float, help="longest a trace is held (default 30000)")
+    parser.add_argument(
+        "--insecure-review-api",
+        action="store_true",
+        default=None,
+        help="serve the review API beyond loopback with no review token (anyone who reaches it can resolve items); "
+        "without it, such a service refuses to start",
+    )
     parser.add_argument("--log-format", choices=("json", "text"), default="json", help="log lines on standard error (default json)")
     parser.set_defaults(run=run)
 
@@ -50,6 +57,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
             "output_file": args.output_file,
             "decision_wait_ms": args.decision_wait_ms,
             "max_wait_ms": args.max_wait_ms,
+            "insecure_review_api": args.insecure_review_api,
         }.items()
         if value is not None
     }

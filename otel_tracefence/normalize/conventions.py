@@ -20,7 +20,8 @@ from typing import Any, Mapping
 TRACEFENCE_EFFECT = "tracefence.effect"
 TRACEFENCE_STATUS = "tracefence.status"
 TRACEFENCE_IDEMPOTENCY_KEY = "tracefence.idempotency_key"
-TRACEFENCE_INPUTS = (TRACEFENCE_EFFECT, TRACEFENCE_STATUS, TRACEFENCE_IDEMPOTENCY_KEY)
+TRACEFENCE_RESULT_STABLE = "tracefence.result_stable"  # boolean: false for results that differ between executions
+TRACEFENCE_INPUTS = (TRACEFENCE_EFFECT, TRACEFENCE_STATUS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE)
 
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"

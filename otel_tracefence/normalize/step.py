@@ -12,6 +12,7 @@ from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.tokens import text_tokens, value_tokens
 from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, span_arguments, span_result
 
 
@@ -24,6 +25,22 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     rule = config.rule_for(tool) if tool else None
     paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments
     return key_from_arguments(arguments_value, paths)
+
+
+def result_stability(declared, tool: str, config: TraceFenceConfig) -> tuple[bool, MalformedField | None]:
+    """Whether the tool's results are stable across executions (seed 000, "Decision boundary").
+
+    ``declared`` is the producer's ``tracefence.result_stable`` (``None`` when absent): it must be
+    a boolean, anything else is malformed (field ``result_stable``) and never guessed: taken as
+    unstable, and the step is held anyway. Else the first matching tool rule's ``result``
+    (``stable`` / ``unstable``); else stable.
+    """
+    if declared is not None:
+        if not isinstance(declared, bool):
+            return False, MalformedField("result_stable", f"result_stable {declared!r} is not a boolean")
+        return declared, None
+    rule = config.rule_for(tool) if tool else None
+    return (rule is None or rule.result != "unstable"), None
 
 
 TRUNCATED_RESULT = MalformedField(
@@ -91,6 +108,9 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     status, notes = result_status(status, result)
     if result.truncated:
         malformed.append(TRUNCATED_RESULT)
+    stable, bad_stability = result_stability(attributes.get(cv.TRACEFENCE_RESULT_STABLE), tool, config)
+    if bad_stability is not None:
+        malformed.append(bad_stability)
     call_id = cv.call_id(attributes)
     return ToolStep(
         trace_id=span.trace_id,
@@ -112,4 +132,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         sequence=span.sequence,
         malformed=tuple(malformed),
         notes=arguments.notes + notes,
+        result_stable=stable,
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
+        result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result.recorded else (),
     )

@@ -18,6 +18,7 @@ from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_si
 from otel_tracefence.normalize.http import http_request
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.step import result_status, span_to_step
+from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import Result, kept_arguments, span_arguments
 
 
@@ -73,9 +74,9 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
         changes["malformed"] = step.malformed + bad
     for attempt in attempts:
         if step.arguments_sha256 is None and attempt.arguments_sha256 is not None and "arguments_sha256" not in changes:
-            changes.update(arguments_json=attempt.arguments_json, arguments_sha256=attempt.arguments_sha256, arguments_unavailable=None)
+            changes.update(arguments_json=attempt.arguments_json, arguments_sha256=attempt.arguments_sha256, arguments_unavailable=None, argument_tokens=attempt.argument_tokens)
         if not step.result_recorded and attempt.result_recorded and "result_sha256" not in changes:
-            changes.update(result_recorded=True, result_sha256=attempt.result_sha256, result_value=attempt.result_value)
+            changes.update(result_recorded=True, result_sha256=attempt.result_sha256, result_value=attempt.result_value, result_tokens=attempt.result_tokens)
         if step.idempotency_key is None and attempt.idempotency_key is not None and "idempotency_key" not in changes:
             changes["idempotency_key"] = attempt.idempotency_key
         if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
@@ -113,6 +114,7 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
         start_time_unix_nano=when,
         sequence=request.span.sequence,
         requested_only=True,
+        argument_tokens=value_tokens(request.arguments.value, config.limits.max_tokens_per_value, request.arguments.json),
     )
 
 

@@ -8,12 +8,14 @@ from typing import Iterable
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits
 from otel_tracefence.model import Decision, StepDecision, ToolStep, TracePlan
+from otel_tracefence.planner.dataflow import FLOW_NOTES, DataFlow
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.replay_class import replay_class
 from otel_tracefence.planner.rules import DECISION_RULES, NOTE_RULES
 
 _FENCING = (Decision.REVIEW, Decision.CONFLICT)
 _DEFAULT_LIMITS = Limits()
+_RULES = DECISION_RULES + NOTE_RULES + FLOW_NOTES
 
 
 def _decide(step: ToolStep, groups: TraceGroups, max_related: int) -> StepDecision:
@@ -21,7 +23,7 @@ def _decide(step: ToolStep, groups: TraceGroups, max_related: int) -> StepDecisi
     reason_codes: list[str] = []
     related: list[str] = []
     truncated = False
-    for rule in DECISION_RULES + NOTE_RULES:
+    for rule in _RULES:
         for finding in rule(step, groups):
             if finding.decision is not None:
                 if decision is None:
@@ -60,5 +62,6 @@ def plan_trace(trace_id: str, steps: Iterable[ToolStep], *, partial: bool = Fals
         seen: set[int] = set()
         ordered = [replace(s) if id(s) in seen else seen.add(id(s)) or s for s in ordered]
     groups = TraceGroups.build(ordered, limits.max_related_call_ids)
+    groups.flow = DataFlow.build(ordered, limits.max_related_call_ids)
     decisions = tuple(_decide(step, groups, limits.max_related_call_ids) for step in ordered)
     return TracePlan(trace_id=trace_id, replay_class=replay_class(decisions), steps=decisions, partial=partial)

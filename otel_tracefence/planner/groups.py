@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from otel_tracefence.model import Effect, ToolStep
 
@@ -43,6 +43,7 @@ class TraceGroups:
     uncomparable_keys: set[tuple[str, str]] = field(default_factory=set)
     position: dict[int, int] = field(default_factory=dict)  # id(step) -> index within its content group
     max_related: int = 50
+    flow: Any = None  # planner.dataflow.DataFlow: links between steps through id-like tokens
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":

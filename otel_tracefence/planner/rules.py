@@ -104,6 +104,18 @@ def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     return NONE
 
 
+def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A read whose results differ between executions is never re-executed: skip, and a replay injects
+    its recorded result (seed 000, "Decision boundary": a handle the agent may branch on must be injected,
+    not re-derived). Without a recorded result there is nothing to inject (``result_not_recorded``, class
+    ``static``). The label is ``tracefence.result_stable`` = false or the tool rule's ``result: unstable``."""
+    if step.effect is not Effect.READ or step.result_stable:
+        return NONE
+    if step.result_recorded:
+        return (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT),)
+    return (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
+
+
 def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A declared read replays, whatever its status."""
     return (Finding(Decision.REPLAY, reasons.DECLARED_READ),) if step.effect is Effect.READ else NONE
@@ -119,6 +131,7 @@ DECISION_RULES: tuple[Rule, ...] = (
     write_dispatched_more_than_once,
     repeats_earlier_write,
     write_committed,
+    unstable_result,
     declared_read,
 )
 

@@ -2,11 +2,12 @@
 
 Fields: ``trace_id`` (optional), ``call_id`` or ``id``, ``tool``, ``effect``,
 ``status``, ``idempotency_key``, ``arguments`` (a JSON value; JSON text in CSV),
-``result`` (optional), ``start_time`` (optional: Unix nanoseconds, or an RFC 3339
-timestamp). The camelCase spellings ``traceId``, ``callId``, ``idempotencyKey`` and
-``startTime`` are accepted; a row that carries both spellings of one field is
-malformed at that field. Other fields are ignored, each named once in
-:attr:`RowsRead.warnings`. An empty CSV cell is an absent field.
+``result`` (optional), ``result_stable`` (optional: ``true`` or ``false``, as a
+boolean or as that word), ``start_time`` (optional: Unix nanoseconds, or an RFC 3339
+timestamp). The camelCase spellings ``traceId``, ``callId``, ``idempotencyKey``,
+``resultStable`` and ``startTime`` are accepted; a row that carries both spellings
+of one field is malformed at that field. Other fields are ignored, each named once
+in :attr:`RowsRead.warnings`. An empty CSV cell is an absent field.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
+from otel_tracefence.normalize.step import result_stability
+from otel_tracefence.normalize.tokens import text_tokens, value_tokens
 from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 
@@ -40,9 +43,9 @@ class RowsRead:
     """One per column that is no row field, at the line it first appears (the header's, in CSV)."""
 
 
-FIELDS = ("trace_id", "call_id", "id", "tool", "effect", "status", "idempotency_key", "arguments", "result", "start_time")
+FIELDS = ("trace_id", "call_id", "id", "tool", "effect", "status", "idempotency_key", "arguments", "result", "result_stable", "start_time")
 """The row fields, in their snake_case spelling."""
-CAMEL_CASE = {"traceId": "trace_id", "callId": "call_id", "idempotencyKey": "idempotency_key", "startTime": "start_time"}
+CAMEL_CASE = {"traceId": "trace_id", "callId": "call_id", "idempotencyKey": "idempotency_key", "resultStable": "result_stable", "startTime": "start_time"}
 """The camelCase spellings accepted for the fields of more than one word."""
 _KNOWN = frozenset(FIELDS) | frozenset(CAMEL_CASE)
 
@@ -178,6 +181,12 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         key = None
     raw_result = _text(row, "result") if arguments_are_text else row.get("result", _ABSENT)
     result = result_from_value(raw_result, config.limits) if raw_result not in (_ABSENT, None) else None
+    declared_stable = _text(row, "result_stable")
+    if isinstance(declared_stable, str) and declared_stable in ("true", "false"):
+        declared_stable = declared_stable == "true"  # CSV holds text: the same two words in every format
+    stable, bad_stability = result_stability(None if declared_stable is _ABSENT else declared_stable, tool, config)
+    if bad_stability is not None:
+        malformed.append(bad_stability)
     start = _start_time(row["start_time"]) if _text(row, "start_time") is not _ABSENT else 0
     if isinstance(start, MalformedField):
         malformed.append(start)
@@ -199,6 +208,9 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         start_time_unix_nano=start,
         sequence=line,
         malformed=tuple(malformed),
+        result_stable=stable,
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
+        result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result is not None else (),
     )
 
 

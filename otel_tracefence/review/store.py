@@ -133,6 +133,14 @@ class SQLiteReviewStore:
     ``clock``: current time in nanoseconds since the Unix epoch (default
     :func:`time.time_ns`); for tests.
 
+    ``on_error(kind)``: called when the file was deleted (``review_db_deleted``)
+    or replaced by another file (``review_db_replaced``) while open; the service
+    counts it in ``tracefence.errors``. Before every read and write the store
+    compares the path's ``st_dev``/``st_ino`` with those of the file it opened;
+    on a mismatch it logs an error, calls ``on_error``, and reopens the path
+    (recreating the file and its schema when it is gone), so later items are
+    never written into a file that is no longer there.
+
     Raises :class:`ReviewStoreError` when the file is not a SQLite database, is
     another application's database, or has a schema version this code does not
     read. Thread-safe: one connection, used under a lock. Use as a context
@@ -147,30 +155,86 @@ class SQLiteReviewStore:
         busy_timeout_s: float = 5.0,
         create: bool = True,
         clock: Callable[[], int] | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         if busy_timeout_s < 0:
             raise ValueError(f"busy_timeout_s must be >= 0, not {busy_timeout_s!r}")
         self.path = Path(os.fspath(path))
         self.store_raw_values = store_raw_values
+        self.on_error: Callable[[str], None] | None = on_error
+        self._busy_timeout_s = busy_timeout_s
+        self._create = create
         self._clock = clock or time.time_ns
         self._lock = threading.Lock()
-        if create:
+        self._closed = False
+        self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file the connection has open
+        if not create and not self.path.exists():
+            raise FileNotFoundError(2, "no review database", str(self.path))
+        self._open()
+
+    def _open(self) -> None:
+        """Open the file at ``self.path`` (creating it, mode 0600, when ``create``) and check or make its schema."""
+        if self._create:
             try:
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             except FileExistsError:
                 pass
-        elif not self.path.exists():
-            raise FileNotFoundError(2, "no review database", str(self.path))
-        uri = self.path.resolve().as_uri() + ("?mode=rwc" if create else "?mode=rw")
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            uri, uri=True, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
+        uri = self.path.resolve().as_uri() + ("?mode=rwc" if self._create else "?mode=rw")
+        self._conn = sqlite3.connect(uri, uri=True, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False)
         try:
-            self._init_schema(create)
+            self._init_schema(self._create)
+            self._identity = self._file_identity()
         except BaseException:
             self._conn.close()
             self._conn = None
             raise
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _check_file(self) -> None:
+        """Before using the connection (caller holds the lock): if the file at ``self.path`` is no longer the one
+        the connection has open (deleted, or replaced by another file), log it as an error, count it
+        (``on_error("review_db_deleted" | "review_db_replaced")``), and open the file now at the path, creating
+        it when it is gone, so that no later item goes into a file nobody can see. Raises when that fails (the
+        caller's write fails, and the service holds the item and tries again)."""
+        if self._conn is not None:
+            now = self._file_identity()
+            if now is not None and now == self._identity:
+                return
+            kind = "review_db_deleted" if now is None else "review_db_replaced"
+            if now is None:
+                logger.error("review database %s was deleted while in use: the items it held are gone with it; recreating it for later items", self.path)
+            else:
+                logger.error(
+                    "review database %s was replaced by another file while in use: the items stored before stay in the old file; "
+                    "opening the file now at the path for later items", self.path,
+                )
+            if self.on_error is not None:
+                try:
+                    self.on_error(kind)
+                except Exception:  # noqa: BLE001 - counting must not stop the write
+                    pass
+            old, self._conn = self._conn, None
+            try:
+                # Empty the old file's WAL into it: SQLite does not, on close, for a file that was moved or
+                # deleted, and a WAL left at the path would be read as the new file's.
+                old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            old.close()
+            if now is None:
+                for suffix in ("-wal", "-shm"):  # the deleted file's: no database of their own at this path
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{self.path}{suffix}")
+        if self._conn is None:  # reopened here, or after an earlier attempt failed
+            self._open()
+            logger.error("review database %s reopened; later items are written there", self.path)
 
     # -- setup -------------------------------------------------------------
 
@@ -189,7 +253,8 @@ class SQLiteReviewStore:
                 raise ReviewStoreError(f"{self.path}: review database schema version {version}; this otel-tracefence reads version {SCHEMA_VERSION}")
             if not create:
                 raise ReviewStoreError(f"{self.path}: not a tracefence review database (no review schema)")
-            with self._transaction() as conn:
+            with conn:  # a write transaction of its own: the caller may hold the lock (a reopen)
+                conn.execute("BEGIN IMMEDIATE")
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == SCHEMA_VERSION:
                     return  # another process made it meanwhile
@@ -216,8 +281,11 @@ class SQLiteReviewStore:
                 yield conn
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+        """The open connection, to the file now at ``self.path`` (caller holds the lock)."""
+        if self._closed:
             raise ReviewStoreError(f"{self.path}: the review store is closed")
+        self._check_file()
+        assert self._conn is not None
         return self._conn
 
     # -- API ---------------------------------------------------------------
@@ -397,6 +465,7 @@ class SQLiteReviewStore:
     def close(self) -> None:
         """Close the connection (idempotent). Later calls raise :class:`ReviewStoreError`."""
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

@@ -3,10 +3,29 @@
 Targets: upstream OTLP/gRPC endpoints, sent through the OpenTelemetry SDK's own
 ``OTLPSpanExporter`` (its TLS, headers, compression and retry on the
 OTLP-retryable status codes, honouring the server's ``RetryInfo`` delay), or,
-with no upstream, an OTLP/JSON lines file. A batch the exporter could not
-deliver stays at the head of its queue and is tried again after a pause (0.5 s,
-doubling up to 30 s; new work does not cut it short, a shutdown's drain does); past
-the queue bound (in spans) the oldest batches are dropped and counted.
+with no upstream, an OTLP/JSON lines file.
+
+What an upstream answers decides what happens to a batch, as the OTLP
+specification's table of gRPC codes says ("OTLP/gRPC Response", "Failures"):
+
+* retryable (``CANCELLED``, ``DEADLINE_EXCEEDED``, ``ABORTED``, ``OUT_OF_RANGE``,
+  ``UNAVAILABLE``, ``DATA_LOSS``; ``RESOURCE_EXHAUSTED`` only with a
+  ``RetryInfo``): the exporter retries within its deadline; after that the batch
+  stays at the head of its queue and is tried again after a pause (0.5 s,
+  doubling up to 30 s, or the server's ``RetryInfo`` delay; new work does not cut
+  it short, a shutdown's drain does);
+* too large (``RESOURCE_EXHAUSTED`` without ``RetryInfo``: the upstream's
+  receive limit, or our own send limit): the batch is split in two, down to
+  single spans; a single span still refused can never be delivered;
+* any other code is permanent: the batch is dropped.
+
+Batches are sized under the upstream's ``max_message_bytes`` up front, so a
+split is only needed when that setting is above the upstream's real limit; a
+span that alone exceeds it is dropped before any attempt. Every dropped span is
+counted (``dropped_spans``, ``tracefence.forward.dropped`` by ``reason``) and
+logged with its trace id. Past the queue bound (in spans) the oldest batches are
+dropped and counted; at shutdown, whatever the drain could not send is counted
+too (``reason=shutdown``).
 """
 
 from __future__ import annotations
@@ -15,34 +34,106 @@ import logging
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol, Union
 
 import grpc
+from google.rpc import error_details_pb2
+from opentelemetry.exporter.otlp.proto.grpc.exporter import _RETRYABLE_ERROR_CODES as _SDK_RETRYABLE_CODES
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.config import UpstreamSettings
 from otel_tracefence.otlp_json import request_to_json
-from otel_tracefence.service.otlp_spans import request_span_count
+from otel_tracefence.service.otlp_spans import request_span_count, split_request
 
 _log = logging.getLogger("otel_tracefence.service")
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
 MAX_BATCH_SPANS = 1024  # queued requests are merged into one send up to this many spans...
-MAX_BATCH_BYTES = 4 * 1024 * 1024 - 64 * 1024  # ...and this size: the Collector's default gRPC receive limit is 4 MiB
+MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
+MIN_BATCH_BYTES = 64 * 1024  # an upstream refusing batches as too large never shrinks merging below this
+# Retried by the exporter within one attempt: the SDK's set less RESOURCE_EXHAUSTED, which the OTLP
+# specification makes retryable only with a RetryInfo; that case (and every other outcome) is decided here.
+RETRYABLE_CODES = frozenset(_SDK_RETRYABLE_CODES - {grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one send: ``sent``; ``retry`` (keep it, try again, after ``retry_after_s`` if the server
+    said); ``too_large`` (split it); ``rejected`` (permanent: drop it). ``reason`` says why, for the logs."""
+
+    kind: str
+    reason: str = ""
+    retry_after_s: float | None = None
+    rejected_spans: int = 0  # sent, but the upstream refused this many through OTLP partial success
+
+
+SENT = Outcome("sent")
+RETRY = Outcome("retry")
+SendResult = Union[bool, Outcome]  # a bare bool means sent (True) or retry (False)
 
 
 class Target(Protocol):
     name: str
+    max_message_bytes: int | None  # the largest request the target takes; None: no limit of its own
 
-    def send(self, request: ExportTraceServiceRequest) -> bool: ...
+    def send(self, request: ExportTraceServiceRequest) -> SendResult: ...
 
     def close(self) -> None: ...
 
 
+def classify(error: grpc.RpcError | None) -> Outcome:
+    """The outcome of a failed export from the last gRPC error the exporter saw (OTLP specification's table)."""
+    if error is None:  # the exporter gave up without a call (shut down): keep the batch
+        return RETRY
+    code = error.code()
+    reason = f"{code.name}: {error.details()}"
+    if code in RETRYABLE_CODES:
+        return Outcome("retry", reason, _retry_delay(error))
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        delay = _retry_delay(error)
+        return Outcome("retry", reason, delay) if delay is not None else Outcome("too_large", reason)
+    return Outcome("rejected", reason)
+
+
+def _retry_delay(error: grpc.RpcError) -> float | None:
+    raw = dict(error.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")
+    if raw is None:
+        return None
+    try:
+        return error_details_pb2.RetryInfo.FromString(raw).retry_delay.ToNanoseconds() / 1e9
+    except Exception:  # noqa: BLE001 - a malformed trailer is no delay
+        return None
+
+
+class _RecordingStub:
+    """The exporter's gRPC stub, keeping the last error and response of ``Export`` for :func:`classify`."""
+
+    def __init__(self, stub, owner: "_RequestExporter") -> None:
+        self._stub, self._owner = stub, owner
+
+    def Export(self, *args, **kwargs):
+        try:
+            response = self._stub.Export(*args, **kwargs)
+        except grpc.RpcError as error:
+            self._owner.last_error = error
+            raise
+        self._owner.last_response = response
+        return response
+
+
 class _RequestExporter(OTLPSpanExporter):
-    """The SDK's OTLP/gRPC span exporter, fed ready-made requests instead of SDK spans."""
+    """The SDK's OTLP/gRPC span exporter, fed ready-made requests instead of SDK spans; it keeps the last
+    gRPC error and response, so the forwarder can tell a retryable failure from a permanent one."""
+
+    last_error: grpc.RpcError | None = None
+    last_response = None
+
+    def _initialize_channel_and_stub(self):
+        super()._initialize_channel_and_stub()
+        self._client = _RecordingStub(self._client, self)
 
     def _translate_data(self, data: ExportTraceServiceRequest) -> ExportTraceServiceRequest:  # type: ignore[override]
         return data
@@ -56,10 +147,15 @@ def _read(path: str | None) -> bytes | None:
 
 
 class UpstreamTarget:
-    """An upstream OTLP/gRPC endpoint (a Collector, Jaeger, Tempo, another tracefence)."""
+    """An upstream OTLP/gRPC endpoint (a Collector, Jaeger, Tempo, another tracefence).
 
-    def __init__(self, settings: UpstreamSettings, max_message_bytes: int) -> None:
+    ``max_message_bytes``: the largest request sent (default: the upstream's ``max_message_bytes`` setting);
+    gRPC refuses to send a larger one (``RESOURCE_EXHAUSTED``), and the forwarder sizes batches under it.
+    """
+
+    def __init__(self, settings: UpstreamSettings, max_message_bytes: int | None = None) -> None:
         self.name = settings.endpoint
+        self.max_message_bytes = max_message_bytes or settings.max_message_bytes
         credentials = None
         if settings.certificate_file or settings.client_certificate_file:
             credentials = grpc.ssl_channel_credentials(
@@ -74,11 +170,19 @@ class UpstreamTarget:
             headers=dict(settings.headers) or None,
             timeout=settings.timeout_s,
             compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
-            channel_options=(("grpc.max_send_message_length", max_message_bytes),),
+            channel_options=(("grpc.max_send_message_length", self.max_message_bytes),),
+            retryable_error_codes=RETRYABLE_CODES,
         )
 
-    def send(self, request: ExportTraceServiceRequest) -> bool:
-        return self._exporter.export(request) is SpanExportResult.SUCCESS  # type: ignore[arg-type]
+    def send(self, request: ExportTraceServiceRequest) -> Outcome:
+        exporter = self._exporter
+        exporter.last_error = exporter.last_response = None
+        if exporter.export(request) is SpanExportResult.SUCCESS:  # type: ignore[arg-type]
+            partial = getattr(exporter.last_response, "partial_success", None)
+            if partial is not None and partial.rejected_spans:
+                return Outcome("sent", partial.error_message, rejected_spans=partial.rejected_spans)
+            return SENT
+        return classify(exporter.last_error)
 
     def close(self) -> None:
         self._exporter.shutdown(timeout_millis=1000)
@@ -89,89 +193,128 @@ class FileTarget:
 
     def __init__(self, path: str) -> None:
         self.name = f"file:{path}"
+        self.max_message_bytes = None
         self._stream = open(path, "a", encoding="utf-8")
 
-    def send(self, request: ExportTraceServiceRequest) -> bool:
+    def send(self, request: ExportTraceServiceRequest) -> Outcome:
         self._stream.write(request_to_json(request) + "\n")
         self._stream.flush()
-        return True
+        return SENT
 
     def close(self) -> None:
         self._stream.close()
 
 
+def _trace_ids(request: ExportTraceServiceRequest, limit: int = 20) -> list[str]:
+    seen: dict[str, None] = {}
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                seen.setdefault(span.trace_id.hex())
+                if len(seen) >= limit:
+                    return list(seen)
+    return list(seen)
+
+
 class Forwarder:
     """A bounded queue of requests for one target, drained by a worker thread.
 
-    ``put`` never blocks. A request put behind one that is not being sent yet
-    is merged into it (up to ``MAX_BATCH_SPANS`` spans, a sixteenth of the
-    bound, and ``MAX_BATCH_BYTES``),
-    so a trace-at-a-time producer still makes few, large upstream calls.
-    ``depth`` is the number of spans waiting. Counters are attributes
+    ``put`` never blocks. A request larger than the target's ``max_message_bytes``
+    is cut into pieces under it first (a span that alone exceeds it is dropped).
+    A request put behind one that is not being sent yet is merged into it (up to
+    ``MAX_BATCH_SPANS`` spans, a sixteenth of the bound, and the target's
+    message size), so a trace-at-a-time producer still makes few, large upstream
+    calls. ``depth`` is the number of spans waiting. Counters are attributes
     (``sent_spans``, ``dropped_spans``, ``failures``) and are also reported
-    through the service's telemetry.
+    through the service's telemetry: ``on_drop(spans, reason)`` with reason
+    ``queue_full``, ``too_large``, ``rejected``, ``upstream_rejected`` or ``shutdown``.
     """
 
-    def __init__(self, target: Target, max_spans: int, on_drop=None, on_failure=None) -> None:
+    def __init__(self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None) -> None:
         self.target = target
         self.max_spans = max_spans
-        self._queue: deque[tuple[ExportTraceServiceRequest, int]] = deque()
+        self.max_bytes = getattr(target, "max_message_bytes", None)
+        # Each entry: [request, spans, bytes (an upper bound of its serialized size)].
+        self._queue: deque[list] = deque()
         self._merged_tail: ExportTraceServiceRequest | None = None  # the tail, when it is our own merged copy
         # Batches stay small beside the bound, so dropping past it stays fine-grained.
-        self._batch_spans = min(MAX_BATCH_SPANS, max_spans // 16)
+        self._batch_spans = max(1, min(MAX_BATCH_SPANS, max_spans // 16))
+        self._batch_bytes = self.max_bytes or MAX_BATCH_BYTES
         self.depth = 0
         self.sent_spans = 0
         self.dropped_spans = 0
         self.failures = 0
-        self._on_drop = on_drop or (lambda n: None)
+        self._on_drop = on_drop or (lambda n, reason="": None)
         self._on_failure = on_failure or (lambda: None)
         self._cond = threading.Condition()
         self._closing = False
         self._draining = False  # drain() is waiting: a pause after a failure ends at once
         self._busy = False
-        self._sending: ExportTraceServiceRequest | None = None  # the request the worker is sending
+        self._sending: list | None = None  # the queue entry the worker is sending
         self._sending_dropped = False  # it left the queue (past the bound) while being sent
         self._thread = threading.Thread(target=self._run, name=f"tracefence-forward-{target.name}", daemon=True)
         self._thread.start()
 
     def put(self, request: ExportTraceServiceRequest, spans: int) -> None:
         """Queue ``request`` (``spans`` spans; shared with other forwarders, never changed here)."""
+        size = request.ByteSize()
+        if self.max_bytes is not None and size > self.max_bytes:
+            pieces, oversized = split_request(request, max_bytes=self.max_bytes, max_spans=self._batch_spans)
+            with self._cond:
+                for span in oversized:
+                    self._count_drop(1, "too_large", f"span {span.span_id.hex()} of trace {span.trace_id.hex()} is {span.ByteSize()} bytes, "
+                                     f"more than {self.target.name} takes (max_message_bytes {self.max_bytes}): it can never be delivered")
+            for piece, piece_spans, piece_bytes in pieces:
+                self._put(piece, piece_spans, piece_bytes, shared=False)
+            return
+        self._put(request, spans, size, shared=True)
+
+    def _put(self, request: ExportTraceServiceRequest, spans: int, size: int, *, shared: bool) -> None:
         with self._cond:
-            if not self._merge_into_tail(request, spans):
-                self._queue.append((request, spans))
+            if self._closing:  # after the shutdown drain: nothing will send it
+                self._count_drop(spans, "shutdown", f"decided after the shutdown drain ended; not forwarded (traces {', '.join(_trace_ids(request))})")
+                return
+            if not self._merge_into_tail(request, spans, size):
+                self._queue.append([request, spans, size])
+                if not shared:
+                    self._merged_tail = request  # our own copy: later requests may be merged into it
             self.depth += spans
             while self.depth > self.max_spans and len(self._queue) > 1:
-                oldest, dropped = self._queue.popleft()
-                self.depth -= dropped
+                oldest = self._queue.popleft()
+                self.depth -= oldest[1]
                 if self._busy and oldest is self._sending:
                     # Being sent right now: counted as dropped only if that attempt fails.
                     self._sending_dropped = True
                     continue
-                self._count_drop(dropped)
+                self._count_drop(oldest[1], "queue_full")
             self._cond.notify()
 
-    def _merge_into_tail(self, request: ExportTraceServiceRequest, spans: int) -> bool:
+    def _merge_into_tail(self, request: ExportTraceServiceRequest, spans: int, size: int) -> bool:
         # Caller holds the lock. The head may be on the wire: only a tail that is not is merged into.
         if not self._queue:
             return False
-        tail, tail_spans = self._queue[-1]
-        if tail_spans + spans > self._batch_spans or (self._busy and tail is self._sending):
+        entry = self._queue[-1]
+        tail, tail_spans, tail_bytes = entry
+        if tail_spans + spans > self._batch_spans or (self._busy and entry is self._sending):
             return False
-        if tail.ByteSize() + request.ByteSize() > MAX_BATCH_BYTES:
+        if tail_bytes + size > self._batch_bytes:
             return False
         if tail is not self._merged_tail:  # a request shared with other forwarders: copy before merging
             merged = ExportTraceServiceRequest()
             merged.MergeFrom(tail)
             tail = self._merged_tail = merged
         tail.MergeFrom(request)
-        self._queue[-1] = (tail, tail_spans + spans)
+        self._queue[-1] = [tail, tail_spans + spans, tail_bytes + size]
         return True
 
-    def _count_drop(self, spans: int) -> None:
+    def _count_drop(self, spans: int, reason: str, detail: str = "") -> None:
         # Caller holds the lock.
         self.dropped_spans += spans
-        self._on_drop(spans)
-        _log.warning("forward queue for %s full: dropped %d spans (%d dropped so far)", self.target.name, spans, self.dropped_spans)
+        self._on_drop(spans, reason)
+        if reason == "queue_full":
+            _log.warning("forward queue for %s full: dropped %d spans (%d dropped so far)", self.target.name, spans, self.dropped_spans)
+        else:
+            _log.error("dropped %d span(s) for %s (%s): %s; %d dropped so far", spans, self.target.name, reason, detail, self.dropped_spans)
 
     def _run(self) -> None:
         pause = PAUSE_AFTER_FAILURE_S[0]
@@ -182,44 +325,88 @@ class Forwarder:
                     self._cond.wait()
                 if not self._queue:
                     return
-                request, spans = self._queue[0]
+                entry = self._queue[0]
+                request, spans, size = entry
                 self._busy = True
-                self._sending, self._sending_dropped = request, False
+                self._sending, self._sending_dropped = entry, False
             try:
-                ok = self.target.send(request)
+                outcome = self.target.send(request)
             except Exception as exc:  # noqa: BLE001 - a target fault must not kill the worker
                 _log.error("forwarding to %s failed: %r", self.target.name, exc)
-                ok = False
+                outcome = RETRY
+            if isinstance(outcome, bool):
+                outcome = SENT if outcome else RETRY
             with self._cond:
                 self._busy = False
-                left_queue, self._sending = self._sending_dropped, None
-                if left_queue and not ok:  # dropped past the bound while this attempt ran, and it failed
-                    self._count_drop(spans)
-                if ok:
+                # It left the queue while being sent: dropped past the bound, or counted by a drain that ended.
+                left_queue = self._sending_dropped or not self._queue or self._queue[0] is not entry
+                counted = left_queue and not self._sending_dropped  # a drain that ended counted it (shutdown)
+                self._sending = None
+                if outcome.kind != "retry":  # settled one way or another: it leaves the head
                     if not left_queue:
                         self._queue.popleft()
                         self.depth -= spans
-                    self.sent_spans += spans
-                    if failed_in_a_row:
+                    if failed_in_a_row and outcome.kind == "sent":
                         _log.warning(
                             "forwarding to %s works again after %d failed attempt(s); %d spans still queued", self.target.name, failed_in_a_row, self.depth
                         )
-                        failed_in_a_row = 0
+                    failed_in_a_row = 0
                     pause = PAUSE_AFTER_FAILURE_S[0]
+                if outcome.kind == "sent":
+                    self.sent_spans += spans - outcome.rejected_spans
+                    if outcome.rejected_spans:
+                        self._count_drop(outcome.rejected_spans, "upstream_rejected", f"partial success: {outcome.reason} (traces {', '.join(_trace_ids(request))})")
                     self._cond.notify_all()
                     continue
+                if outcome.kind == "too_large":
+                    self._settle_too_large(request, spans, size, outcome, left_queue)
+                    self._cond.notify_all()
+                    continue
+                if outcome.kind == "rejected":
+                    if not counted:
+                        self._count_drop(spans, "rejected", f"{outcome.reason}: a permanent error, not retried (traces {', '.join(_trace_ids(request))})")
+                    self._cond.notify_all()
+                    continue
+                # retry
+                if self._sending_dropped:  # dropped past the bound while this attempt ran, and it failed
+                    self._count_drop(spans, "queue_full")
                 self.failures += 1
                 failed_in_a_row += 1
                 self._on_failure()
                 if self._closing:
                     self._cond.notify_all()
                     return
+                wait = pause if outcome.retry_after_s is None else min(max(outcome.retry_after_s, 0.0), PAUSE_AFTER_FAILURE_S[1])
                 # The exporter logs its own error; this says that nothing is lost yet, and what is held.
                 _log.warning(
                     "forwarding %d spans to %s failed (%d in a row); they stay queued (%d/%d spans) and are tried again in %.1fs",
-                    spans, self.target.name, failed_in_a_row, self.depth, self.max_spans, pause,
+                    spans, self.target.name, failed_in_a_row, self.depth, self.max_spans, wait,
                 )
-                pause = PAUSE_AFTER_FAILURE_S[0] if self._pause(pause) else min(pause * 2, PAUSE_AFTER_FAILURE_S[1])
+                cut_short = self._pause(wait)
+                pause = PAUSE_AFTER_FAILURE_S[0] if cut_short else min(pause * 2, PAUSE_AFTER_FAILURE_S[1])
+
+    def _settle_too_large(self, request: ExportTraceServiceRequest, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
+        """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""
+        if left_queue:  # dropped past the bound meanwhile (counted now), or counted by a drain that ended
+            if self._sending_dropped:
+                self._count_drop(spans, "queue_full")
+            return
+        if spans <= 1:
+            span = next(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+            self._count_drop(1, "too_large", f"{self.target.name} refused span {span.span_id.hex()} of trace {span.trace_id.hex()} "
+                             f"({span.ByteSize()} bytes) on its own ({outcome.reason}): it can never be delivered")
+            return
+        halves, _ = split_request(request, max_spans=(spans + 1) // 2)
+        # Later batches are merged only up to half the refused size: the upstream's real limit is below it.
+        self._batch_bytes = max(MIN_BATCH_BYTES, min(self._batch_bytes, size // 2))
+        _log.warning(
+            "%s refused %d spans (%d bytes) as too large (%s): sending them in %d parts, and merging later batches "
+            "up to %d bytes; set this upstream's max_message_bytes to its receive limit to size batches under it",
+            self.target.name, spans, size, outcome.reason, len(halves), self._batch_bytes,
+        )
+        for piece, piece_spans, piece_bytes in reversed(halves):
+            self._queue.appendleft([piece, piece_spans, piece_bytes])
+            self.depth += piece_spans
 
     def _pause(self, seconds: float) -> bool:
         """Wait ``seconds`` after a failed attempt (caller holds the lock). New work does not cut the pause
@@ -234,8 +421,17 @@ class Forwarder:
             self._cond.wait(timeout=remaining)
         return True
 
+    def count_not_forwarded(self, spans: int, detail: str) -> None:
+        """Count ``spans`` that never reached this queue and never will (shutdown), as dropped."""
+        if spans:
+            with self._cond:
+                self._count_drop(spans, "shutdown", detail)
+
     def drain(self, timeout_s: float) -> bool:
-        """Stop taking work once the queue is empty or ``timeout_s`` has passed; True when everything was sent."""
+        """Stop taking work once the queue is empty or ``timeout_s`` has passed; True when everything was sent.
+
+        What is still queued then is counted as dropped (``reason=shutdown``) and logged.
+        """
         deadline = time.monotonic() + timeout_s
         with self._cond:
             self._draining = True
@@ -248,6 +444,12 @@ class Forwarder:
         with self._cond:  # after the join: an attempt under way at the deadline may have delivered
             drained = not self._queue
             left = self.depth
+            if not drained:
+                traces = sorted({t for entry in self._queue for t in _trace_ids(entry[0])})
+                self._count_drop(left, "shutdown", f"still queued at shutdown after the {timeout_s:g}s drain; not forwarded (traces {', '.join(traces[:20])}"
+                                 + (f" and {len(traces) - 20} more" if len(traces) > 20 else "") + ")")
+                self._queue.clear()
+                self.depth = 0
         if not drained:
             _log.error("shutdown: %d spans still queued for %s were not forwarded", left, self.target.name)
         try:

@@ -2,45 +2,116 @@
 
 The gRPC thread only checks ids and queues the spans; reading them into views,
 holding them by trace and (when a bound or a root decides a trace) planning
-happen here, off the call. The queue is bounded in spans: past the bound the
-receiver answers ``UNAVAILABLE`` with a retry delay rather than queue more.
+happen here, off the call. The queue is bounded in spans and in request bytes,
+and the bound counts the request being accepted: :meth:`Intake.reserve` takes
+room for a whole request before any of it is read, or says why not. A request
+that would take the queue past either bound is refused for now (``UNAVAILABLE``
+with a retry delay); one that alone exceeds a bound can never be accepted
+(``RESOURCE_EXHAUSTED``, naming the limit).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
 from otel_tracefence.normalize import from_otlp
 from otel_tracefence.service.otlp_spans import OtlpItem
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Room taken in the intake queue for one request: ``spans`` and ``bytes`` (its encoded size)."""
+
+    spans: int
+    bytes: int
+
+
+class IntakeRefusal(Exception):
+    """The request cannot be queued. ``permanent``: it alone exceeds a bound (never retry it as it is)."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
 class Intake:
     """A bounded queue of received spans for one :class:`~otel_tracefence.fence.Fence`, drained by a thread."""
 
-    def __init__(self, fence: Fence[OtlpItem], max_spans: int) -> None:
+    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None) -> None:
         self.max_spans = max_spans
-        self.depth = 0
+        self.max_bytes = max_bytes
+        self.depth = 0  # spans queued or reserved
+        self.depth_bytes = 0  # request bytes queued or reserved
         self._fence = fence
-        self._queue: deque[list[OtlpItem]] = deque()
+        self._queue: deque[tuple[list[OtlpItem], Reservation]] = deque()
         self._cond = threading.Condition()
         self._busy = False
         self._closing = False
+        self._abandoned = False  # the drain's time ran out: the worker stops with spans still queued
+        self._current: list[OtlpItem] = []  # the batch being read, and how many of its spans were taken
+        self._current_done = 0
+        self.handed_spans = 0  # spans given to the fence (held, decided, or passed through)
         self._sequence = 0
         self._thread = threading.Thread(target=self._run, name="tracefence-intake", daemon=True)
         self._thread.start()
 
     def full(self) -> bool:
-        return self.depth >= self.max_spans
+        return self.depth >= self.max_spans or (self.max_bytes is not None and self.depth_bytes >= self.max_bytes)
 
-    def put(self, items: list[OtlpItem]) -> None:
-        """Queue one Export call's valid spans (never blocks)."""
+    def check_size(self, *, spans: int | None = None, size: int | None = None) -> None:
+        """Raise a permanent :class:`IntakeRefusal` when a request of ``spans`` spans or ``size`` bytes alone
+        exceeds the queue's bound."""
+        if size is not None and self.max_bytes is not None and size > self.max_bytes:
+            raise IntakeRefusal(
+                f"the request is {size} bytes, more than the whole intake queue holds (service.intake_queue_bytes = {self.max_bytes}); "
+                "send it in smaller batches",
+                permanent=True,
+            )
+        if spans is not None and spans > self.max_spans:
+            raise IntakeRefusal(
+                f"the request has {spans} spans, more than the whole intake queue holds (service.intake_queue_spans = {self.max_spans}); "
+                "send it in smaller batches",
+                permanent=True,
+            )
+
+    def reserve(self, spans: int, size: int) -> Reservation:
+        """Take room for a request of ``spans`` spans and ``size`` bytes, or raise :class:`IntakeRefusal`
+        (permanent when it alone exceeds a bound; else the queue is too full for it now)."""
+        self.check_size(spans=spans, size=size)
+        with self._cond:
+            if self.depth + spans > self.max_spans or (self.max_bytes is not None and self.depth_bytes + size > self.max_bytes):
+                bytes_part = f", {self.depth_bytes}/{self.max_bytes} bytes" if self.max_bytes is not None else ""
+                raise IntakeRefusal(
+                    f"intake queue is {self.depth}/{self.max_spans} spans{bytes_part} full; a request of {spans} spans and {size} bytes "
+                    "does not fit; retry later",
+                    permanent=False,
+                )
+            self.depth += spans
+            self.depth_bytes += size
+        return Reservation(spans, size)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back room taken by :meth:`reserve` and not used."""
+        with self._cond:
+            self.depth -= reservation.spans
+            self.depth_bytes -= reservation.bytes
+            self._cond.notify_all()
+
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None) -> None:
+        """Queue one Export call's valid spans (never blocks), in the room ``reservation`` took (without one,
+        room is taken now, past the bound if need be)."""
+        if reservation is None:
+            reservation = Reservation(len(items), 0)
+            with self._cond:
+                self.depth += reservation.spans
         if not items:
+            self.release(reservation)
             return
         with self._cond:
-            self._queue.append(items)
-            self.depth += len(items)
+            self._queue.append((items, reservation))
             self._cond.notify()
 
     def _run(self) -> None:
@@ -48,20 +119,29 @@ class Intake:
             with self._cond:
                 while not self._queue and not self._closing:
                     self._cond.wait()
-                if not self._queue:
+                if not self._queue or self._abandoned:
                     return
-                items = self._queue.popleft()
+                items, reservation = self._queue.popleft()
                 self._busy = True
+                self._current, self._current_done = items, 0
             try:
                 self._hold(items)
             finally:
                 with self._cond:
-                    self.depth -= len(items)
+                    self.depth -= reservation.spans
+                    self.depth_bytes -= reservation.bytes
                     self._busy = False
+                    self._current, self._current_done = [], 0
                     self._cond.notify_all()
 
     def _hold(self, items: list[OtlpItem]) -> None:
-        for item in items:
+        cond = self._cond
+        for index, item in enumerate(items):
+            with cond:  # a drain whose time ran out stops the batch here, and counts the rest as not read
+                if self._abandoned:
+                    return
+                self._current_done = index + 1
+                self.handed_spans += 1
             try:
                 view = from_otlp(item.span, self._sequence)
             except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
@@ -70,10 +150,14 @@ class Intake:
             self._sequence += 1
             self._fence.add(view, item, local_root=view.parent_span_id is None)
 
-    def drain(self, timeout_s: float = 30.0) -> None:
-        """Hold everything queued, then stop the worker."""
+    def drain(self, timeout_s: float = 30.0) -> int:
+        """Hold everything queued, then stop the worker, within ``timeout_s``. Returns the spans not read when the
+        time ran out (queued, or later in the batch being read): they are never held."""
         with self._cond:
-            self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
+            done = self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
             self._closing = True
+            self._abandoned = not done
+            left = sum(len(items) for items, _ in self._queue) + len(self._current) - self._current_done
             self._cond.notify_all()
-        self._thread.join(timeout=timeout_s)
+        self._thread.join(timeout=timeout_s if done else 0.1)
+        return left

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from otel_tracefence.normalize import SpanView
 
@@ -113,6 +113,88 @@ def request_span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
+def _span_counter():
+    """A message class shaped like ``ExportTraceServiceRequest`` whose spans are left as bytes: decoding it
+    counts the spans of an encoded request without building them (about the request's size in memory, where
+    a full decode of tiny spans takes several times that)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="tracefence_span_count.proto", package="tracefence.internal.count", syntax="proto3")
+    scope = proto.message_type.add(name="ScopeSpans")
+    scope.field.add(name="spans", number=2, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
+    resource = proto.message_type.add(name="ResourceSpans")
+    resource.field.add(name="scope_spans", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED, type_name=".tracefence.internal.count.ScopeSpans")
+    request = proto.message_type.add(name="Request")
+    request.field.add(name="resource_spans", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED, type_name=".tracefence.internal.count.ResourceSpans")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tracefence.internal.count.Request"))
+
+
+_SpanCounter = _span_counter()
+MIN_SPAN_BYTES = 30  # the smallest valid span on the wire: a trace id and a span id, their tags and its frame (smaller, invalid
+# spans only escape this early count; the full count before queueing still refuses them)
+
+
+def encoded_span_count(data: bytes) -> int:
+    """The number of spans in an encoded ``ExportTraceServiceRequest``, without decoding the spans.
+    Raises ``google.protobuf.message.DecodeError`` for bytes that are not one."""
+    request = _SpanCounter.FromString(data)
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+_FRAME = 6  # at most a one-byte tag and a five-byte length in front of an embedded message
+
+
+def split_request(
+    request: ExportTraceServiceRequest, *, max_bytes: int | None = None, max_spans: int | None = None
+) -> tuple[list[tuple[ExportTraceServiceRequest, int, int]], list[Span]]:
+    """Cut ``request`` into requests of at most ``max_bytes`` serialized bytes and ``max_spans`` spans, in span order,
+    each span keeping its resource and scope.
+
+    Returns ``(pieces, oversized)``: pieces as ``(request, spans, bytes)`` (``bytes`` an upper bound of the
+    serialized size), and the spans that alone, with their resource and scope, exceed ``max_bytes``. The pieces
+    share no message with ``request`` (copies).
+    """
+    pieces: list[tuple[ExportTraceServiceRequest, int, int]] = []
+    oversized: list[Span] = []
+    current = ExportTraceServiceRequest()
+    spans = size = 0
+    group: Any = None  # the ScopeSpans of `current` the next span of the same origin goes into
+
+    def flush() -> None:
+        nonlocal current, spans, size, group
+        if spans:
+            pieces.append((current, spans, size))
+        current, spans, size, group = ExportTraceServiceRequest(), 0, 0, None
+
+    for resource_spans in request.resource_spans:
+        resource_head = ResourceSpans(resource=resource_spans.resource, schema_url=resource_spans.schema_url).ByteSize() + _FRAME
+        for scope_spans in resource_spans.scope_spans:
+            scope_head = ScopeSpans(scope=scope_spans.scope, schema_url=scope_spans.schema_url).ByteSize() + _FRAME
+            group = None  # a new origin opens a new ResourceSpans/ScopeSpans
+            for span in scope_spans.spans:
+                span_size = span.ByteSize() + _FRAME
+                if max_bytes is not None and resource_head + scope_head + span_size > max_bytes:
+                    oversized.append(span)
+                    continue
+                opening = 0 if group is not None else resource_head + scope_head
+                if spans and (
+                    (max_spans is not None and spans >= max_spans) or (max_bytes is not None and size + opening + span_size > max_bytes)
+                ):
+                    flush()
+                    opening = resource_head + scope_head
+                if group is None:
+                    added = current.resource_spans.add(resource=resource_spans.resource, schema_url=resource_spans.schema_url)
+                    group = added.scope_spans.add(scope=scope_spans.scope, schema_url=scope_spans.schema_url)
+                group.spans.append(span)
+                spans += 1
+                size += opening + span_size
+    flush()
+    return pieces, oversized
+
+
 def invalid_reason(span: Span) -> str | None:
     """Why a span can never be accepted (OTLP: trace id 16 bytes, span id 8 bytes, neither all zero), or ``None``."""
     if len(span.trace_id) != 16 or not any(span.trace_id):
@@ -124,4 +206,4 @@ def invalid_reason(span: Span) -> str | None:
     return None
 
 
-__all__: Sequence[str] = ["Origin", "OtlpItem", "annotate_item", "invalid_reason", "request_span_count", "set_attributes", "to_request"]
+__all__: Sequence[str] = ["Origin", "OtlpItem", "annotate_item", "invalid_reason", "request_span_count", "set_attributes", "split_request", "to_request"]

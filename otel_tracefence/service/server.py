@@ -8,8 +8,11 @@ trace id; see ``deploy/``).
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import threading
+import time
+import urllib.parse
 from concurrent import futures
 from typing import Any
 
@@ -18,7 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry import metrics
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.config import ConfigError, TraceFenceConfig
 from otel_tracefence.fence import Fence
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake
@@ -31,26 +34,66 @@ _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 REVIEW_SERVICE = "tracefence.v1.ReviewService"
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
+_REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
+STOP_OVERRUN_S = 2.0  # stop() returns within drain_timeout_s and at most this more (a call under way at the deadline)
 
 
 class BearerTokenInterceptor(grpc.ServerInterceptor):
-    """Every call but health checks must carry ``authorization: Bearer <token>``; compared in constant time
-    (``hmac.compare_digest``). A missing or wrong token gets ``UNAUTHENTICATED``."""
+    """Calls must carry ``authorization: Bearer <token>``: OTLP Export the ingest token (``bearer_token``), the
+    review API its own token (``review_token``); the one never opens the other. Health checks need none. A
+    service without a token is open. Compared in constant time (``hmac.compare_digest``); a missing or wrong
+    token gets ``UNAUTHENTICATED``."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+    def __init__(self, token: str = "", review_token: str = "") -> None:
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._review_expected = f"Bearer {review_token}".encode() if review_token else None
 
     def intercept_service(self, continuation, handler_call_details):
-        if handler_call_details.method.startswith(_HEALTH_PREFIX):
+        method = handler_call_details.method
+        if method.startswith(_HEALTH_PREFIX):
+            return continuation(handler_call_details)
+        expected = self._review_expected if method.startswith(_REVIEW_PREFIX) else self._expected
+        if expected is None:
             return continuation(handler_call_details)
         given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
-        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, self._expected):
+        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, expected):
             return continuation(handler_call_details)
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
         return grpc.unary_unary_rpc_method_handler(deny)
+
+
+def is_loopback(address: str) -> bool:
+    """True when ``host:port`` listens on loopback only (127.0.0.0/8, ::1, localhost)."""
+    host = urllib.parse.urlsplit("//" + address.strip()).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # another host name: it may resolve anywhere
+        return False
+
+
+def check_review_exposure(config: TraceFenceConfig) -> str | None:
+    """Fail closed: raise :class:`ConfigError` when the review API would listen beyond loopback with no review
+    token and no ``insecure_review_api``; with that flag, return the warning to log. None when all is well."""
+    settings = config.service
+    if not config.review_db:
+        return None  # no review queue, no review API
+    address = settings.review_endpoint or settings.endpoint
+    if settings.review_token or is_loopback(address):
+        return None
+    problem = f"the review API would listen on {address}, beyond loopback, with no service.review_token: anyone who reaches it could resolve review items"
+    if not settings.insecure_review_api:
+        raise ConfigError(
+            f"tracefence serve: refusing to start: {problem}. Set service.review_token (OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), "
+            "or put the review API on loopback (service.review_endpoint, e.g. 127.0.0.1:4318), "
+            "or accept the exposure with --insecure-review-api (service.insecure_review_api)",
+            ("service",),
+        )
+    return f"{problem} (allowed by insecure_review_api)"
 
 
 def input_limits(config: TraceFenceConfig) -> dict[str, int]:
@@ -62,10 +105,12 @@ def input_limits(config: TraceFenceConfig) -> dict[str, int]:
         "max_argument_bytes": config.limits.max_argument_bytes,
         "max_argument_depth": config.limits.max_argument_depth,
         "max_related_call_ids": config.limits.max_related_call_ids,
+        "max_tokens_per_value": config.limits.max_tokens_per_value,
         "max_traces": config.max_traces,
         "max_spans_per_trace": config.max_spans_per_trace,
         "decided_cache_size": config.decided_cache_size,
         "intake_queue_spans": settings.intake_queue_spans,
+        "intake_queue_bytes": settings.intake_queue_bytes,
         "forward_queue_spans": settings.forward_queue_spans,
     }
 
@@ -98,6 +143,7 @@ class TraceFenceService:
     """
 
     def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None) -> None:
+        self._review_warning = check_review_exposure(config)  # before anything starts: refuses a review API left open
         self.config = config
         settings = config.service
         self._owned_meter_provider = None
@@ -105,15 +151,22 @@ class TraceFenceService:
             meter_provider = self._owned_meter_provider = _meter_provider(config)
         meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
         attrs = {COMPONENT: "service"}
-        dropped = meter.create_counter("tracefence.forward.dropped", unit="{span}", description="Spans dropped past a full forward queue.")
+        dropped = meter.create_counter(
+            "tracefence.forward.dropped",
+            unit="{span}",
+            description="Spans not forwarded, by reason: queue_full, too_large, rejected, upstream_rejected, shutdown.",
+        )
         failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Forward attempts that failed.")
         self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
-        targets = [UpstreamTarget(u, settings.max_message_bytes) for u in settings.upstreams] or [FileTarget(settings.output_file)]
+        self._refused = meter.create_counter(
+            "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
+        )
+        targets = [UpstreamTarget(u) for u in settings.upstreams] or [FileTarget(settings.output_file)]
         self.forwarders = [
             Forwarder(
                 target,
                 settings.forward_queue_spans,
-                on_drop=lambda n, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t}),
+                on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
                 on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
             )
             for target in targets
@@ -140,8 +193,14 @@ class TraceFenceService:
             decision_wait_ms=settings.decision_wait_ms,
             max_wait_ms=settings.max_wait_ms,
         )
-        self.intake = Intake(self.fence, settings.intake_queue_spans)
+        if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
+            telemetry = self.fence.telemetry
+            self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
+        self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes)
         self._accepting = True
+        self.emitted_spans = 0  # spans the fence handed on to the forward queues
+        self._emit_lock = threading.Lock()
+        self._emit_closed = False
         self.health = health.HealthServicer()
         self._servers: list[grpc.Server] = []
         self.port = 0
@@ -151,6 +210,10 @@ class TraceFenceService:
     # -- data path -----------------------------------------------------------------
     def _emit(self, items: list[OtlpItem]) -> None:
         request, count = to_request(items)
+        with self._emit_lock:
+            if self._emit_closed:  # after the shutdown: already counted as not forwarded
+                return
+            self.emitted_spans += count
         for forwarder in self.forwarders:
             forwarder.put(request, count)
 
@@ -158,7 +221,10 @@ class TraceFenceService:
         if not self._accepting:
             return "tracefence is shutting down; retry against another replica or later"
         if self.intake.full():
-            return f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans full; retry later"
+            return (
+                f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans, "
+                f"{self.intake.depth_bytes}/{self.intake.max_bytes} bytes full; retry later"
+            )
         limit = self.config.service.backpressure_ratio
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
@@ -173,7 +239,8 @@ class TraceFenceService:
             ("grpc.max_send_message_length", settings.max_message_bytes),
             ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
         ]
-        interceptors = [BearerTokenInterceptor(settings.bearer_token)] if settings.bearer_token else []
+        tokens = (settings.bearer_token, settings.review_token)
+        interceptors = [BearerTokenInterceptor(*tokens)] if any(tokens) else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         self._servers.append(server)
@@ -203,13 +270,21 @@ class TraceFenceService:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
         settings = self.config.service
         main = self._server()
-        receiver = TraceReceiver(self.intake, self._refuse, settings.retry_delay_s, on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}))
+        receiver = TraceReceiver(
+            self.intake,
+            self._refuse,
+            settings.retry_delay_s,
+            on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}),
+            on_refused_too_large=lambda: self._refused.add(1, {COMPONENT: "service", "reason": "too_large"}),
+        )
         main.add_generic_rpc_handlers((receiver.handler(),))
         review_server = main if not settings.review_endpoint else self._server()
         if self.store is not None:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
         self.port = self._bind(main, settings.endpoint)
         self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
+        if self._review_warning:
+            _log.warning("review API without a token: %s", self._review_warning)
         for server in self._servers:
             server.start()
         for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if self.store is not None else ())):  # only what is served
@@ -224,30 +299,79 @@ class TraceFenceService:
                 "review_db": self.config.review_db,
                 "tls": bool(settings.tls_certificate_file),
                 "bearer_token": bool(settings.bearer_token),
+                "review_token": bool(settings.review_token),
                 "store_raw_values": self.config.store_raw_values,
                 "limits": input_limits(self.config),
             },
         )
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent."""
+        """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
+
+        Bounded: it returns within ``service.drain_timeout_s`` and at most ``STOP_OVERRUN_S`` more (for an
+        upstream call under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
+        ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
+        is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
+        in the stop line, ``tracefence.forward.dropped`` with ``reason=shutdown``) and logged.
+        """
         if self._stopped.is_set():
             return
+        budget = self.config.service.drain_timeout_s
+        deadline = time.monotonic() + budget
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         self._accepting = False
         self.health.enter_graceful_shutdown()
-        for server in self._servers:
-            server.stop(grace_s).wait()
-        self.intake.drain()  # every acknowledged span is held before the fence decides what it holds
+        stopping = [server.stop(min(grace_s, budget / 5)) for server in self._servers]
+        for event in stopping:
+            event.wait(timeout=left())
+        not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
         held = len(self.fence.buffer)
-        self.fence.shutdown()  # decides what is held (partial where the root never came), closes the store
-        deadline = self.config.service.drain_timeout_s
-        drained = all([f.drain(deadline) for f in self.forwarders])
+        # Decides what is held (partial where the root never came), writes review items, closes the store.
+        decider = threading.Thread(target=self.fence.shutdown, name="tracefence-shutdown", daemon=True)
+        decider.start()
+        decider.join(timeout=left() / 2)
+        undecided = len(self.fence.buffer) if decider.is_alive() else 0
+        if not_read:
+            _log.error("shutdown: %d acknowledged spans were still waiting to be read when the time ran out; not forwarded", not_read)
+            for forwarder in self.forwarders:
+                forwarder.count_not_forwarded(not_read, "acknowledged but not read before the shutdown deadline")
+        if undecided:
+            _log.error("shutdown: deciding what is held did not finish in time; %d trace(s) still held are not forwarded", undecided)
+        results: list[bool] = [False] * len(self.forwarders)
+
+        def drain(index: int, forwarder: Forwarder, seconds: float) -> None:
+            results[index] = forwarder.drain(seconds)
+
+        # All queues at once; one second is kept for a call under way at the deadline.
+        drains = [threading.Thread(target=drain, args=(i, f, max(0.1, left() - 1.0)), daemon=True) for i, f in enumerate(self.forwarders)]
+        for thread in drains:
+            thread.start()
+        for thread in drains:
+            thread.join(timeout=left() + 1.5)
+        # Spans the fence took and never handed on (a trace still being decided, a review write still waiting
+        # on a locked database): counted now, and never handed on later.
+        with self._emit_lock:
+            self._emit_closed = True
+            in_fence = max(0, self.intake.handed_spans - self.emitted_spans)
+        if in_fence:
+            _log.error("shutdown: %d spans were still being decided when the time ran out; not forwarded", in_fence)
+            for forwarder in self.forwarders:
+                forwarder.count_not_forwarded(in_fence, "still being decided at the shutdown deadline")
+        drained = all(results) and not not_read and not undecided and not in_fence
         _log.info(
             "tracefence serve stopped",
-            extra={"decided_at_shutdown": held, "forwarded_all": drained, "dropped_spans": sum(f.dropped_spans for f in self.forwarders)},
+            extra={
+                "decided_at_shutdown": held,
+                "forwarded_all": drained,
+                "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
+                "undecided_traces": undecided,
+            },
         )
         if self._owned_meter_provider is not None:
-            self._owned_meter_provider.shutdown()
+            self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -1,0 +1,109 @@
+"""Microseconds per span to normalize and plan agent-shaped traces, against a baseline checkout in the same run.
+
+The traces are made once by the real SDK (a ``TracerProvider`` with an in-memory exporter): 10 spans
+each, an ``invoke_agent`` root, 4 chat spans, 3 ``execute_tool`` spans with 8 attributes
+(``agent_shape.tool_attributes``) and 2 plain spans, read with ``from_readable`` as the span
+processor reads them. What is timed is ``pipeline.plan_spans`` over every trace (best of --repeat).
+
+    .venv/bin/python bench/normalize.py [--traces 300] [--repeat 5] [--rounds 5] [--baseline DIR]
+
+With ``--baseline DIR`` (another checkout of the project, e.g. ``git worktree add /tmp/base <rev>``),
+each round runs this checkout and the baseline in fresh subprocesses, interleaved, and prints the
+pairs, then min / median / max of the ratio this / baseline (above 1: this checkout is slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def measure(root: Path, traces: int, repeat: int) -> float:
+    """Microseconds per span for the checkout at ``root`` (imported first on the path)."""
+    sys.path[:0] = [str(root), str(root / "bench")]
+    import otel_tracefence  # noqa: PLC0415 - imported from the checkout asked for
+
+    if not Path(otel_tracefence.__file__).resolve().is_relative_to(root.resolve()):
+        raise SystemExit(f"imported {otel_tracefence.__file__}, not from {root}")
+    from agent_shape import tool_attributes
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence.config import TraceFenceConfig
+    from otel_tracefence.normalize import from_readable
+    from otel_tracefence.pipeline import plan_spans
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("bench.agent")
+    for t in range(traces):
+        with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            for turn in range(3):
+                with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+                    pass
+                with tracer.start_as_current_span(f"execute_tool tool_{turn}", attributes=tool_attributes(t, turn)):
+                    pass
+            with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+            with tracer.start_as_current_span("validate output"):
+                pass
+            with tracer.start_as_current_span("render answer"):
+                pass
+    by_trace: dict[str, list] = {}
+    for index, span in enumerate(exporter.get_finished_spans()):
+        view = from_readable(span, index)
+        by_trace.setdefault(view.trace_id, []).append(view)
+    config = TraceFenceConfig()
+    spans = sum(len(views) for views in by_trace.values())
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for trace_id, views in by_trace.items():
+            plan_spans(trace_id, views, config)
+        best = min(best, time.perf_counter() - start)
+    return best / spans * 1e6
+
+
+def _child(root: Path, args: argparse.Namespace) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(root), "--traces", str(args.traces), "--repeat", str(args.repeat)],
+        capture_output=True, text=True, check=True,
+    )
+    return float(out.stdout.strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--baseline", type=Path)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(f"{measure(args.child, args.traces, args.repeat):.3f}")
+        return
+    this = HERE.parent
+    ratios = []
+    for round_number in range(1, args.rounds + 1):
+        mine = _child(this, args)
+        if args.baseline is None:
+            print(f"round {round_number}: {mine:.2f} us/span")
+            continue
+        base = _child(args.baseline, args)
+        ratios.append(mine / base)
+        print(f"round {round_number}: this {mine:.2f} us/span, baseline {base:.2f} us/span, ratio {mine / base:.2f}")
+    if ratios:
+        print(f"ratio this/baseline: min {min(ratios):.2f}, median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
