@@ -229,3 +229,20 @@ def test_a_lone_surrogate_in_a_span_is_a_malformed_span_not_a_crash(tmp_path: Pa
     assert decisions(plans_of(proc)["01010101010101010101010101010101"]) == [
         ("0101010101010101", "review", ["malformed_span", "effect_unknown", "arguments_not_recorded"], [])
     ]
+
+
+def test_result_stable_in_camel_case_and_both_spellings(tmp_path: Path):
+    path = ndjson(
+        tmp_path,
+        [
+            {"traceId": "t1", "callId": "c1", "tool": "pages.get", "effect": "read", "status": "ok", "resultStable": False, "result": {"id": "p1"}},
+            {"traceId": "t1", "callId": "c2", "tool": "pages.get", "effect": "read", "status": "ok", "result_stable": False, "resultStable": True},
+        ],
+    )
+    proc = plan(path, "--on-malformed", "review")
+    assert proc.returncode == 0
+    assert proc.stderr == f"tracefence plan: {path}: warning: line 2: result_stable: both result_stable and resultStable given: give one\n"
+    assert decisions(plans_of(proc)["t1"]) == [
+        ("c1", "skip", ["unstable_result", "arguments_not_recorded"], []),
+        ("c2", "review", ["malformed_result_stable", "result_not_recorded", "arguments_not_recorded"], []),
+    ]
