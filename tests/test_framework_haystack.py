@@ -19,8 +19,6 @@ span is current in the tool body).
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 
 import pytest
@@ -41,21 +39,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import declare
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
 from otel_tracefence.normalize import from_readable
-from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import hex_id, plan_of_spans, sha, through_the_cli
 
 TOOL_SPAN = "haystack.agent.step.tool"
 SEEN_SPANS: list[str] = []  # the span current in each tool body, to show declare() reaches the tool span
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _current_span_name() -> None:
@@ -128,29 +121,8 @@ def run_agent(replies, tools=(lookup_customer, create_invoice, send_email), in_p
     return agent.run(messages=messages)["last_message"].text
 
 
-def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig | None = None):
-    spans = exporter.get_finished_spans()
-    views = [from_readable(s, i) for i, s in enumerate(spans)]
-    (trace_id,) = {v.trace_id for v in views}
-    planned = plan_spans(trace_id, views, config or TraceFenceConfig())
-    return planned.plan, spans
-
-def through_the_cli(spans, config: TraceFenceConfig):
-    """The plans ``tracefence plan`` makes of these spans written as OTLP/JSON (as the Collector's file exporter writes them)."""
-    text = io.StringIO()
-    OtlpJsonFileSpanExporter(text).export(spans)
-    plans, errors = plan_text(text.getvalue(), "auto", config)
-    assert errors == []
-    return plans
-
-
-
 def tool_spans(spans) -> list:
     return sorted((s for s in spans if s.name == TOOL_SPAN), key=lambda s: s.start_time)
-
-
-def hex_id(span) -> str:
-    return format(span.context.span_id, "016x")
 
 
 def test_a_read_and_a_committed_write_replay_with_injection(traced):
@@ -332,3 +304,9 @@ def test_the_cli_plans_the_exported_trace_as_the_processor_does(traced):
     run_agent([READ, WRITE, asks("call_3", "send_email", {"to": "a@example.com"})], in_pipeline=True)
     plan, spans = plan_of(exporter)
     assert through_the_cli(spans, TraceFenceConfig()) == [plan]
+
+
+def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig | None = None):
+    """The plan of the one trace the exporter holds, and its spans."""
+    spans = exporter.get_finished_spans()
+    return plan_of_spans(spans, config), spans

@@ -19,8 +19,6 @@ current in the tool body).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import io
 from typing import Any, Sequence
 
 import pytest
@@ -39,23 +37,18 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import declare
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
 from otel_tracefence.normalize import from_readable
-from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import hex_id, plan_of_spans, sha, through_the_cli
 
 # The instrumentor calls pydantic's deprecated .json(): hundreds of warnings that say nothing about us.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 SEEN_SPANS: list[str] = []  # the span current in each tool body, to show declare() reaches the TOOL span
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _current_span_name() -> None:
@@ -139,23 +132,6 @@ def run_agent(llm) -> str:
     return str(asyncio.run(main()))
 
 
-def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig | None = None):
-    spans = exporter.get_finished_spans()
-    views = [from_readable(s, i) for i, s in enumerate(spans)]
-    (trace_id,) = {v.trace_id for v in views}
-    planned = plan_spans(trace_id, views, config or TraceFenceConfig())
-    return planned.plan, spans
-
-def through_the_cli(spans, config: TraceFenceConfig):
-    """The plans ``tracefence plan`` makes of these spans written as OTLP/JSON (as the Collector's file exporter writes them)."""
-    text = io.StringIO()
-    OtlpJsonFileSpanExporter(text).export(spans)
-    plans, errors = plan_text(text.getvalue(), "auto", config)
-    assert errors == []
-    return plans
-
-
-
 def tool_spans(spans) -> dict[str, list]:
     """The OpenInference TOOL spans, by tool name, in start order."""
     found: dict[str, list] = {}
@@ -163,10 +139,6 @@ def tool_spans(spans) -> dict[str, list]:
         if (span.attributes or {}).get("openinference.span.kind") == "TOOL":
             found.setdefault(span.attributes["tool.name"], []).append(span)
     return found
-
-
-def hex_id(span) -> str:
-    return format(span.context.span_id, "016x")
 
 
 READ = ("call_1", "lookup_customer", {"customer": "a"})
@@ -361,3 +333,9 @@ def test_the_cli_plans_the_exported_trace_as_the_processor_does(traced):
     run_agent(MockFunctionCallingLLM(response_generator=script([READ], [WRITE], [mail]), is_chat_model=True))
     plan, spans = plan_of(exporter)
     assert through_the_cli(spans, TraceFenceConfig()) == [plan]
+
+
+def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig | None = None):
+    """The plan of the one trace the exporter holds, and its spans."""
+    spans = exporter.get_finished_spans()
+    return plan_of_spans(spans, config), spans

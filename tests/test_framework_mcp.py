@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import sys
 from pathlib import Path
 
@@ -48,37 +47,12 @@ from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, T
 from otel_tracefence.normalize import from_otlp, from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import sha, SwitchProcessor
 
 SERVER = Path(__file__).parent / "programs" / "mcp_billing_server.py"
 
 
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-class _Switch(SpanProcessor):
-    """The MCP SDK traces through the global provider, which can be set once per process:
-    this processor, added to it once, hands spans to the current test's processor."""
-
-    def __init__(self) -> None:
-        self.target: SpanProcessor | None = None
-
-    def on_start(self, span, parent_context=None):
-        if self.target is not None:
-            self.target.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span):
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def shutdown(self):
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000):
-        return True
-
-
-_SWITCH = _Switch()
+_SWITCH = SwitchProcessor()
 
 
 def _global_provider() -> TracerProvider:

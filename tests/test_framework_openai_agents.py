@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ pytest.importorskip("opentelemetry.instrumentation.openai_agents")
 from opentelemetry import trace as otel_trace
 from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -51,34 +50,10 @@ from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, T
 from otel_tracefence.normalize import from_otlp, from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import plan_of_spans as plan_of, sha, SwitchProcessor
 
 
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-class _Switch(SpanProcessor):
-    """The instrumentor binds its tracer once per process: its provider hands spans to the current test's processor."""
-
-    def __init__(self) -> None:
-        self.target: SpanProcessor | None = None
-
-    def on_start(self, span, parent_context=None):
-        if self.target is not None:
-            self.target.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span):
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def shutdown(self):
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000):
-        return True
-
-
-_SWITCH = _Switch()
+_SWITCH = SwitchProcessor()
 
 
 def _global_provider() -> TracerProvider:
@@ -179,14 +154,6 @@ def run_agent(turns, *, processor: bool = False):
     finally:
         _SWITCH.target = None
     return result.final_output, exporter.get_finished_spans()
-
-
-def plan_of(spans, config: TraceFenceConfig | None = None):
-    views = [from_readable(s, i) for i, s in enumerate(spans)]
-    trace_ids = {v.trace_id for v in views}
-    assert len(trace_ids) == 1
-    (trace_id,) = trace_ids
-    return plan_spans(trace_id, views, config or TraceFenceConfig()).plan
 
 
 def table(plan):

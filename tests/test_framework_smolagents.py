@@ -19,8 +19,6 @@ label, is named by an operator's ``tool_rules``.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import types
 
@@ -36,22 +34,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from smolagents import CodeAgent, OpenAIModel, ToolCallingAgent, tool
 
-from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import declare
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
 from otel_tracefence.normalize import from_readable
-from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import plan_of_spans, sha, through_the_cli
 
 # smolagents' own final_answer tool ends every run; nobody can declare it, so the operator names it.
 CONFIG = TraceFenceConfig(tool_rules=[ToolRule(match="final_answer", effect="read")])
 SEEN_SPANS: list[str] = []  # the span current in each tool body, to show declare() reaches the TOOL span
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _current_tool_span() -> None:
@@ -144,23 +137,6 @@ def run_agent(turns, tools=(lookup_customer, create_invoice, send_email)) -> str
     model = OpenAIModel(model_id="scripted-model", client=ScriptedClient(turns))
     agent = ToolCallingAgent(tools=list(tools), model=model, max_steps=6, verbosity_level=-1)
     return agent.run("bill customer a")
-
-
-def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig = CONFIG):
-    spans = exporter.get_finished_spans()
-    views = [from_readable(s, i) for i, s in enumerate(spans)]
-    (trace_id,) = {v.trace_id for v in views}
-    planned = plan_spans(trace_id, views, config)
-    return planned.plan, spans
-
-def through_the_cli(spans, config: TraceFenceConfig):
-    """The plans ``tracefence plan`` makes of these spans written as OTLP/JSON (as the Collector's file exporter writes them)."""
-    text = io.StringIO()
-    OtlpJsonFileSpanExporter(text).export(spans)
-    plans, errors = plan_text(text.getvalue(), "auto", config)
-    assert errors == []
-    return plans
-
 
 
 def tool_span_ids(spans) -> dict[str, list[str]]:
@@ -442,3 +418,9 @@ def test_the_cli_plans_the_exported_trace_as_the_processor_does(traced):
     )
     plan, spans = plan_of(exporter)
     assert through_the_cli(spans, CONFIG) == [plan]
+
+
+def plan_of(exporter: InMemorySpanExporter, config: TraceFenceConfig = CONFIG):
+    """The plan of the one trace the exporter holds, and its spans."""
+    spans = exporter.get_finished_spans()
+    return plan_of_spans(spans, config), spans

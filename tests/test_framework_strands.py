@@ -18,7 +18,6 @@ body (that span is current there: checked), or are labelled by ``tool_rules``.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ pytest.importorskip("strands")
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -43,12 +42,9 @@ from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, T
 from otel_tracefence.normalize import from_otlp, from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
+from framework_helpers import plan_of_spans as plan_of, sha, SwitchProcessor
 
 LATEST = "gen_ai_latest_experimental"
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class ScriptedModel(Model):
@@ -161,15 +157,6 @@ def run_agent(monkeypatch, turns, *, opt_in: str = "", processor_config: bool = 
     result = agent("bill customer a")
     provider.force_flush()
     return str(result), exporter.get_finished_spans()
-
-
-def plan_of(spans, config: TraceFenceConfig | None = None):
-    views = [from_readable(s, i) for i, s in enumerate(spans)]
-    trace_ids = {v.trace_id for v in views}
-    assert len(trace_ids) == 1
-    (trace_id,) = trace_ids
-    planned = plan_spans(trace_id, views, config or TraceFenceConfig())
-    return planned.plan
 
 
 def table(plan):
@@ -330,29 +317,7 @@ def test_a_requested_write_whose_tool_span_is_missing(monkeypatch, opt_in):
 
 # -- Strands calling MCP tools: the MCP SDK's client span is a dispatch attempt of Strands' step --------------
 
-class _Switch(SpanProcessor):
-    """The MCP SDK traces through the global provider (settable once per process): added to it
-    once, this hands spans to the current test's processor."""
-
-    def __init__(self) -> None:
-        self.target: SpanProcessor | None = None
-
-    def on_start(self, span, parent_context=None):
-        if self.target is not None:
-            self.target.on_start(span, parent_context=parent_context)
-
-    def on_end(self, span):
-        if self.target is not None:
-            self.target.on_end(span)
-
-    def shutdown(self):
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000):
-        return True
-
-
-_SWITCH = _Switch()
+_SWITCH = SwitchProcessor()
 MCP_SERVER = Path(__file__).parent / "programs" / "mcp_billing_server.py"
 
 

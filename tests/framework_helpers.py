@@ -1,0 +1,67 @@
+"""Shared parts of the real-framework tests (``tests/test_framework_*.py``): plans of the spans a
+framework's own instrumentation made, the same spans through the CLI, and a processor switch for
+instrumentors that bind their tracer once per process."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from typing import Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import TracePlan
+from otel_tracefence.normalize import from_readable
+from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
+from otel_tracefence.pipeline import plan_spans
+
+
+def sha(text: str) -> str:
+    """SHA-256 (hex) of ``text`` as UTF-8: expected hashes are written out by hand, from canonical JSON."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hex_id(span: ReadableSpan) -> str:
+    return format(span.context.span_id, "016x")
+
+
+def plan_of_spans(spans: Sequence[ReadableSpan], config: TraceFenceConfig | None = None) -> TracePlan:
+    """The plan of one trace's finished SDK spans, read as the span processor reads them."""
+    views = [from_readable(s, i) for i, s in enumerate(spans)]
+    trace_ids = {v.trace_id for v in views}
+    assert len(trace_ids) == 1, trace_ids
+    (trace_id,) = trace_ids
+    return plan_spans(trace_id, views, config or TraceFenceConfig()).plan
+
+
+def through_the_cli(spans: Sequence[ReadableSpan], config: TraceFenceConfig) -> list[TracePlan]:
+    """The plans ``tracefence plan`` makes of these spans written as OTLP/JSON (as the Collector's file exporter writes them)."""
+    text = io.StringIO()
+    OtlpJsonFileSpanExporter(text).export(spans)
+    plans, errors = plan_text(text.getvalue(), "auto", config)
+    assert errors == []
+    return plans
+
+
+class SwitchProcessor(SpanProcessor):
+    """Hands spans to ``target``: an instrumentor binds its tracer provider once per process, and each
+    test points the switch at its own processor."""
+
+    def __init__(self) -> None:
+        self.target: SpanProcessor | None = None
+
+    def on_start(self, span, parent_context=None):
+        if self.target is not None:
+            self.target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span):
+        if self.target is not None:
+            self.target.on_end(span)
+
+    def shutdown(self):
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000):
+        return True
