@@ -17,3 +17,22 @@ def tool_attributes(trace_index: int, turn: int) -> dict[str, str]:
         "tracefence.idempotency_key": f"k-{trace_index}-{turn}",
         "gen_ai.agent.name": "billing",
     }
+
+
+def run_agent_traces(provider, traces: int) -> None:
+    """``traces`` agent-shaped traces of 10 spans through ``provider`` (an SDK ``TracerProvider``): an
+    ``invoke_agent`` root, 4 chat spans, 3 tool spans (:func:`tool_attributes`), 2 plain spans."""
+    tracer = provider.get_tracer("bench.agent")
+    for t in range(traces):
+        with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            for turn in range(3):
+                with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
+                    pass
+                with tracer.start_as_current_span(f"execute_tool tool_{turn}", attributes=tool_attributes(t, turn)):
+                    pass
+            with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
+                pass
+            with tracer.start_as_current_span("validate output"):
+                pass
+            with tracer.start_as_current_span("render answer"):
+                pass

@@ -31,7 +31,7 @@ def measure(root: Path, traces: int, repeat: int) -> float:
 
     if not Path(otel_tracefence.__file__).resolve().is_relative_to(root.resolve()):
         raise SystemExit(f"imported {otel_tracefence.__file__}, not from {root}")
-    from agent_shape import tool_attributes
+    from agent_shape import run_agent_traces
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -43,20 +43,7 @@ def measure(root: Path, traces: int, repeat: int) -> float:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("bench.agent")
-    for t in range(traces):
-        with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
-            for turn in range(3):
-                with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
-                    pass
-                with tracer.start_as_current_span(f"execute_tool tool_{turn}", attributes=tool_attributes(t, turn)):
-                    pass
-            with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
-                pass
-            with tracer.start_as_current_span("validate output"):
-                pass
-            with tracer.start_as_current_span("render answer"):
-                pass
+    run_agent_traces(provider, traces)
     by_trace: dict[str, list] = {}
     for index, span in enumerate(exporter.get_finished_spans()):
         view = from_readable(span, index)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-from agent_shape import tool_attributes
+from agent_shape import run_agent_traces
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -32,23 +32,6 @@ class CountingExporter(SpanExporter):
     def export(self, spans):
         self.count += len(spans)
         return SpanExportResult.SUCCESS
-
-
-def run_agent_traces(provider: TracerProvider, traces: int) -> None:
-    tracer = provider.get_tracer("bench.agent")
-    for t in range(traces):
-        with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
-            for turn in range(3):
-                with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}):
-                    pass
-                with tracer.start_as_current_span(f"execute_tool tool_{turn}", attributes=tool_attributes(t, turn)):
-                    pass
-            with tracer.start_as_current_span("chat model", attributes={"gen_ai.operation.name": "chat"}):
-                pass
-            with tracer.start_as_current_span("validate output"):
-                pass
-            with tracer.start_as_current_span("render answer"):
-                pass
 
 
 def measure(kind: str, traces: int) -> float:

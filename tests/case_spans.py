@@ -102,3 +102,19 @@ def feed(processor: SpanProcessor, spans: Iterable[ReadableSpan], *, starts: boo
             processor.on_start(span)  # type: ignore[arg-type] - the processor reads only the context
         else:
             processor.on_end(span)
+
+
+INPUT_SUFFIXES = (".json", ".ndjson", ".csv")
+
+
+def find_cases(folder: Path, label: str) -> list[tuple[str, Path, Path]]:
+    """``(id, input, expected)`` for each ``NAME.expected.json`` in ``folder`` and the one input beside it."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for expected in sorted(folder.glob("*.expected.json")):
+        name = expected.name[: -len(".expected.json")]
+        inputs = [p for p in folder.glob(name + ".*") if p != expected and p.suffix in INPUT_SUFFIXES]
+        assert len(inputs) == 1, f"{expected}: expected one input beside it, found {inputs}"
+        found.append((f"{label}/{name}", inputs[0], expected))
+    return found

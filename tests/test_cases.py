@@ -7,21 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from case_spans import find_cases
 from conftest import ROOT, SHARED_CASES
-
-INPUT_SUFFIXES = (".json", ".ndjson", ".csv")
 
 
 def _cases(folder: Path):
-    if not folder.is_dir():
-        return []
-    found = []
-    for expected in sorted(folder.glob("*.expected.json")):
-        name = expected.name[: -len(".expected.json")]
-        inputs = [p for p in folder.glob(name + ".*") if p != expected and p.suffix in INPUT_SUFFIXES]
-        assert len(inputs) == 1, f"{expected}: expected one input beside it, found {inputs}"
-        found.append(pytest.param(inputs[0], expected, id=f"{folder.name}/{name}"))
-    return found
+    return [pytest.param(path, expected, id=f"{folder.name}/{case_id.partition('/')[2]}") for case_id, path, expected in find_cases(folder, folder.name)]
 
 
 ALL_CASES = _cases(SHARED_CASES) + _cases(ROOT / "tests" / "cases")

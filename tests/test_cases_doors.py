@@ -27,30 +27,17 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from case_spans import feed, is_otlp_case, readable_spans
+from case_spans import feed, find_cases, is_otlp_case, readable_spans
 from conftest import ROOT, SHARED_CASES
 from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service.server import TraceFenceService
 
-INPUT_SUFFIXES = (".json", ".ndjson", ".csv")
 CLASS = "tracefence.replay.class"
 DECISION = "tracefence.step.decision"
 
 
-def _cases(folder: Path, label: str) -> list[tuple[str, Path, Path]]:
-    if not folder.is_dir():
-        return []
-    found = []
-    for expected in sorted(folder.glob("*.expected.json")):
-        name = expected.name[: -len(".expected.json")]
-        inputs = [p for p in folder.glob(name + ".*") if p != expected and p.suffix in INPUT_SUFFIXES]
-        assert len(inputs) == 1, f"{expected}: expected one input beside it, found {inputs}"
-        found.append((f"{label}/{name}", inputs[0], expected))
-    return found
-
-
-ALL_CASES = _cases(SHARED_CASES, "shared") + _cases(ROOT / "tests" / "cases", "project")
+ALL_CASES = find_cases(SHARED_CASES, "shared") + find_cases(ROOT / "tests" / "cases", "project")
 OTLP_CASES = [case for case in ALL_CASES if is_otlp_case(case[1])]
 
 
@@ -60,7 +47,7 @@ def _params(cases: Iterable[tuple[str, Path, Path]]) -> list[Any]:
 
 def test_the_shared_cases_are_here_and_some_are_otlp():
     if (ROOT.parent / "shared").is_dir():
-        assert len(_cases(SHARED_CASES, "shared")) >= 8
+        assert len(find_cases(SHARED_CASES, "shared")) >= 8
         assert len([c for c in OTLP_CASES if c[0].startswith("shared/")]) >= 3
 
 
