@@ -47,7 +47,6 @@ NON_TOOL_KINDS = {
 OTHER_KIND_KEYS = (
     "llm.request.type",
     "mcp.method.name",  # MCP method spans (tools/list, initialize...); tools/call ones are tool steps
-    "jsonrpc.request.id",
     cv.HAYSTACK_COMPONENT_TYPE,
     "http.request.method",
     "http.method",
@@ -69,14 +68,14 @@ _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 @lru_cache(maxsize=4096)
-def _tool_token(text: str) -> bool:
-    """True when ``text`` holds a tool token (cached: attribute keys repeat across spans)."""
+def _tool_token(text: str, describes: bool = False) -> bool:
+    """True when ``text`` holds a tool token (cached: attribute keys repeat across spans). With
+    ``describes`` (attribute keys), a tool token followed by a word of ``NOT_ACTIVITY_TOKENS``
+    (``tool.description``, ``tool_choice``, ``llm.tools.0.tool.json_schema``) describes tools, no call."""
     words = [w.lower() for w in _WORDS.findall(text)]
-    if any(w in NOT_ACTIVITY_TOKENS for w in words):
-        return False
     for i, word in enumerate(words):
         if word in ("tool", "tools") or (word == "function" and i + 1 < len(words) and words[i + 1] in ("call", "calls")):
-            return True
+            return not (describes and any(w in NOT_ACTIVITY_TOKENS for w in words[i + 1 :]))
     return False
 
 
@@ -101,6 +100,9 @@ def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
     found: list[str] = []
     for key in FINISH_REASON_KEYS:
         value = attributes.get(key)
+        if isinstance(value, str) and value.startswith("["):  # a list recorded as JSON text
+            found.extend(re.findall(r'"([^"]*)"', value))
+            continue
         found.extend(v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, str))
     for key, value in attributes.items():
         if key.startswith("gen_ai.completion.") and isinstance(value, str) and FINISH_REASON_KEY_PATTERN.match(key):
@@ -122,7 +124,7 @@ def tool_activity_sign(span: SpanView) -> str | None:
         for key, value in attributes.items():
             if key.startswith(INPUT_ECHO_PREFIXES):
                 continue
-            if _tool_token(key):
+            if _tool_token(key, describes=True):
                 return f"its attribute {key!r}"
             if isinstance(value, str) and key.lower().endswith(("type", "kind")) and _tool_token(value):
                 return f"its attribute {key}={value!r}"

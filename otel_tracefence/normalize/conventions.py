@@ -150,6 +150,8 @@ HTTP_URL_KEYS = ("url.full", "http.url")
 HTTP_URL_PART_KEYS = (("server.address", "server.port", "url.path"), ("http.host", None, "http.target"))
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
+RPC_SYSTEM_KEY = "rpc.system"  # RPC client spans (gRPC, JSON-RPC...): rpc.service, rpc.method
+RPC_METHOD = "RPC"  # the method RPC requests are counted under: not a safe HTTP method
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
 TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"

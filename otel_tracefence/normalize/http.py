@@ -5,7 +5,13 @@ HTTP semantic conventions: a client span carries ``http.request.method`` and ``u
 ``http.response.status_code``. Methods other than GET, HEAD, OPTIONS and TRACE are unsafe
 (RFC 9110 section 9.2.1): two client spans with one unsafe method and one URL below a write
 step sent its effect twice. A response of 500 to 599 (RFC 9110 section 15.6) means the
-server failed, whatever the tool span says.
+server failed, whatever the tool span says; a client span that ended in error with no
+response (a timeout, a reset) leaves the outcome unknown.
+
+URLs are compared without their query string and fragment: a retry that adds
+``?attempt=2`` sent the same effect. RPC client spans (``rpc.system``, RPC semantic
+conventions) are requests too, to ``rpc.service/rpc.method``; RPC methods say nothing of
+safety, so they count as unsafe.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from otel_tracefence.normalize import conventions as cv
-from otel_tracefence.normalize.span_view import KIND_SERVER, SpanView
+from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanView
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,7 @@ class HttpRequest:
     method: str
     url: str | None
     status: int | None
+    failed: bool = False  # the client span ended in error with no response
 
     @property
     def unsafe(self) -> bool:
@@ -58,13 +65,22 @@ def _status(attributes: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _same_resource(url: str | None) -> str | None:
+    return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
+
+
 def http_request(span: SpanView) -> HttpRequest | None:
-    """The request a span records as an HTTP client, or ``None`` (no method, or a server span)."""
+    """The request a span records as an HTTP or RPC client, or ``None`` (neither, or a server span)."""
     if span.kind == KIND_SERVER:
         return None
     attributes = span.attributes
     for key in cv.HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
-            return HttpRequest(method.upper(), _url(attributes), _status(attributes))
+            status = _status(attributes)
+            return HttpRequest(method.upper(), _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
+    system = attributes.get(cv.RPC_SYSTEM_KEY)
+    if isinstance(system, str) and system:
+        target = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
+        return HttpRequest(cv.RPC_METHOD, f"{system}:{target}", None, span.status_code == STATUS_ERROR)
     return None

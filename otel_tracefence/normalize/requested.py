@@ -50,9 +50,13 @@ def _id(value: Any) -> str | None:
 
 
 def _part_call(part: dict) -> Call | None:
-    """A tool call held by one content part or block, in the GenAI or the Bedrock/Strands shape."""
-    if part.get("type") == "tool_call" and isinstance(part.get("name"), str):
-        return _id(part.get("id")), part["name"], part.get("arguments")
+    """A tool call held by one content part or block: GenAI ``tool_call``, Anthropic ``tool_use``,
+    OpenAI Responses ``function_call``, Bedrock/Strands ``toolUse``."""
+    kind = part.get("type")
+    if kind in ("tool_call", "function_call") and isinstance(part.get("name"), str):
+        return _id(part.get("call_id", part.get("id"))), part["name"], part.get("arguments")
+    if kind == "tool_use" and isinstance(part.get("name"), str):
+        return _id(part.get("id")), part["name"], part.get("input")
     use = part.get("toolUse")
     if isinstance(use, dict) and isinstance(use.get("name"), str):
         return _id(use.get("toolUseId")), use["name"], use.get("input")
@@ -125,6 +129,31 @@ def _has_indexed_calls(span: SpanView) -> bool:
     ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
     attributes = span.attributes
     return attributes.get("openinference.span.kind") == "LLM" or cv.OPENLLMETRY_MODEL_SPAN_KEY in attributes
+
+
+def _output_texts(span: SpanView) -> Iterator[str]:
+    value = span.attributes.get(cv.GEN_AI_OUTPUT_MESSAGES)
+    if isinstance(value, str):
+        yield value
+    for event in span.events:
+        for name, key in cv.OUTPUT_EVENTS:
+            if event.name == name and isinstance(event.attributes.get(key), str):
+                yield event.attributes[key]
+
+
+def unread_output(span: SpanView) -> str | None:
+    """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
+    JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
+    for text in _output_texts(span):
+        if "tool" not in text.lower() and "function" not in text.lower():
+            continue
+        try:
+            parse_json_text(text)
+        except JSONTextError as exc:
+            return f"its recorded output mentions tools but is {exc}"
+        except RecursionError:
+            return "its recorded output mentions tools but is nested too deep to read"
+    return None
 
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:

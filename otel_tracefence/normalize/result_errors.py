@@ -11,7 +11,10 @@ Sources:
   Anthropic's ``tool_result`` blocks use ``is_error``.
 * Content parts ``{"type": "error", ...}`` (MCP and agent frameworks' error parts).
 * A top-level ``"error"`` object or message (JSON-RPC 2.0, most HTTP APIs).
-* ``"response_status": "Error"`` (OpenLLMetry and CrewAI tool outputs).
+* ``"response_status": "Error"`` (OpenLLMetry and CrewAI tool outputs); a top-level
+  ``"status"`` of ``error``, ``failed`` or ``failure`` (LangChain's ``ToolMessage``
+  ``status: "error"``, most job APIs); ``"success": false`` and ``"ok": false``.
+* GraphQL: a non-empty top-level ``"errors"`` list (GraphQL specification, "Response").
 * An HTTP status code of 500 to 599 (RFC 9110 section 15.6, server errors); 4xx are
   refusals, which the API did not carry out, so they are not listed.
 """
@@ -28,6 +31,12 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="type", equals="error", anywhere=True),
     ResultErrorShape(key="error", present=True),
     ResultErrorShape(key="response_status", equals="error"),
+    ResultErrorShape(key="status", equals="error"),
+    ResultErrorShape(key="status", equals="failed"),
+    ResultErrorShape(key="status", equals="failure"),
+    ResultErrorShape(key="success", equals=False),
+    ResultErrorShape(key="ok", equals=False),
+    ResultErrorShape(key="errors", present=True),
     ResultErrorShape(key="status_code", at_least=500, below=600, anywhere=True),
     ResultErrorShape(key="statusCode", at_least=500, below=600, anywhere=True),
     ResultErrorShape(key="http_status", at_least=500, below=600, anywhere=True),

@@ -42,8 +42,8 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
     declared = span.attributes.get(cv.TRACEFENCE_STATUS)
     if declared is not None:
         return parse_declared(declared)
-    if span.end_time_unix_nano is None:
-        return ToolStatus.UNKNOWN
+    if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
+        return ToolStatus.UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
     signs = [str(e.attributes.get("exception.type", "")) for e in span.events if e.name == "exception"]
     error_type = span.attributes.get("error.type")
     if error_type is not None:

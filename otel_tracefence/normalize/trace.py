@@ -8,11 +8,11 @@ from typing import Iterable, Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import EffectSource, MalformedField, ToolStatus, ToolStep
+from otel_tracefence.model import Effect, EffectSource, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import RequestedCall, requested_calls
+from otel_tracefence.normalize.requested import RequestedCall, requested_calls, unread_output
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import http_request
@@ -43,6 +43,16 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
             return None
         parent_id = parent.parent_span_id
     return None
+
+
+def _other_tool(inner: ToolStep, outer: ToolStep, inner_span: SpanView) -> bool:
+    """True when a tool span inside another is a call of its own, not a dispatch of the outer call:
+    it names a different tool, and it is not an MCP ``tools/call`` span carrying a write or unknown
+    step (MCP tool names often differ from the agent's by a prefix). A declared read never holds
+    another tool's call as its attempt: its label must not hide a write."""
+    if not inner.tool or not outer.tool or inner.tool == outer.tool:
+        return False
+    return outer.effect is Effect.READ or inner_span.attributes.get("mcp.method.name") != "tools/call"
 
 
 def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str]) -> ToolStep:
@@ -81,6 +91,8 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
             changes["idempotency_key"] = attempt.idempotency_key
         if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
             changes.update(effect=attempt.effect, effect_source=attempt.effect_source)
+        elif attempt.effect is Effect.WRITE and step.effect is Effect.READ and attempt.effect_source is not EffectSource.NONE:
+            changes.update(effect=Effect.WRITE, effect_source=attempt.effect_source)  # a label that says write wins over one that says read
     return replace(step, **changes)
 
 
@@ -123,7 +135,7 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
 
     ``requests`` are in trace order. One request recorded in several spans (a model span and
     the agent span that echoes its output) is one request: same call id, tool and arguments.
-    A request is matched to one tool span: by call id (the same tool and arguments first),
+    A request is matched to one tool span: by call id and tool (the same arguments first),
     else, where tool spans carry no call id, by tool name and canonical arguments. Two
     requests sharing one call id need two spans: the one left over stays a step. A request
     no tool span ran, named after an agent whose span the trace holds (``agents``: agent name
@@ -141,7 +153,7 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
         distinct.append(request)
     recorded = [s for s in steps if not s.requested_only]
     exact = Counter((s.call_id, s.tool, s.arguments_sha256) for s in recorded if not s.call_id_from_span)
-    by_id = Counter(s.call_id for s in recorded if not s.call_id_from_span)
+    by_id = Counter((s.call_id, s.tool) for s in recorded if not s.call_id_from_span)
     unlabeled = Counter((s.tool, s.arguments_sha256) for s in recorded if s.call_id_from_span and s.arguments_sha256 is not None)
     by_content = Counter((s.tool, s.arguments_sha256) for s in recorded if s.arguments_sha256 is not None)
     left: list[RequestedCall] = []
@@ -149,15 +161,15 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
         key = (request.call_id, request.tool, request.arguments.sha256)
         if request.call_id is not None and exact[key] > 0:
             exact[key] -= 1
-            by_id[request.call_id] -= 1
+            by_id[(request.call_id, request.tool)] -= 1
         else:
             left.append(request)
     extra = []
     for request in left:
         content = (request.tool, request.arguments.sha256)
         if request.call_id is not None:
-            if by_id[request.call_id] > 0:
-                by_id[request.call_id] -= 1
+            if by_id[(request.call_id, request.tool)] > 0:
+                by_id[(request.call_id, request.tool)] -= 1
                 continue
             if request.arguments.sha256 is not None and unlabeled[content] > 0:
                 unlabeled[content] -= 1
@@ -265,6 +277,7 @@ def _http_dispatches(
     Updates ``steps`` (root span id -> step) in place."""
     sent: Counter = Counter()
     failed: set[str] = set()
+    lost: dict[str, ToolStatus] = {}  # a request that ended in error with no response: its outcome is unknown
     for span in stepless:
         request = http_request(span)
         owner = _nearest_tool_ancestor(span, by_id, tool_ids) if request is not None else None
@@ -275,10 +288,13 @@ def _http_dispatches(
             sent[(root, request.method, request.url)] += 1
         if request.server_error:
             failed.add(root)
+        if request.failed:
+            status = span_status(span)
+            lost[root] = status if isinstance(status, ToolStatus) and status is not ToolStatus.OK else ToolStatus.ERROR
     most: dict[str, int] = {}
     for (root, _, _), count in sent.items():
         most[root] = max(most.get(root, 0), count)
-    for root in set(most) | failed:
+    for root in set(most) | failed | set(lost):
         step = steps[root]
         changes: dict = {}
         if most.get(root, 0) > step.attempts:
@@ -287,6 +303,8 @@ def _http_dispatches(
             status, notes = result_status(step.status, Result(error="http_status"))
             if notes:
                 changes.update(status=status, notes=step.notes + notes)
+        elif root in lost and step.status is ToolStatus.OK:
+            changes.update(status=lost[root], notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
         if changes:
             steps[root] = replace(step, **changes)
 
@@ -326,6 +344,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     # even when no tool span records it (the process may have died before exporting one).
     tool_ids = set(own_steps)
     nearest = {sid: _nearest_tool_ancestor(by_id[sid], by_id, tool_ids) for sid in tool_ids}
+    for sid, outer in nearest.items():
+        if outer is not None and _other_tool(own_steps[sid], own_steps[outer], by_id[sid]):
+            nearest[sid] = None  # a tool that calls another tool: the inner call is a step of its own
     root_of: dict[str, str] = {}
     for sid in tool_ids:
         root, seen = sid, {sid}
@@ -386,7 +407,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     for span in stepless:
         if span.span_id in asking or span.span_id in covered:
             continue
-        sign = tool_activity_sign(span)
+        sign = tool_activity_sign(span) or unread_output(span)
         if sign is None and not own_steps and asked_for_tools(span):
             sign = "its finish reason says the model asked for tool calls, and none could be read"
         if sign is not None and not _below_any(span, by_id, tool_ids):

@@ -70,12 +70,29 @@ def _is_base64_id(value: str, size: int) -> bool:
     return False
 
 
+_STATUS_CODES = {0, 1, 2, "STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
+
+
+def _check_status(status: Any) -> None:
+    """A span's status must be an object whose ``code`` is one OTLP defines: protobuf's JSON parser,
+    told to ignore unknown fields, would otherwise drop a status written another way ("ERROR") and
+    leave the span reading as ok. Raises ValueError naming the field."""
+    if status is None:
+        return
+    if not isinstance(status, dict):
+        raise ValueError(f"status: must be an object with a code, got {status!r}"[:200])
+    code = status.get("code", 0)
+    if code not in _STATUS_CODES or isinstance(code, bool):
+        raise ValueError(f"status: code {code!r} is not one of 0 (unset), 1 (ok), 2 (error)"[:200])
+
+
 def _parse_span(span_json: dict[str, Any]) -> Span:
     span_json = dict(span_json)
     missing = [name for name in _REQUIRED if not span_json.get(name) and not span_json.get(name.replace("Id", "_id").lower())]
     if missing:
         raise ValueError(f"{missing[0]}: missing")
     _hex_ids_to_base64(span_json, "span")
+    _check_status(span_json.get("status"))
     links = span_json.get("links")
     if isinstance(links, list):
         span_json["links"] = [dict(link) for link in links if isinstance(link, dict)]
@@ -102,11 +119,28 @@ def _parse_error(exc: json_format.ParseError) -> str:
     return f"{path[0] if path else 'span'}: {cause}{f' (at {where})' if len(path) > 1 else ''}"[:300]
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice: json.loads would keep the last copy, and a second
+    ``resourceSpans`` or ``stringValue`` would silently replace the first (which was meant cannot be known)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _DuplicateKey(f"a JSON object gives the key {twice!r} twice: which value was meant cannot be known")
+    return obj
+
+
 def _requests(text: str) -> Iterator[tuple[int, Any]]:
     stripped = text.strip()
     try:
-        yield 1, json.loads(stripped)
+        yield 1, json.loads(stripped, object_pairs_hook=_object)
         return
+    except _DuplicateKey as exc:
+        raise UnreadableInput(f"line 1: {exc}") from None
     except json.JSONDecodeError:
         pass
     except RecursionError:
@@ -116,7 +150,9 @@ def _requests(text: str) -> Iterator[tuple[int, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                yield number, json.loads(line)
+                yield number, json.loads(line, object_pairs_hook=_object)
+            except _DuplicateKey as exc:
+                raise UnreadableInput(f"line {number}: {exc}") from None
             except json.JSONDecodeError as exc:
                 raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
             except RecursionError:
@@ -171,6 +207,21 @@ def _objects(container: dict[str, Any], name: str, snake_name: str, line: int, e
     return kept
 
 
+_RESOURCE_SPANS_KEYS = frozenset(
+    {"resource", "scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans", "schemaUrl", "schema_url"}
+)
+_SCOPE_SPANS_KEYS = frozenset({"scope", "instrumentationLibrary", "instrumentation_library", "spans", "schemaUrl", "schema_url"})
+
+
+def _no_hidden_spans(obj: dict[str, Any], known: frozenset[str], where: str, line: int, errors: list[InputError]) -> None:
+    """An object of ``where`` with keys OTLP/JSON does not define that hold arrays may hold spans under
+    another name (a misspelt or unknown container): ignoring them would plan a trace without them,
+    so they are an error at that key. Unknown keys holding anything else are ignored, as OTLP says."""
+    for key, value in obj.items():
+        if key not in known and isinstance(value, list) and value:
+            errors.append(InputError(line, key, f"{where} has a key OTLP/JSON does not define, holding an array: spans under it would be missed"))
+
+
 def read_otlp_json(text: str) -> OtlpRead:
     """Read OTLP/JSON text into one request; bad spans are listed in ``errors`` by line and span id.
 
@@ -188,7 +239,12 @@ def read_otlp_json(text: str) -> OtlpRead:
                 result.errors.append(InputError(line, "resource", str(exc)[:300]))
                 continue
             resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
-            for scope_json in _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors):
+            _no_hidden_spans(resource_spans_json, _RESOURCE_SPANS_KEYS, "resourceSpans", line, result.errors)
+            scopes = _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors)
+            # OTLP/JSON before 1.0 (OTLP 0.x) named the scopes instrumentationLibrarySpans.
+            scopes += _objects(resource_spans_json, "instrumentationLibrarySpans", "instrumentation_library_spans", line, result.errors)
+            for scope_json in scopes:
+                _no_hidden_spans(scope_json, _SCOPE_SPANS_KEYS, "scopeSpans", line, result.errors)
                 scope_spans = ScopeSpans()
                 try:
                     _parse_object(scope_json.get("scope"), scope_spans.scope)
