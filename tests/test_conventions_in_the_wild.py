@@ -350,3 +350,76 @@ def test_a_confirmation_hook_span_is_no_tool_run_and_a_managed_agent_runs_its_ca
     sub_tool = view("d9d9d9d9d9d9d9d9", "CreateInvoice", {"openinference.span.kind": "TOOL", "tool.name": "create_invoice", "tracefence.effect": "write",
                                                           "output.value": "inv_1"}, parent="d8d8d8d8d8d8d8d8", start=30)
     assert plan(manager_llm, sub_agent, sub_tool) == (ReplayClass.INJECTED, [("d9d9d9d9d9d9d9d9", "skip", ("write_committed", "arguments_not_recorded"))])
+
+
+# --- what a new user's attack found ------------------------------------------------------------
+
+
+def test_a_write_inside_a_declared_read_is_a_step_of_its_own():
+    outer = view("f6f6f6f6f6f6f6f6", "execute_tool lookup", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                                                             "tracefence.effect": "read"}, end=90)
+    inner = view("f7f7f7f7f7f7f7f7", "execute_tool payments.charge", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "payments.charge",
+                                                                      "tracefence.effect": "write", "tracefence.status": "timeout"},
+                 parent="f6f6f6f6f6f6f6f6", start=20)
+    assert plan(outer, inner) == (ReplayClass.REVIEW, [
+        ("f6f6f6f6f6f6f6f6", "replay", ("declared_read", "arguments_not_recorded")),
+        ("f7f7f7f7f7f7f7f7", "review", ("write_timeout", "arguments_not_recorded")),
+    ])
+    # The same tool inside (a retry wrapper) labelled write makes the step a write.
+    same = view("f8f8f8f8f8f8f8f8", "retry lookup", {"gen_ai.tool.name": "lookup", "tracefence.effect": "write"}, parent="f6f6f6f6f6f6f6f6", start=20)
+    assert plan(outer, same) == (ReplayClass.STATIC, [("f6f6f6f6f6f6f6f6", "skip", ("write_committed", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_a_call_id_matches_a_request_only_with_its_tool():
+    llm = view("f9f9f9f9f9f9f9f9", "chat", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(
+        [{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "payments.charge", "arguments": {"n": 1}}]}])})
+    read = view("fafafafafafafafa", "execute_tool lookup", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+                                                            "gen_ai.tool.call.id": "c1", "tracefence.effect": "read"}, start=20)
+    assert plan(llm, read) == (ReplayClass.REVIEW, [
+        ("c1", "review", ("effect_unknown", "requested_not_recorded")),
+        ("c1", "replay", ("declared_read", "arguments_not_recorded")),
+    ])
+
+
+def test_more_error_result_shapes():
+    for result in ('{"status": "error", "message": "gateway timeout"}', '{"status": "FAILED"}', '{"success": false}',
+                   '{"type": "tool", "status": "error", "content": "Error: TimeoutError"}', '{"data": null, "errors": [{"message": "x"}]}'):
+        assert plan(result_write(result)) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))]), result
+    for result in ('{"status": "ok"}', '{"success": true}', '{"errors": []}'):
+        assert plan(result_write(result)) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))]), result
+
+
+def test_failed_dispatches_without_a_response_and_retries_under_other_query_strings():
+    lost = view("fbfbfbfbfbfbfbfb", "POST", {"http.request.method": "POST", "url.full": "https://pay.example/v2/payments", "error.type": "timeout"},
+                parent="f1f1f1f1f1f1f1f1", start=11, kind="client", status="error")
+    assert plan(WRITE_TOOL, lost) == (ReplayClass.REVIEW, [("pay1", "review", ("write_timeout", "dispatch_attempt_failed"))])
+    retried = [http("f2f2f2f2f2f2f2f2", "POST", "https://pay.example/v2/payments?attempt=1", 11),
+               http("f3f3f3f3f3f3f3f3", "POST", "https://pay.example/v2/payments?attempt=2", 20)]
+    assert plan(WRITE_TOOL, *retried) == (ReplayClass.REVIEW, [("pay1", "review", ("write_dispatched_more_than_once",))])
+    rpc = [view(f"fc{i}cfcfcfcfcfcfc", "payments.Pay/Create", {"rpc.system": "grpc", "rpc.service": "payments.Pay", "rpc.method": "Create"},
+                parent="f1f1f1f1f1f1f1f1", start=11 + i, kind="client") for i in (1, 2)]
+    assert plan(WRITE_TOOL, *rpc) == (ReplayClass.REVIEW, [("pay1", "review", ("write_dispatched_more_than_once",))])
+
+
+def test_model_output_cut_off_or_in_other_shapes_is_never_tool_free():
+    cut = view("fdfdfdfdfdfdfdfd", "chat", {"gen_ai.operation.name": "chat",
+                                            "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"pay'})
+    klass, steps = plan(cut)
+    assert (klass, steps) == (ReplayClass.REVIEW, [("fdfdfdfdfdfdfdfd", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])
+    anthropic = view("fefefefefefefefe", "chat", {"gen_ai.operation.name": "chat"}, events=(SpanEvent("gen_ai.choice", {
+        "message": json.dumps({"role": "assistant", "content": [{"type": "tool_use", "id": "tu_9", "name": "refund", "input": {"o": 1}}]})}),))
+    responses = view("efefefefefefefef", "chat", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(
+        [{"type": "function_call", "call_id": "fc_1", "name": "refund", "arguments": '{"o": 2}'}])}, start=30)
+    assert plan(anthropic, responses) == (ReplayClass.REVIEW, [
+        ("tu_9", "review", ("effect_unknown", "requested_not_recorded")),
+        ("fc_1", "review", ("effect_unknown", "requested_not_recorded")),
+    ])
+    asked = view("dfdfdfdfdfdfdfdf", "chat", {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": '["tool_calls"]'})
+    assert plan(asked)[0] is ReplayClass.REVIEW
+
+
+def test_words_that_describe_tools_only_cancel_a_key_not_a_name():
+    named = view("cfcfcfcfcfcfcfcf", "Tool: update_schema", {})
+    assert plan(named) == (ReplayClass.REVIEW, [("cfcfcfcfcfcfcfcf", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])
+    described = view("bfbfbfbfbfbfbfbf", "plan step", {"myapp.tool.description": "looks things up", "myapp.available_tools": "[]"})
+    assert plan(described) == (None, [])

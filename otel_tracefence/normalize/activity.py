@@ -70,12 +70,13 @@ _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 @lru_cache(maxsize=4096)
 def _tool_token(text: str, describes: bool = False) -> bool:
     """True when ``text`` holds a tool token (cached: attribute keys repeat across spans). With
-    ``describes`` (attribute keys), a tool token followed by a word of ``NOT_ACTIVITY_TOKENS``
-    (``tool.description``, ``tool_choice``, ``llm.tools.0.tool.json_schema``) describes tools, no call."""
+    ``describes`` (attribute keys), a key holding a word of ``NOT_ACTIVITY_TOKENS`` (``tool.description``,
+    ``tool_choice``, ``available_tools``, ``llm.tools.0.tool.json_schema``) describes tools, no call; span
+    names are never excused so (``Tool: update_schema`` is a call)."""
     words = [w.lower() for w in _WORDS.findall(text)]
     for i, word in enumerate(words):
         if word in ("tool", "tools") or (word == "function" and i + 1 < len(words) and words[i + 1] in ("call", "calls")):
-            return not (describes and any(w in NOT_ACTIVITY_TOKENS for w in words[i + 1 :]))
+            return not (describes and any(w in NOT_ACTIVITY_TOKENS for w in words))
     return False
 
 
