@@ -410,3 +410,33 @@ def test_every_example_output_parses_into_the_trace_plan_message():
             message = json_format.Parse(line, TracePlan())
             assert message.schema_version == "1"
             assert len(message.steps) >= 1
+
+
+def test_a_status_otlp_does_not_define_holds_the_span(tmp_path):
+    for status, message in (("ERROR", "status: must be an object with a code, got 'ERROR'"), ({"code": 7}, "status: code 7 is not one of 0 (unset), 1 (ok), 2 (error)")):
+        write = _span("2222222222222222", "charge", tracefence__effect="write")
+        write["status"] = status
+        path = tmp_path / "trace.otlp.json"
+        path.write_text(json.dumps(_request(write)))
+        proc = plan(path)
+        assert f"warning: line 1, span 2222222222222222: {message}" in proc.stderr
+        assert decisions(plans_of(proc)[TRACE]) == [("2222222222222222", "review", ["malformed_status", "effect_unknown", "arguments_not_recorded"], [])]
+
+
+def test_a_json_key_given_twice_rejects_the_otlp_file(tmp_path):
+    text = json.dumps(_request(_span("2222222222222222", "charge", tracefence__effect="write", tracefence__status="timeout")))
+    path = tmp_path / "trace.otlp.json"
+    path.write_text(text[:-1] + ', "resourceSpans": []}')
+    assert_rejected(plan(path), "line 1: a JSON object gives the key 'resourceSpans' twice: which value was meant cannot be known")
+
+
+def test_spans_under_the_pre_1_0_name_are_read_and_under_an_unknown_one_reject_the_file(tmp_path):
+    request = _request(_span("2222222222222222", "charge", tracefence__effect="write", tracefence__status="timeout"))
+    resource = request["resourceSpans"][0]
+    resource["instrumentationLibrarySpans"] = resource.pop("scopeSpans")
+    path = tmp_path / "trace.otlp.json"
+    path.write_text(json.dumps(request))
+    assert decisions(plans_of(plan(path))[TRACE]) == [("2222222222222222", "review", ["write_timeout", "arguments_not_recorded"], [])]
+    resource["libSpans"] = resource.pop("instrumentationLibrarySpans")
+    path.write_text(json.dumps(request))
+    assert_rejected(plan(path), "line 1: libSpans: resourceSpans has a key OTLP/JSON does not define, holding an array: spans under it would be missed")
