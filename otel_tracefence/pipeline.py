@@ -31,14 +31,9 @@ def plan_steps(trace_id: str, steps: Iterable[ToolStep], config: TraceFenceConfi
     return plan_trace(trace_id, steps, partial=partial, limits=config.limits)
 
 
-def plan_spans(
-    trace_id: str, spans: Sequence[SpanView], config: TraceFenceConfig, *, partial: bool = False, extra_steps: Sequence[ToolStep] = ()
-) -> PlannedTrace:
-    """Normalize one trace's spans and plan them, with ``extra_steps`` (steps standing for spans
-    a reader could not parse) among their steps."""
+def plan_spans(trace_id: str, spans: Sequence[SpanView], config: TraceFenceConfig, *, partial: bool = False) -> PlannedTrace:
+    """Normalize one trace's spans and plan them."""
     normalized = normalize_trace(spans, config)
-    if extra_steps:
-        normalized.steps.extend(extra_steps)
     return PlannedTrace(plan_trace(trace_id, normalized.steps, partial=partial, limits=config.limits), normalized)
 
 

@@ -480,7 +480,9 @@ def test_garbage_bytes_are_refused_and_the_service_keeps_serving(serve, upstream
     assert received[0].tf["tracefence.replay.class"] == "dynamic"
 
 
-def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept(serve, upstream):
+def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept_and_held(serve, upstream):
+    # A refused span whose trace id can be read may have been a tool call of that trace: the trace is
+    # planned with a review step standing for it, as `tracefence plan` plans the same file; it is never forwarded.
     service = serve()
     good_trace = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
     spans = [
@@ -499,9 +501,15 @@ def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept(serve, u
     assert "rejected" in response.partial_success.error_message
     received = upstream.wait_spans(2, good_trace.hex())
     assert sorted(r.name for r in received) == ["chat", "execute_tool search"]
-    assert all(r.tf["tracefence.replay.class"] == "dynamic" for r in received)
+    assert all(r.tf["tracefence.replay.class"] == "review" for r in received)
     wait_for(lambda: service.forwarders[0].sent_spans == 2 and service.forwarders[0].depth == 0)
     assert len(upstream.spans()) == 2 and len(service.fence.buffer) == 0
+    item = wait_for(lambda: service.store.get(good_trace.hex()), what="the review item")
+    assert sorted((s.step.call_id, list(s.reasons)[0]) for s in item.plan.steps) == [
+        ("(none)", "malformed_span_id"),
+        ("0606060606060606", "malformed_parent_span_id"),
+        ("b7ad6b7169203331", "declared_read"),
+    ]
 
 
 def test_huge_attributes_are_accepted_and_oversized_arguments_reported(serve, upstream, clients):

@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Decision, Effect, MalformedField, ReplayClass, ToolStatus, ToolStep, TracePlan
+from otel_tracefence.model import Decision, ReplayClass, TracePlan
+from otel_tracefence.normalize import SpanView
 from otel_tracefence.pipeline import group_request, plan_spans, plan_steps
 from otel_tracefence.readers.detect import FORMATS, detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
@@ -50,20 +51,6 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def unreadable_span_step(error: InputError) -> ToolStep:
-    """The ``review`` step standing for an OTLP span that could not be parsed, in the trace its
-    trace id names: it may have been a tool call, so its trace never passes without it."""
-    return ToolStep(
-        trace_id=error.trace_id,
-        call_id=error.span_id,
-        tool="",
-        effect=Effect.UNKNOWN,
-        status=ToolStatus.UNKNOWN,
-        sequence=error.line,
-        malformed=(MalformedField(error.field, f"span {error.span_id} could not be read: {error.message}"),),
-    )
-
-
 def _no_progress(items: Sequence[T], total: int) -> Iterable[T]:
     return items
 
@@ -102,14 +89,13 @@ def plan_text(
         read = read_otlp_json(text)
         errors = [replace(e, planned=True) if e.trace_id else e for e in read.errors]
         traces = group_request(read.request)
-        unreadable: dict[str, list[ToolStep]] = {}
         for error in errors:
-            if error.trace_id:
-                traces.setdefault(error.trace_id, [])
-                unreadable.setdefault(error.trace_id, []).append(unreadable_span_step(error))
+            if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
+                view = SpanView(error.trace_id, error.span_id, "", {}, sequence=error.line, unreadable=(error.field, error.message))
+                traces.setdefault(error.trace_id, []).append(view)
         plans = []
         for trace_id, views in progress(sorted(traces.items()), len(traces)):
-            planned = plan_spans(trace_id, views, config, extra_steps=unreadable.get(trace_id, ()))
+            planned = plan_spans(trace_id, views, config)
             plans.append(planned.plan)
             for d in planned.plan.steps:
                 errors.extend(

@@ -47,6 +47,9 @@ class SpanView:
     ``status_code`` is ``"unset"``, ``"ok"`` or ``"error"``. ``sequence`` is the
     span's position in its source (file order), used only to break ties. ``kind``
     is the span kind's name in lower case (``"client"``, ``"server"``, ...).
+    ``unreadable`` is ``(field, why)`` for a span whose trace id could be read but
+    nothing else (an invalid span id, a field that does not parse): it stands in its
+    trace as a ``review`` step, since it may have been a tool call.
     """
 
     trace_id: str
@@ -63,6 +66,7 @@ class SpanView:
     sequence: int = 0
     duplicate_keys: tuple[str, ...] = ()  # attribute keys the span carried more than once (OTLP allows it on the wire)
     kind: str = KIND_UNSPECIFIED
+    unreadable: tuple[str, str] | None = None  # (field, why): a span that could not be read, standing in its trace
 
 
 def any_value_to_python(value: AnyValue) -> Any:

@@ -7,7 +7,7 @@ from itertools import islice
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
+from otel_tracefence.model import Effect, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
@@ -57,6 +57,23 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     return status, ()
 
 
+def unreadable_step(span: SpanView) -> ToolStep:
+    """The ``review`` step standing for a span that could not be read (``SpanView.unreadable``): it may
+    have been a tool call, so its trace never passes without it. Its call id is the span's id as given."""
+    field, why = span.unreadable
+    return ToolStep(
+        trace_id=span.trace_id,
+        call_id=span.span_id,
+        span_id="",  # no span of ours to annotate: it is not forwarded as it came
+        tool=span.name,
+        effect=Effect.UNKNOWN,
+        status=ToolStatus.UNKNOWN,
+        start_time_unix_nano=span.start_time_unix_nano,
+        sequence=span.sequence,
+        malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}"),),
+    )
+
+
 def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     """The span's tool step, or ``None`` when the span records no tool call.
 
@@ -70,6 +87,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     all of them (a few key lookups), so a tool marker past the limit cannot
     hide a step.
     """
+    if span.unreadable is not None:
+        return unreadable_step(span)
     attributes = span.attributes
     if not cv.is_tool_span(attributes, span.name):
         return None

@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
-from otel_tracefence.normalize import from_otlp
+from otel_tracefence.normalize import SpanView, from_otlp
 from otel_tracefence.service.otlp_spans import OtlpItem
 
 
@@ -57,6 +57,11 @@ class Intake:
         self._sequence = 0
         self._thread = threading.Thread(target=self._run, name="tracefence-intake", daemon=True)
         self._thread.start()
+
+    def stand_in(self, view: SpanView) -> None:
+        """Give the fence a view standing for a refused span (``otlp_spans.stand_in``): planned, never
+        forwarded, not counted among the spans handed on."""
+        self._fence.add(view, None, local_root=False)
 
     def full(self) -> bool:
         return self.depth >= self.max_spans or (self.max_bytes is not None and self.depth_bytes >= self.max_bytes)

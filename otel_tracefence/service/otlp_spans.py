@@ -84,9 +84,24 @@ def set_attributes(span: Span, extra: dict[str, Any], present: Any = None) -> No
     span.attributes.extend(_key_values(extra))
 
 
-def annotate_item(item: OtlpItem, view: SpanView, extra: dict[str, Any]) -> OtlpItem:
+def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) -> OtlpItem | None:
+    """The span with ``extra`` attributes set in place; ``None`` (a span that stood in its trace
+    for planning but is not forwarded: it was rejected) stays ``None``."""
+    if item is None:
+        return None
     set_attributes(item.span, extra, view.attributes)
     return item
+
+
+def stand_in(span: Span, problem: str) -> SpanView | None:
+    """The view that stands in its trace for a span refused for ``problem`` (its ids): its trace still
+    holds a tool call that may have been this span, so it is planned with a ``review`` step for it,
+    as ``tracefence plan`` plans it. ``None`` when not even its trace id can be read."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return None
+    field = problem.split(" ", 1)[0]
+    return SpanView(span.trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, start_time_unix_nano=span.start_time_unix_nano,
+                    unreadable=(field, problem))
 
 
 def to_request(items: Iterable[OtlpItem]) -> tuple[ExportTraceServiceRequest, int]:
@@ -95,6 +110,8 @@ def to_request(items: Iterable[OtlpItem]) -> tuple[ExportTraceServiceRequest, in
     by_origin: dict[int, Any] = {}
     count = 0
     for item in items:
+        if item is None:  # a refused span that stood in its trace: never forwarded
+            continue
         scope_spans = by_origin.get(id(item.origin))
         if scope_spans is None:
             resource_spans = request.resource_spans.add()

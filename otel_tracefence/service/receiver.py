@@ -25,7 +25,7 @@ from grpc_status import rpc_status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from otel_tracefence.service.intake import Intake, IntakeRefusal
-from otel_tracefence.service.otlp_spans import MIN_SPAN_BYTES, Origin, OtlpItem, encoded_span_count, invalid_reason, request_span_count
+from otel_tracefence.service.otlp_spans import MIN_SPAN_BYTES, Origin, OtlpItem, encoded_span_count, invalid_reason, request_span_count, stand_in
 
 _log = logging.getLogger("otel_tracefence.service")
 
@@ -113,6 +113,7 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
             rejected = 0
             first_error = ""
             accepted: list[OtlpItem] = []
+            stand_ins = []
             for resource_spans in request.resource_spans:
                 for scope_spans in resource_spans.scope_spans:
                     origin = Origin(resource_spans.resource, resource_spans.schema_url, scope_spans.scope, scope_spans.schema_url)
@@ -121,12 +122,17 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                         if problem is not None:
                             rejected += 1
                             first_error = first_error or f"span {span.span_id.hex() or '?'}: {problem}"
+                            view = stand_in(span, problem)
+                            if view is not None:
+                                stand_ins.append(view)
                             continue
                         accepted.append(OtlpItem(origin, span))
         except BaseException:
             self._intake.release(reservation)
             raise
         self._intake.put(accepted, reservation)
+        for view in stand_ins:
+            self._intake.stand_in(view)
         response = trace_service_pb2.ExportTraceServiceResponse()
         if rejected:
             self._on_rejected(rejected)

@@ -186,7 +186,7 @@ class TraceFenceService:
             config,
             emit=self._emit,
             annotate_span=annotate_item,
-            service_name=lambda item: item.origin.service_name,
+            service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
             review_sink=self.store,
             meter_provider=meter_provider,
