@@ -410,7 +410,8 @@ def check_review_fault(
         repair()
     # Writable again: the held items are written (the retry pause is at most 5 s), then new ones at once.
     wait_for(lambda: stored(db) == set(before + failing), timeout=BUSY_TIMEOUT_S + 10, what="the held review items written")
-    assert metric(reader, "tracefence.review.pending") == 0
+    # The items are in the file a moment before the writer counts them as no longer pending.
+    wait_for(lambda: metric(reader, "tracefence.review.pending") == 0, timeout=5, what="no review item pending")
     assert review_counts(reader) == {"ok": 3, "failed": 2, "dropped": None}
     assert logged(caplog, "the review queue takes writes again: wrote 2 held item(s)")
     after = send_traces(client, 1)
