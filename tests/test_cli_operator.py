@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import decisions, plan, plans_of, run
+from test_cli import decisions, plan, plans_of
 
 
 def ndjson(tmp_path: Path, rows: list[dict], name: str = "rows.ndjson") -> Path:
