@@ -4,16 +4,20 @@ instrumentors that bind their tracer once per process."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+from pathlib import Path
 from typing import Sequence
 
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry import trace as otel_trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import TracePlan
-from otel_tracefence.normalize import from_readable
+from otel_tracefence.normalize import SpanView, from_otlp, from_readable
 from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
 from otel_tracefence.pipeline import plan_spans
 
@@ -65,3 +69,31 @@ class SwitchProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000):
         return True
+
+
+SWITCH = SwitchProcessor()
+
+
+def global_provider() -> TracerProvider:
+    """The global SDK provider, with :data:`SWITCH` on it: the MCP SDK traces through the global
+    provider, which can be set once per process, so the frameworks' instrumentation uses it too."""
+    provider = otel_trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        otel_trace.set_tracer_provider(TracerProvider())
+        provider = otel_trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "another SDK provider implementation is global"
+    if SWITCH not in provider._active_span_processor._span_processors:
+        provider.add_span_processor(SWITCH)
+    return provider
+
+
+def server_views(spans_file: Path) -> list[SpanView]:
+    """The spans the MCP server program (``tests/programs/mcp_billing_server.py``) wrote: one base64
+    ``ExportTraceServiceRequest`` a line, read as the service reads OTLP (their order after the client's)."""
+    views: list[SpanView] = []
+    for line in spans_file.read_text().splitlines() if spans_file.exists() else []:
+        request = ExportTraceServiceRequest.FromString(base64.b64decode(line))
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                views.extend(from_otlp(span, 1000 + len(views) + i) for i, span in enumerate(scope_spans.spans))
+    return views

@@ -23,7 +23,6 @@ with ``declare``. Server spans come back from the subprocess as OTLP protobuf.
 from __future__ import annotations
 
 import asyncio
-import base64
 import sys
 from pathlib import Path
 
@@ -31,9 +30,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from opentelemetry import trace as otel_trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -44,26 +41,14 @@ from mcp.shared.exceptions import MCPError
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import tool_call
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
-from otel_tracefence.normalize import from_otlp, from_readable
+from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from framework_helpers import sha, SwitchProcessor
+from framework_helpers import sha, SWITCH, global_provider, server_views
 
 SERVER = Path(__file__).parent / "programs" / "mcp_billing_server.py"
 
 
-_SWITCH = SwitchProcessor()
-
-
-def _global_provider() -> TracerProvider:
-    provider = otel_trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        otel_trace.set_tracer_provider(TracerProvider())
-        provider = otel_trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "another SDK provider implementation is global"
-    if _SWITCH not in provider._active_span_processor._span_processors:
-        provider.add_span_processor(_SWITCH)
-    return provider
 
 
 class Run:
@@ -108,9 +93,9 @@ def run_agent(spans_dir: Path, turns, *, slow_s: float = 2.0) -> dict[str, Run]:
 
     Every span of the agent process goes both to a plain exporter and through a
     ``TraceFenceSpanProcessor`` to a second one."""
-    provider = _global_provider()
+    provider = global_provider()
     exporter, annotated = InMemorySpanExporter(), InMemorySpanExporter()
-    _SWITCH.target = _FanOut(SimpleSpanProcessor(exporter), TraceFenceSpanProcessor(SimpleSpanProcessor(annotated), review_sink=None))
+    SWITCH.target = _FanOut(SimpleSpanProcessor(exporter), TraceFenceSpanProcessor(SimpleSpanProcessor(annotated), review_sink=None))
     spans_file = spans_dir / "server-spans.b64"
     params = StdioServerParameters(
         command=sys.executable,
@@ -132,16 +117,9 @@ def run_agent(spans_dir: Path, turns, *, slow_s: float = 2.0) -> dict[str, Run]:
     try:
         asyncio.run(main())
     finally:
-        _SWITCH.target = None
-    server_views = []
-    for line in spans_file.read_text().splitlines() if spans_file.exists() else []:
-        request = ExportTraceServiceRequest.FromString(base64.b64decode(line))
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    server_views.append(from_otlp(span, 1000 + len(server_views)))
+        SWITCH.target = None
     client_spans, annotated_spans = exporter.get_finished_spans(), annotated.get_finished_spans()
-    return {name: Run(client_spans, annotated_spans, server_views, trace_id) for name, trace_id in trace_ids.items()}
+    return {name: Run(client_spans, annotated_spans, server_views(spans_file), trace_id) for name, trace_id in trace_ids.items()}
 
 
 def table(plan):

@@ -22,7 +22,6 @@ to them by tool name and canonical arguments.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import sys
 from pathlib import Path
@@ -34,8 +33,6 @@ pytest.importorskip("opentelemetry.instrumentation.openai_agents")
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -47,32 +44,18 @@ from openai.types.responses import Response, ResponseFunctionToolCall, ResponseO
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import declare
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
-from otel_tracefence.normalize import from_otlp, from_readable
+from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from framework_helpers import plan_of_spans as plan_of, sha, SwitchProcessor
+from framework_helpers import plan_of_spans as plan_of, sha, SWITCH, global_provider, server_views
 
 
-_SWITCH = SwitchProcessor()
-
-
-def _global_provider() -> TracerProvider:
-    """The global SDK provider, with ``_SWITCH`` on it: the MCP SDK (last test) traces through the
-    global provider, which can be set once per process, so the instrumentation uses it too."""
-    provider = otel_trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        otel_trace.set_tracer_provider(TracerProvider())
-        provider = otel_trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "another SDK provider implementation is global"
-    if _SWITCH not in provider._active_span_processor._span_processors:
-        provider.add_span_processor(_SWITCH)
-    return provider
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _instrumented():
     instrumentor = OpenAIAgentsInstrumentor(replace_existing_processors=True)
-    instrumentor.instrument(tracer_provider=_global_provider())
+    instrumentor.instrument(tracer_provider=global_provider())
     yield
     instrumentor.uninstrument()
 
@@ -147,12 +130,12 @@ def _reset_seen():
 def run_agent(turns, *, processor: bool = False):
     exporter = InMemorySpanExporter()
     inner = SimpleSpanProcessor(exporter)
-    _SWITCH.target = TraceFenceSpanProcessor(inner, review_sink=None) if processor else inner
+    SWITCH.target = TraceFenceSpanProcessor(inner, review_sink=None) if processor else inner
     try:
         agent = Agent(name="billing", model=ScriptedModel(turns), tools=TOOLS)
         result = Runner.run_sync(agent, "bill customer a")
     finally:
-        _SWITCH.target = None
+        SWITCH.target = None
     return result.final_output, exporter.get_finished_spans()
 
 
@@ -269,7 +252,7 @@ def agents_over_mcp(tmp_path_factory):
 
     spans_file = tmp_path_factory.mktemp("agents-mcp") / "server-spans.b64"
     exporter = InMemorySpanExporter()
-    _SWITCH.target = SimpleSpanProcessor(exporter)
+    SWITCH.target = SimpleSpanProcessor(exporter)
     turns = [
         [("call_r1", "lookup_customer", {"customer": "a"})],
         [("call_w1", "create_invoice", INVOICE)],
@@ -286,18 +269,12 @@ def agents_over_mcp(tmp_path_factory):
     try:
         asyncio.run(main())
     finally:
-        _SWITCH.target = None
+        SWITCH.target = None
     spans = exporter.get_finished_spans()
     (root,) = [s for s in spans if s.name == "Agent Workflow"]
     trace_id = format(root.context.trace_id, "032x")
     client_views = [from_readable(s, i) for i, s in enumerate(spans) if s.context.trace_id == root.context.trace_id]
-    server_views = []
-    for line in spans_file.read_text().splitlines():
-        request = ExportTraceServiceRequest.FromString(base64.b64decode(line))
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                server_views.extend(from_otlp(s, 1000 + len(server_views)) for s in scope_spans.spans)
-    return trace_id, client_views, [v for v in server_views if v.trace_id == trace_id]
+    return trace_id, client_views, [v for v in server_views(spans_file) if v.trace_id == trace_id]
 
 
 def test_mcp_tools_nest_their_mcp_client_span_under_the_tool_span(agents_over_mcp):

@@ -17,7 +17,6 @@ body (that span is current there: checked), or are labelled by ``tool_rules``.
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 from pathlib import Path
@@ -27,7 +26,6 @@ import pytest
 pytest.importorskip("strands")
 
 from opentelemetry import trace as otel_trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -39,10 +37,10 @@ from strands.models.model import Model
 from otel_tracefence.config import ToolRule, TraceFenceConfig
 from otel_tracefence.instrument import declare
 from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, ToolStatus
-from otel_tracefence.normalize import from_otlp, from_readable
+from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from framework_helpers import plan_of_spans as plan_of, sha, SwitchProcessor
+from framework_helpers import plan_of_spans as plan_of, sha, SWITCH, global_provider, server_views
 
 LATEST = "gen_ai_latest_experimental"
 
@@ -317,19 +315,7 @@ def test_a_requested_write_whose_tool_span_is_missing(monkeypatch, opt_in):
 
 # -- Strands calling MCP tools: the MCP SDK's client span is a dispatch attempt of Strands' step --------------
 
-_SWITCH = SwitchProcessor()
 MCP_SERVER = Path(__file__).parent / "programs" / "mcp_billing_server.py"
-
-
-def _global_provider() -> TracerProvider:
-    provider = otel_trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        otel_trace.set_tracer_provider(TracerProvider())
-        provider = otel_trace.get_tracer_provider()
-    assert isinstance(provider, TracerProvider), "another SDK provider implementation is global"
-    if _SWITCH not in provider._active_span_processor._span_processors:
-        provider.add_span_processor(_SWITCH)
-    return provider
 
 
 @pytest.fixture(scope="module")
@@ -341,9 +327,9 @@ def strands_over_mcp(tmp_path_factory):
 
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.delenv("OTEL_SEMCONV_STABILITY_OPT_IN", raising=False)
-    provider = _global_provider()
+    provider = global_provider()
     exporter = InMemorySpanExporter()
-    _SWITCH.target = SimpleSpanProcessor(exporter)
+    SWITCH.target = SimpleSpanProcessor(exporter)
     tracer = strands_tracer.Tracer()
     tracer.tracer_provider = provider
     tracer.tracer = provider.get_tracer(tracer.service_name)
@@ -362,19 +348,13 @@ def strands_over_mcp(tmp_path_factory):
             agent = Agent(model=ScriptedModel(turns), tools=client.list_tools_sync(), callback_handler=None)
             agent("bill customer a")
     finally:
-        _SWITCH.target = None
+        SWITCH.target = None
         monkeypatch.undo()
     spans = exporter.get_finished_spans()
     (root,) = [s for s in spans if s.name == "invoke_agent Strands Agents"]
     trace_id = format(root.context.trace_id, "032x")
     client_views = [from_readable(s, i) for i, s in enumerate(spans) if s.context.trace_id == root.context.trace_id]
-    server_views = []
-    for line in spans_file.read_text().splitlines():
-        request = ExportTraceServiceRequest.FromString(base64.b64decode(line))
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                server_views.extend(from_otlp(s, 1000 + len(server_views)) for s in scope_spans.spans)
-    return trace_id, client_views, [v for v in server_views if v.trace_id == trace_id]
+    return trace_id, client_views, [v for v in server_views(spans_file) if v.trace_id == trace_id]
 
 
 MCP_RULES = TraceFenceConfig(
