@@ -8,11 +8,13 @@ import base64
 import hashlib
 import io
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import TraceFenceConfig
@@ -97,3 +99,22 @@ def server_views(spans_file: Path) -> list[SpanView]:
             for scope_spans in resource_spans.scope_spans:
                 views.extend(from_otlp(span, 1000 + len(views) + i) for i, span in enumerate(scope_spans.spans))
     return views
+
+
+def instrumented(instrumentor: Any, seen: list) -> Iterator[Callable[..., InMemorySpanExporter]]:
+    """The body of an OpenInference ``traced`` fixture: yields ``start(*processors)``, which instruments
+    the framework onto a fresh SDK TracerProvider (default processor: an in-memory exporter, returned);
+    uninstruments and shuts the provider down after the test. ``seen`` is emptied first."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    seen.clear()
+
+    def start(*processors: SpanProcessor) -> InMemorySpanExporter:
+        for processor in processors or (SimpleSpanProcessor(exporter),):
+            provider.add_span_processor(processor)
+        instrumentor.instrument(tracer_provider=provider)
+        return exporter
+
+    yield start
+    instrumentor.uninstrument()
+    provider.shutdown()

@@ -32,6 +32,16 @@ BIG = 64 * 1024 * 1024
 TF = "tracefence."
 
 
+def service_config(upstream: Any, review_db: Path | str, **service: Any) -> Any:
+    """A ``tracefence serve`` configuration for tests: loopback on a free port, one upstream (the tests'
+    ``RecordingUpstream``), short waits and drain; ``service`` overrides any ``ServiceSettings`` field."""
+    from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
+
+    settings = {"endpoint": "127.0.0.1:0", "decision_wait_ms": 100, "drain_timeout_s": 2,
+                "upstreams": [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)], **service}
+    return TraceFenceConfig(review_db=str(review_db), service=ServiceSettings(**settings))
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -33,7 +33,6 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -43,7 +42,7 @@ from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, T
 from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from framework_helpers import hex_id, plan_of_spans, sha, through_the_cli
+from framework_helpers import instrumented, hex_id, plan_of_spans, sha, through_the_cli
 
 # The instrumentor calls pydantic's deprecated .json(): hundreds of warnings that say nothing about us.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -107,20 +106,7 @@ class OneSpanPerTurnLLM(MockFunctionCallingLLM):
 @pytest.fixture
 def traced():
     """``start(*processors)``: instrument LlamaIndex onto a fresh SDK TracerProvider (default: an in-memory exporter, returned)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    instrumentor = LlamaIndexInstrumentor()
-    SEEN_SPANS.clear()
-
-    def start(*processors):
-        for processor in processors or (SimpleSpanProcessor(exporter),):
-            provider.add_span_processor(processor)
-        instrumentor.instrument(tracer_provider=provider)
-        return exporter
-
-    yield start
-    instrumentor.uninstrument()
-    provider.shutdown()
+    yield from instrumented(LlamaIndexInstrumentor(), SEEN_SPANS)
 
 
 def run_agent(llm) -> str:

@@ -29,7 +29,6 @@ pytest.importorskip("openinference.instrumentation.smolagents")
 
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 from opentelemetry import trace as otel_trace
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from smolagents import CodeAgent, OpenAIModel, ToolCallingAgent, tool
@@ -40,7 +39,7 @@ from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, T
 from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from framework_helpers import plan_of_spans, sha, through_the_cli
+from framework_helpers import instrumented, plan_of_spans, sha, through_the_cli
 
 # smolagents' own final_answer tool ends every run; nobody can declare it, so the operator names it.
 CONFIG = TraceFenceConfig(tool_rules=[ToolRule(match="final_answer", effect="read")])
@@ -117,20 +116,7 @@ def final():
 @pytest.fixture
 def traced():
     """``start(*processors)``: instrument smolagents onto a fresh SDK TracerProvider (default: an in-memory exporter, returned)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    instrumentor = SmolagentsInstrumentor()
-    SEEN_SPANS.clear()
-
-    def start(*processors):
-        for processor in processors or (SimpleSpanProcessor(exporter),):
-            provider.add_span_processor(processor)
-        instrumentor.instrument(tracer_provider=provider)
-        return exporter
-
-    yield start
-    instrumentor.uninstrument()
-    provider.shutdown()
+    yield from instrumented(SmolagentsInstrumentor(), SEEN_SPANS)
 
 
 def run_agent(turns, tools=(lookup_customer, create_invoice, send_email)) -> str:

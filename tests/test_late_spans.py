@@ -23,9 +23,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from case_spans import end_time_order, feed, readable_spans
+from service_helpers import service_config
 from conftest import SHARED_CASES
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
+from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.instrument import tool_call
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
@@ -215,17 +216,7 @@ def test_real_agent_background_tool_outliving_the_root_without_a_wait_fails_clos
 @needs_case
 def test_service_tool_span_sent_after_max_wait_fails_closed(tmp_path, upstream):
     db = tmp_path / "r.db"
-    config = TraceFenceConfig(
-        review_db=str(db),
-        service=ServiceSettings(
-            endpoint="127.0.0.1:0",
-            decision_wait_ms=100,
-            max_wait_ms=300,
-            drain_timeout_s=2,
-            upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)],
-        ),
-    )
-    service = TraceFenceService(config)
+    service = TraceFenceService(service_config(upstream, db, max_wait_ms=300))
     service.start()
     client = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{service.port}", insecure=True, timeout=10)
     try:
