@@ -1,0 +1,66 @@
+"""The review queue's history and the interface every store implements.
+
+Each item keeps an append-only history of :class:`ReviewEvent`: a plan written
+or updated, a resolution, a reopening. Nothing in it is ever rewritten;
+resolving twice adds a second ``resolved`` event.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.model import ReplayClass, TracePlan
+
+EVENT_KINDS = ("plan_written", "plan_updated", "resolved", "reopened")
+"""The kinds of :class:`ReviewEvent`, in the order a first item usually sees them."""
+
+
+@dataclass(frozen=True)
+class ReviewEvent:
+    """One entry of an item's history.
+
+    ``kind``: one of :data:`EVENT_KINDS`. ``time_ns``: nanoseconds since the
+    Unix epoch, the item's ``updated_time`` after the event. ``actor``: who
+    (``resolved_by`` for a resolution; the writer's service name, or ``""``,
+    for plan events). ``note``: the resolution note, or why an item reopened.
+    ``state``: the ``tracefence.v1.ReviewState`` after the event.
+    ``replay_class``: the ``tracefence.v1.ReplayClass`` value after the event.
+    """
+
+    kind: str
+    time_ns: int
+    actor: str
+    note: str
+    state: int
+    replay_class: int
+
+
+class ReviewStore(Protocol):
+    """What every review store offers (SQLite, PostgreSQL); see :class:`~otel_tracefence.review.store.SQLiteReviewStore` for each method's contract."""
+
+    store_raw_values: bool
+
+    def upsert(self, plan: TracePlan | pb.TracePlan, *, service_name: str = "") -> pb.ReviewItem: ...
+
+    def get(self, trace_id: str) -> pb.ReviewItem | None: ...
+
+    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> builtins.list[str]: ...
+
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
+
+    def history(self, trace_id: str) -> builtins.list[ReviewEvent]: ...
+
+    def list(
+        self,
+        *,
+        state: int | None = None,
+        replay_classes: Iterable[ReplayClass | int] = (),
+        service_name: str | None = None,
+        page_size: int = 100,
+        page_token: str = "",
+    ) -> tuple[builtins.list[pb.ReviewItem], str]: ...
+
+    def close(self) -> None: ...
