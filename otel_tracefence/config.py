@@ -185,6 +185,10 @@ class ServiceSettings(BaseModel):
     """Address of the OTLP/gRPC receiver (loopback by default; ``0.0.0.0:4317`` to listen on all; port 0: any free port)."""
     review_endpoint: str = ""
     """Separate address for the review API and health service; empty serves them beside the receiver."""
+    http_endpoint: str = "127.0.0.1:4318"
+    """Address of the OTLP/HTTP receiver (``POST /v1/traces``, binary protobuf or OTLP/JSON, gzip or not; 4318 is the
+    OTLP/HTTP default port). Same intake, bounds, token and TLS as the gRPC receiver. Empty or ``none`` turns it off;
+    port 0: any free port."""
     decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)
@@ -228,19 +232,30 @@ class ServiceSettings(BaseModel):
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
 
-    @field_validator("endpoint", "review_endpoint")
+    @field_validator("http_endpoint", mode="before")
+    @classmethod
+    def _off_when_none(cls, value: Any) -> Any:
+        return "" if isinstance(value, str) and value.strip().lower() in ("", "none") else value
+
+    @field_validator("endpoint", "review_endpoint", "http_endpoint")
     @classmethod
     def _listen_address(cls, value: str) -> str:
         return check_address(value, port_zero=True) if value else value
 
     @model_validator(mode="after")
-    def _review_endpoint_apart(self) -> ServiceSettings:
-        """The review API on the receiver's own address would fail to bind ("Address already in use")."""
+    def _listen_addresses_apart(self) -> ServiceSettings:
+        """Two listeners on one address would fail to bind ("Address already in use")."""
         if self.review_endpoint and _same_listen_address(self.endpoint, self.review_endpoint):
             raise ValueError(
                 f"review_endpoint {self.review_endpoint} is the receiver's endpoint {self.endpoint}: leave review_endpoint out "
                 "to serve the review API beside the receiver, or give it a port of its own"
             )
+        for name, other in (("endpoint", self.endpoint), ("review_endpoint", self.review_endpoint)):
+            if self.http_endpoint and other and _same_listen_address(self.http_endpoint, other):
+                raise ValueError(
+                    f"http_endpoint {self.http_endpoint} is the {name} {other}: give the OTLP/HTTP receiver a port of its own, "
+                    "or turn it off with http_endpoint: none"
+                )
         return self
 
 

@@ -70,5 +70,5 @@ def test_a_review_endpoint_on_the_receivers_address_is_refused_naming_the_fix(tm
 def test_review_endpoints_apart_are_accepted():
     from otel_tracefence.config import ServiceSettings
 
-    for endpoint, review in (("127.0.0.1:4317", "127.0.0.1:4318"), ("127.0.0.1:0", "127.0.0.1:0"), ("10.0.0.1:4317", "10.0.0.2:4317")):
+    for endpoint, review in (("127.0.0.1:4317", "127.0.0.1:4319"), ("127.0.0.1:0", "127.0.0.1:0"), ("10.0.0.1:4317", "10.0.0.2:4317")):
         assert ServiceSettings(endpoint=endpoint, review_endpoint=review).review_endpoint == review

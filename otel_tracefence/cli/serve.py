@@ -1,4 +1,4 @@
-"""``tracefence serve``: run the collector-side OTLP/gRPC service until SIGTERM or SIGINT."""
+"""``tracefence serve``: run the collector-side OTLP service (gRPC and HTTP receivers) until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ from otel_tracefence.review.store import ReviewStoreError
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run the OTLP/gRPC service beside or behind the OpenTelemetry Collector",
-        description="Receive OTLP/gRPC traces, plan whole traces, forward them annotated, keep uncertain ones for review. "
+        help="run the OTLP service (gRPC and HTTP) beside or behind the OpenTelemetry Collector",
+        description="Receive OTLP traces over gRPC and HTTP, plan whole traces, forward them annotated, keep uncertain ones for review. "
         "Flags override the config file and OTEL_TRACEFENCE_SERVICE__* variables. Stops on SIGTERM or SIGINT: "
         "decides what it holds, drains the forward queues, exits 0.",
     )
-    parser.add_argument("--endpoint", help="receiver address (default 127.0.0.1:4317)")
+    parser.add_argument("--endpoint", help="OTLP/gRPC receiver address (default 127.0.0.1:4317)")
+    parser.add_argument("--http-endpoint", help="OTLP/HTTP receiver address, POST /v1/traces (default 127.0.0.1:4318; none: off)")
     parser.add_argument("--review-endpoint", help="separate address for the review API (default: beside the receiver)")
     parser.add_argument("--upstream", action="append", metavar="ENDPOINT", help="forward to this OTLP/gRPC endpoint (repeatable; http:// for plaintext)")
     parser.add_argument("--output-file", help="OTLP/JSON lines file when no upstream is set (default tracefence-spans.otlp.jsonl)")
@@ -53,6 +54,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
         key: value
         for key, value in {
             "endpoint": args.endpoint,
+            "http_endpoint": args.http_endpoint,
             "review_endpoint": args.review_endpoint,
             "output_file": args.output_file,
             "decision_wait_ms": args.decision_wait_ms,

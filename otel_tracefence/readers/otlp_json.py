@@ -229,49 +229,73 @@ def read_otlp_json(text: str) -> OtlpRead:
     """
     result = OtlpRead()
     for line, request in _requests(text):
-        if not isinstance(request, dict):
-            raise UnreadableInput(f"line {line}: not an ExportTraceServiceRequest object")
-        for resource_spans_json in _objects(request, "resourceSpans", "resource_spans", line, result.errors):
-            resource_spans = ResourceSpans()
-            try:
-                _parse_object(resource_spans_json.get("resource"), resource_spans.resource)
-            except json_format.ParseError as exc:
-                result.errors.append(InputError(line, "resource", str(exc)[:300]))
-                continue
-            resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
-            _no_hidden_spans(resource_spans_json, _RESOURCE_SPANS_KEYS, "resourceSpans", line, result.errors)
-            scopes = _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors)
-            # OTLP/JSON before 1.0 (OTLP 0.x) named the scopes instrumentationLibrarySpans.
-            scopes += _objects(resource_spans_json, "instrumentationLibrarySpans", "instrumentation_library_spans", line, result.errors)
-            for scope_json in scopes:
-                _no_hidden_spans(scope_json, _SCOPE_SPANS_KEYS, "scopeSpans", line, result.errors)
-                scope_spans = ScopeSpans()
-                try:
-                    _parse_object(scope_json.get("scope"), scope_spans.scope)
-                except json_format.ParseError as exc:
-                    result.errors.append(InputError(line, "scope", str(exc)[:300]))
-                    continue
-                spans_json = scope_json.get("spans")
-                if spans_json is not None and not isinstance(spans_json, list):
-                    result.errors.append(InputError(line, "spans", f"must be an array, not {type(spans_json).__name__}"))
-                    continue
-                for index, span_json in enumerate(spans_json or []):
-                    try:
-                        if not isinstance(span_json, dict):
-                            raise ValueError("span: not an object")
-                        span = _parse_span(span_json)
-                    except ValueError as exc:
-                        field_name, _, message = str(exc).partition(": ")
-                        label = _span_label(span_json, index)
-                        result.errors.append(InputError(line, field_name, message, label, trace_id=_readable_trace_id(span_json)))
-                        continue
-                    scope_spans.spans.append(span)
-                    result.span_lines[span.span_id.hex()] = line
-                if scope_spans.spans:
-                    resource_spans.scope_spans.append(scope_spans)
-            if resource_spans.scope_spans:
-                result.request.resource_spans.append(resource_spans)
+        _read_request(request, line, result)
     return result
 
 
-__all__ = ["OtlpRead", "read_otlp_json"]
+def read_otlp_json_request(text: str) -> OtlpRead:
+    """Read one OTLP/JSON ``ExportTraceServiceRequest`` object (an OTLP/HTTP body: one JSON document, not lines),
+    as :func:`read_otlp_json` reads each line of a file; bad spans are listed in ``errors``.
+
+    Raises :class:`UnreadableInput` when the text is not one JSON object.
+    """
+    try:
+        request = json.loads(text, object_pairs_hook=_object)
+    except json.JSONDecodeError as exc:
+        raise UnreadableInput(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise UnreadableInput("JSON nested too deep") from None
+    except ValueError as exc:  # a key given twice; an integer past int()'s digit limit
+        raise UnreadableInput(str(exc)) from None
+    result = OtlpRead()
+    _read_request(request, 1, result)
+    return result
+
+
+def _read_request(request: Any, line: int, result: OtlpRead) -> None:
+    """Add the spans of one parsed ``ExportTraceServiceRequest`` (from ``line``) to ``result``."""
+    if not isinstance(request, dict):
+        raise UnreadableInput(f"line {line}: not an ExportTraceServiceRequest object")
+    for resource_spans_json in _objects(request, "resourceSpans", "resource_spans", line, result.errors):
+        resource_spans = ResourceSpans()
+        try:
+            _parse_object(resource_spans_json.get("resource"), resource_spans.resource)
+        except json_format.ParseError as exc:
+            result.errors.append(InputError(line, "resource", str(exc)[:300]))
+            continue
+        resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
+        _no_hidden_spans(resource_spans_json, _RESOURCE_SPANS_KEYS, "resourceSpans", line, result.errors)
+        scopes = _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors)
+        # OTLP/JSON before 1.0 (OTLP 0.x) named the scopes instrumentationLibrarySpans.
+        scopes += _objects(resource_spans_json, "instrumentationLibrarySpans", "instrumentation_library_spans", line, result.errors)
+        for scope_json in scopes:
+            _no_hidden_spans(scope_json, _SCOPE_SPANS_KEYS, "scopeSpans", line, result.errors)
+            scope_spans = ScopeSpans()
+            try:
+                _parse_object(scope_json.get("scope"), scope_spans.scope)
+            except json_format.ParseError as exc:
+                result.errors.append(InputError(line, "scope", str(exc)[:300]))
+                continue
+            spans_json = scope_json.get("spans")
+            if spans_json is not None and not isinstance(spans_json, list):
+                result.errors.append(InputError(line, "spans", f"must be an array, not {type(spans_json).__name__}"))
+                continue
+            for index, span_json in enumerate(spans_json or []):
+                try:
+                    if not isinstance(span_json, dict):
+                        raise ValueError("span: not an object")
+                    span = _parse_span(span_json)
+                except ValueError as exc:
+                    field_name, _, message = str(exc).partition(": ")
+                    label = _span_label(span_json, index)
+                    result.errors.append(InputError(line, field_name, message, label, trace_id=_readable_trace_id(span_json)))
+                    continue
+                scope_spans.spans.append(span)
+                result.span_lines[span.span_id.hex()] = line
+            if scope_spans.spans:
+                resource_spans.scope_spans.append(scope_spans)
+        if resource_spans.scope_spans:
+            result.request.resource_spans.append(resource_spans)
+
+
+__all__ = ["OtlpRead", "read_otlp_json", "read_otlp_json_request"]

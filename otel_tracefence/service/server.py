@@ -1,4 +1,4 @@
-"""``tracefence serve``: the collector-side OTLP/gRPC service, assembled.
+"""``tracefence serve``: the collector-side OTLP service (gRPC and HTTP receivers), assembled.
 
 One process decides whole traces, so every span of a trace must reach the same
 process (past one machine, the Collector's ``loadbalancing`` exporter routes by
@@ -7,7 +7,6 @@ trace id; see ``deploy/``).
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import logging
 import threading
@@ -23,8 +22,12 @@ from opentelemetry import metrics
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
 from otel_tracefence.config import ConfigError, TraceFenceConfig
 from otel_tracefence.fence import Fence
+from otel_tracefence.service.asgi_server import AsgiServer
+from otel_tracefence.service.auth import BearerToken
+from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake
+from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
@@ -45,18 +48,15 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
     token gets ``UNAUTHENTICATED``."""
 
     def __init__(self, token: str = "", review_token: str = "") -> None:
-        self._expected = f"Bearer {token}".encode() if token else None
-        self._review_expected = f"Bearer {review_token}".encode() if review_token else None
+        self._ingest = BearerToken(token)
+        self._review = BearerToken(review_token)
 
     def intercept_service(self, continuation, handler_call_details):
         method = handler_call_details.method
         if method.startswith(_HEALTH_PREFIX):
             return continuation(handler_call_details)
-        expected = self._review_expected if method.startswith(_REVIEW_PREFIX) else self._expected
-        if expected is None:
-            return continuation(handler_call_details)
-        given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
-        if hmac.compare_digest(given.encode() if isinstance(given, str) else given, expected):
+        token = self._review if method.startswith(_REVIEW_PREFIX) else self._ingest
+        if token.allows(dict(handler_call_details.invocation_metadata or ()).get("authorization", "")):
             return continuation(handler_call_details)
 
         def deny(request, context):
@@ -89,7 +89,7 @@ def check_review_exposure(config: TraceFenceConfig) -> str | None:
     if not settings.insecure_review_api:
         raise ConfigError(
             f"tracefence serve: refusing to start: {problem}. Set service.review_token (OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), "
-            "or put the review API on loopback (service.review_endpoint, e.g. 127.0.0.1:4318), "
+            "or put the review API on loopback (service.review_endpoint, e.g. 127.0.0.1:4319), "
             "or accept the exposure with --insecure-review-api (service.insecure_review_api)",
             ("service",),
         )
@@ -205,6 +205,8 @@ class TraceFenceService:
         self._servers: list[grpc.Server] = []
         self.port = 0
         self.review_port = 0
+        self.http_port = 0  # the OTLP/HTTP receiver's, once started (0: turned off)
+        self._http_server: AsgiServer | None = None
         self._stopped = threading.Event()
 
     # -- data path -----------------------------------------------------------------
@@ -230,6 +232,17 @@ class TraceFenceService:
             if forwarder.depth >= limit * forwarder.max_spans:
                 return f"forward queue for {forwarder.target.name} is {forwarder.depth}/{forwarder.max_spans} spans full; retry later"
         return None
+
+    def _export(self, transport: str) -> TraceExport:
+        """The one Export path, its refusals counted with ``transport`` (``grpc`` or ``http``)."""
+        attrs = {COMPONENT: "service", "transport": transport}
+        return TraceExport(
+            self.intake,
+            self._refuse,
+            self.config.service.retry_delay_s,
+            on_rejected=lambda n: self._rejected.add(n, attrs),
+            on_refused_too_large=lambda: self._refused.add(1, {**attrs, "reason": "too_large"}),
+        )
 
     # -- lifecycle -------------------------------------------------------------------
     def _server(self) -> grpc.Server:
@@ -270,19 +283,23 @@ class TraceFenceService:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
         settings = self.config.service
         main = self._server()
-        receiver = TraceReceiver(
-            self.intake,
-            self._refuse,
-            settings.retry_delay_s,
-            on_rejected=lambda n: self._rejected.add(n, {COMPONENT: "service"}),
-            on_refused_too_large=lambda: self._refused.add(1, {COMPONENT: "service", "reason": "too_large"}),
-        )
-        main.add_generic_rpc_handlers((receiver.handler(),))
+        main.add_generic_rpc_handlers((TraceReceiver(self._export("grpc")).handler(),))
         review_server = main if not settings.review_endpoint else self._server()
         if self.store is not None:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
         self.port = self._bind(main, settings.endpoint)
         self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
+        if settings.http_endpoint:
+            receiver = OtlpHttpReceiver(
+                self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
+                max_workers=settings.max_workers,
+            )  # fmt: skip
+            self._http_server = AsgiServer(
+                receiver.app, settings.http_endpoint, name="otlp-http",
+                tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
+            )  # fmt: skip
+            self._http_server.start()
+            self.http_port = self._http_server.port
         if self._review_warning:
             _log.warning("review API without a token: %s", self._review_warning)
         for server in self._servers:
@@ -294,6 +311,8 @@ class TraceFenceService:
             extra={
                 "endpoint": settings.endpoint,
                 "port": self.port,
+                "http_endpoint": settings.http_endpoint or None,
+                "http_port": self.http_port or None,
                 "review_port": self.review_port,
                 "forward_to": [f.target.name for f in self.forwarders],
                 "review_db": self.config.review_db,
@@ -325,6 +344,8 @@ class TraceFenceService:
         self._accepting = False
         self.health.enter_graceful_shutdown()
         stopping = [server.stop(min(grace_s, budget / 5)) for server in self._servers]
+        if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
+            self._http_server.stop(min(grace_s, budget / 5))
         for event in stopping:
             event.wait(timeout=left())
         not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides

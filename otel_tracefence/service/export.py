@@ -1,0 +1,194 @@
+"""One path for a received OTLP trace ``Export``, whatever the transport (gRPC or HTTP) and encoding.
+
+From the received request on, every transport calls :class:`TraceExport`: whether the
+service takes calls now, the size checks before and after decoding, decoding (binary
+protobuf, or OTLP/JSON through the project's OTLP/JSON reader), the intake
+reservation, the span id checks and the partial-success response. A transport only
+maps an :class:`ExportRefused` to its own status (``refusal.kind``):
+
+=============== ============================================ ===================================
+kind            gRPC (OTLP/gRPC)                             HTTP (OTLP/HTTP)
+=============== ============================================ ===================================
+``RETRY_LATER`` ``UNAVAILABLE`` with a ``RetryInfo`` delay   ``503`` with ``Retry-After``
+``TOO_LARGE``   ``RESOURCE_EXHAUSTED`` (no ``RetryInfo``)    ``413 Content Too Large``
+``UNDECODABLE`` ``INVALID_ARGUMENT``                         ``400 Bad Request``
+=============== ============================================ ===================================
+
+These follow the OTLP specification ("Failures", "OTLP/gRPC Throttling", "OTLP/HTTP
+Throttling", "Bad Data"): the first is retried by OTLP clients, the other two never.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any, Callable, Sequence
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from otel_tracefence.normalize import SpanView
+from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
+from otel_tracefence.readers.otlp_json import read_otlp_json_request
+from otel_tracefence.service.intake import Intake, IntakeRefusal
+from otel_tracefence.service.otlp_spans import MIN_SPAN_BYTES, Origin, OtlpItem, encoded_span_count, invalid_reason, request_span_count, stand_in
+
+_log = logging.getLogger("otel_tracefence.service")
+_MAX_LISTED = 10  # problems listed in a refusal of a body that does not decode
+
+
+class RefusalKind(enum.Enum):
+    """Why a whole Export call is refused."""
+
+    RETRY_LATER = "retry_later"
+    """Shutting down or a queue near full: retry after ``retry_delay_s``."""
+    TOO_LARGE = "too_large"
+    """The request alone exceeds a bound (message size, intake queue): never retry it as it is."""
+    UNDECODABLE = "undecodable"
+    """The bytes are not an ``ExportTraceServiceRequest``: never retry them."""
+
+
+class ExportRefused(Exception):
+    """A whole Export call refused: ``kind``, a message for the client, the retry delay (``RETRY_LATER`` only, in
+    seconds) and, for ``UNDECODABLE``, the problems found as ``(field, description)`` pairs."""
+
+    def __init__(self, kind: RefusalKind, message: str, *, retry_delay_s: float | None = None, problems: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retry_delay_s = retry_delay_s
+        self.problems = tuple(problems)
+
+
+class TraceExport:
+    """Takes Export requests into an :class:`~otel_tracefence.service.intake.Intake` (acknowledged on receipt).
+
+    ``refuse()`` returns a reason to refuse every call for now (shutting down, a queue near full) or ``None``;
+    ``retry_delay_s`` is the delay then suggested to clients. ``on_rejected(n)`` counts spans refused for their ids,
+    ``on_refused_too_large()`` calls refused as larger than a bound (one transport's metrics each).
+    Every method raises :class:`ExportRefused` to refuse the whole call.
+    """
+
+    def __init__(
+        self,
+        intake: Intake,
+        refuse: Callable[[], str | None],
+        retry_delay_s: float,
+        *,
+        on_rejected: Callable[[int], None] | None = None,
+        on_refused_too_large: Callable[[], None] | None = None,
+    ) -> None:
+        self._intake = intake
+        self._refuse = refuse
+        self._retry_delay_s = retry_delay_s
+        self._on_rejected = on_rejected or (lambda n: None)
+        self._on_refused_too_large = on_refused_too_large or (lambda: None)
+
+    # -- whole calls ---------------------------------------------------------------------
+    def export_protobuf(self, data: bytes) -> ExportTraceServiceResponse:
+        """An encoded (binary protobuf) ``ExportTraceServiceRequest``: checked before it is decoded, then accepted."""
+        self.admit()
+        return self.accept(self.decode_protobuf(data), len(data))
+
+    def export_json(self, data: bytes) -> ExportTraceServiceResponse:
+        """An OTLP/JSON ``ExportTraceServiceRequest`` (UTF-8, ids in hex). Spans that do not parse are rejected in the
+        partial success, and stand in their trace as ``review`` steps when their trace id reads, as
+        ``tracefence plan`` plans them; anything wrong outside a span refuses the call (``UNDECODABLE``)."""
+        self.admit()
+        try:
+            read = read_otlp_json_request(decode_utf8(data))
+        except UnreadableInput as exc:
+            _log.warning("refused an OTLP/JSON Export that does not decode: %s", exc)
+            raise ExportRefused(RefusalKind.UNDECODABLE, f"not an OTLP/JSON ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
+        outside = [error for error in read.errors if not error.span_id]
+        if outside:
+            listed = "; ".join(str(error) for error in outside[:_MAX_LISTED])
+            _log.warning("refused an OTLP/JSON Export that does not decode: %s", listed)
+            raise ExportRefused(
+                RefusalKind.UNDECODABLE,
+                f"not an OTLP/JSON ExportTraceServiceRequest: {listed}",
+                problems=[(error.field, error.message) for error in outside[:_MAX_LISTED]],
+            )
+        # The queue holds the decoded request: its protobuf size is what the byte bound counts.
+        return self.accept(read.request, read.request.ByteSize(), unparsed=read.errors)
+
+    # -- the steps -----------------------------------------------------------------------
+    def admit(self) -> None:
+        """Refuse every call for now (``RETRY_LATER``) while ``refuse()`` gives a reason: before decoding, a refused
+        call costs no more than its bytes."""
+        reason = self._refuse()
+        if reason is not None:
+            raise ExportRefused(RefusalKind.RETRY_LATER, reason, retry_delay_s=self._retry_delay_s)
+
+    def decode_protobuf(self, data: bytes) -> ExportTraceServiceRequest:
+        """Decode an encoded request, its size and (when it may hold more spans than the whole bound) its span count
+        checked first, without building any span. Bytes that do not decode (garbage, nesting past protobuf's
+        recursion limit of 100) are ``UNDECODABLE``."""
+        self._check(lambda: self._intake.check_size(size=len(data)))
+        try:
+            if len(data) > MIN_SPAN_BYTES * self._intake.max_spans:
+                # It may hold more spans than the whole bound: count them first, without building them.
+                spans = encoded_span_count(data)
+                self._check(lambda: self._intake.check_size(spans=spans))
+            return ExportTraceServiceRequest.FromString(data)
+        except DecodeError as exc:
+            _log.warning("refused an Export that does not decode: %s", exc)
+            raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
+
+    def accept(self, request: ExportTraceServiceRequest, size: int, unparsed: Sequence[InputError] = ()) -> ExportTraceServiceResponse:
+        """Queue the request's valid spans in room reserved for ``size`` bytes (its spans and bytes are taken before
+        any span is read) and answer: spans with invalid ids, and the ``unparsed`` spans of an OTLP/JSON body, are
+        counted in ``partial_success.rejected_spans``, the rest of the request being kept."""
+        reservation = self._check(lambda: self._intake.reserve(request_span_count(request), size))
+        try:
+            rejected = 0
+            first_error = ""
+            accepted: list[OtlpItem] = []
+            stand_ins: list[SpanView] = []
+            for error in unparsed:
+                rejected += 1
+                first_error = first_error or f"span {error.span_id}: {error.field}: {error.message}"
+                if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
+                    stand_ins.append(SpanView(error.trace_id, error.span_id, "", {}, unreadable=(error.field, error.message)))
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    origin = Origin(resource_spans.resource, resource_spans.schema_url, scope_spans.scope, scope_spans.schema_url)
+                    for span in scope_spans.spans:
+                        problem = invalid_reason(span)
+                        if problem is not None:
+                            rejected += 1
+                            first_error = first_error or f"span {span.span_id.hex() or '?'}: {problem}"
+                            view = stand_in(span, problem)
+                            if view is not None:
+                                stand_ins.append(view)
+                            continue
+                        accepted.append(OtlpItem(origin, span))
+        except BaseException:
+            self._intake.release(reservation)
+            raise
+        self._intake.put(accepted, reservation)
+        for view in stand_ins:
+            self._intake.stand_in(view)
+        response = ExportTraceServiceResponse()
+        if rejected:
+            self._on_rejected(rejected)
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = f"{rejected} span(s) rejected; first: {first_error}"
+            _log.warning("rejected %d span(s): %s", rejected, first_error)
+        return response
+
+    def too_large(self, message: str) -> ExportRefused:
+        """A refusal of a request past a bound a transport checks itself (an HTTP body past ``max_message_bytes``),
+        counted and logged as the intake's own refusals are."""
+        self._on_refused_too_large()
+        _log.warning("refused an Export: %s", message)
+        return ExportRefused(RefusalKind.TOO_LARGE, message)
+
+    def _check(self, action: Callable[[], Any]) -> Any:
+        """Run an intake bound check; a refusal refuses the call: ``TOO_LARGE`` when the request alone exceeds a bound,
+        else ``RETRY_LATER``."""
+        try:
+            return action()
+        except IntakeRefusal as refusal:
+            if refusal.permanent:
+                raise self.too_large(str(refusal)) from None
+            raise ExportRefused(RefusalKind.RETRY_LATER, str(refusal), retry_delay_s=self._retry_delay_s) from None
