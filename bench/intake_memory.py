@@ -51,7 +51,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(args.root)
     service = subprocess.Popen(
-        [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", f"127.0.0.1:{args.port}",
+        [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", f"127.0.0.1:{args.port}", "--http-endpoint", "none",
          "--review-db", f"{folder}/r.db", "--output-file", f"{folder}/o.jsonl"],
         cwd=folder, env=env, stderr=subprocess.DEVNULL,
     )

@@ -249,6 +249,7 @@ class Service:
         command = [
             sys.executable, "-m", "otel_tracefence", "serve",
             "--endpoint", "127.0.0.1:0",
+            "--http-endpoint", "none",
             "--upstream", f"http://127.0.0.1:{upstream_port}",
             "--review-db", str(workdir / "review.db"),
             "--decision-wait-ms", "0",

@@ -37,7 +37,7 @@ def service_config(upstream: Any, review_db: Path | str, **service: Any) -> Any:
     ``RecordingUpstream``), short waits and drain; ``service`` overrides any ``ServiceSettings`` field."""
     from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
 
-    settings = {"endpoint": "127.0.0.1:0", "decision_wait_ms": 100, "drain_timeout_s": 2,
+    settings = {"endpoint": "127.0.0.1:0", "http_endpoint": "", "decision_wait_ms": 100, "drain_timeout_s": 2,
                 "upstreams": [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)], **service}
     return TraceFenceConfig(review_db=str(review_db), service=ServiceSettings(**settings))
 
@@ -296,6 +296,7 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_", "OTEL_SERVICE"))}
     env["PYTHONPATH"] = str(ROOT)
+    env["OTEL_TRACEFENCE_SERVICE__HTTP_ENDPOINT"] = "127.0.0.1:0"  # a `tracefence serve` started by a test never takes port 4318
     env.update(extra)
     return env
 

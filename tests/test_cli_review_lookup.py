@@ -36,7 +36,7 @@ def test_like_wildcards_in_a_prefix_are_literal(db: Path):
 
 @pytest.fixture
 def review_api(db: Path, tmp_path: Path):
-    config = TraceFenceConfig(review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", output_file=str(tmp_path / "out.jsonl")))
+    config = TraceFenceConfig(review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", http_endpoint="", output_file=str(tmp_path / "out.jsonl")))
     service = TraceFenceService(config)
     service.start()
     yield service

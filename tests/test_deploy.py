@@ -295,7 +295,7 @@ def test_image_entrypoint_runs_and_answers_its_health_checks(tmp_path):
     script = Path(sys.executable).parent / "tracefence"
     program = [str(script)] if script.exists() else [sys.executable, "-m", "otel_tracefence"]
     # The ENTRYPOINT and the Deployment's args; later flags win, so only the addresses and the DB path change.
-    command = program + docker["entrypoint"][1:] + container.get("args", []) + ["--endpoint", "127.0.0.1:0", "--review-endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "review.db")]
+    command = program + docker["entrypoint"][1:] + container.get("args", []) + ["--endpoint", "127.0.0.1:0", "--review-endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0", "--review-db", str(tmp_path / "review.db")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_TRACEFENCE_")}
     env["OTEL_TRACEFENCE_CONFIG"] = str(_configmap_config(tmp_path))
     log = tmp_path / "serve.log"

@@ -77,6 +77,7 @@ def start_service(tmp_path):
         reader = InMemoryMetricReader()
         provider = MeterProvider(metric_readers=[reader])
         settings.setdefault("endpoint", "127.0.0.1:0")
+        settings.setdefault("http_endpoint", "")
         settings.setdefault("decision_wait_ms", 0)  # a trace is decided when its root arrives
         settings.setdefault("drain_timeout_s", 2)
         upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream_port}", timeout_s=UPSTREAM_TIMEOUT_S, **(upstream or {}))]

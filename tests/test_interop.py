@@ -4,11 +4,14 @@ Both tests end at a real upstream gRPC ``TraceService`` server started here that
 records every request, with a real ``tracefence serve`` subprocess in between:
 
 * Node.js: the OpenTelemetry JS SDK (``@opentelemetry/sdk-trace-node`` with
-  ``@opentelemetry/exporter-trace-otlp-grpc``, pinned in ``tests/node/package.json``
-  and installed here with npm) exports an agent-shaped trace straight to tracefence.
+  ``@opentelemetry/exporter-trace-otlp-grpc``, ``-otlp-proto`` (OTLP/HTTP protobuf) and
+  ``-otlp-http`` (OTLP/HTTP JSON), pinned in ``tests/node/package.json`` and installed
+  here with npm) exports an agent-shaped trace straight to tracefence, over each.
 * rotel: the Python SDK's ``OTLPSpanExporter`` sends to the rotel collector (the
   ``rotel`` wheel from PyPI, which ships the ``rotel-agent`` binary), whose OTLP
-  exporter forwards to tracefence.
+  exporter forwards to tracefence over gRPC and over HTTP.
+
+Every protocol gives exactly the same annotations and review items (issue 15).
 
 Every process is bounded by a timeout and ended in ``finally`` (SIGTERM, then kill).
 """
@@ -164,6 +167,7 @@ def _wait_until(condition: Callable[[], Any], timeout_s: float, what: Callable[[
 @dataclass
 class Serve:
     port: int
+    http_port: int
     review_db: Path
     log: Path
     proc: subprocess.Popen
@@ -171,12 +175,14 @@ class Serve:
 
 @contextlib.contextmanager
 def tracefence_serve(tmp_path: Path, upstream_port: int, decision_wait_ms: int = 300) -> Iterator[Serve]:
-    """``tracefence serve`` on an ephemeral loopback port, forwarding to ``upstream_port``; stopped on exit."""
+    """``tracefence serve`` on ephemeral loopback ports (OTLP/gRPC and OTLP/HTTP), forwarding to ``upstream_port``;
+    stopped on exit."""
     review_db = tmp_path / "review.db"
     log = tmp_path / "serve.log"
     command = [
         sys.executable, "-m", "otel_tracefence", "serve",
         "--endpoint", "127.0.0.1:0",
+        "--http-endpoint", "127.0.0.1:0",
         "--upstream", f"http://127.0.0.1:{upstream_port}",
         "--review-db", str(review_db),
         "--decision-wait-ms", str(decision_wait_ms),
@@ -185,18 +191,18 @@ def tracefence_serve(tmp_path: Path, upstream_port: int, decision_wait_ms: int =
         proc = subprocess.Popen(command, cwd=tmp_path, env=_clean_env(), stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
     try:
 
-        def listening() -> int | None:
+        def listening() -> tuple[int, int] | None:
             for line in log.read_text(errors="replace").splitlines():
                 with contextlib.suppress(ValueError):
                     entry = json.loads(line)
                     if isinstance(entry, dict) and entry.get("message") == "tracefence serve listening":
-                        return int(entry["port"])
+                        return int(entry["port"]), int(entry["http_port"])
             if proc.poll() is not None:
                 raise AssertionError(f"tracefence serve exited {proc.returncode}: {log.read_text(errors='replace')}")
             return None
 
-        port = _wait_until(listening, STARTUP_TIMEOUT_S, lambda: f"tracefence serve to listen: {log.read_text(errors='replace')}")
-        yield Serve(port, review_db, log, proc)
+        port, http_port = _wait_until(listening, STARTUP_TIMEOUT_S, lambda: f"tracefence serve to listen: {log.read_text(errors='replace')}")
+        yield Serve(port, http_port, review_db, log, proc)
     finally:
         code = _end(proc)
     assert code == 0, f"tracefence serve exited {code} on SIGTERM: {log.read_text(errors='replace')}"
@@ -225,7 +231,7 @@ def assert_annotated(got: dict[str, Received], replay_class: str, tool_spans: di
         assert step == tool_spans.get(span_id, {}), f"span {received.span.name}"
 
 
-# -- Node.js: @opentelemetry/sdk-trace-node + exporter-trace-otlp-grpc -----------------------
+# -- Node.js: @opentelemetry/sdk-trace-node + exporter-trace-otlp-grpc / -proto / -http --------
 
 
 @pytest.fixture(scope="module")
@@ -244,11 +250,13 @@ def node_agent() -> Path:
     return NODE_DIR / "agent.js"
 
 
-def test_node_sdk_through_tracefence_serve(node_agent: Path, upstream, tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf", "http/json"])
+def test_node_sdk_through_tracefence_serve(node_agent: Path, upstream, tmp_path: Path, protocol: str) -> None:
     servicer, upstream_port = upstream
     with tracefence_serve(tmp_path, upstream_port) as serve:
+        url = f"http://127.0.0.1:{serve.port}" if protocol == "grpc" else f"http://127.0.0.1:{serve.http_port}/v1/traces"
         ran = subprocess.run(
-            [shutil.which("node"), str(node_agent), f"http://127.0.0.1:{serve.port}"],
+            [shutil.which("node"), str(node_agent), url, protocol],
             cwd=NODE_DIR, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert ran.returncode == 0, f"node agent failed ({ran.returncode}):\n{ran.stdout}\n{ran.stderr}"
@@ -337,8 +345,9 @@ def _free_ports(n: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def rotel(tmp_path: Path, forward_to_port: int) -> Iterator[int]:
-    """rotel receiving OTLP/gRPC on loopback and exporting OTLP/gRPC to ``forward_to_port``; yields its receiver port."""
+def rotel(tmp_path: Path, forward_to_port: int, protocol: str = "grpc") -> Iterator[int]:
+    """rotel receiving OTLP/gRPC on loopback and exporting OTLP over ``protocol`` (``grpc`` or ``http``: OTLP/HTTP
+    protobuf, to ``/v1/traces``) to ``forward_to_port``; yields its receiver port."""
     binary = rotel_binary()
     log = tmp_path / "rotel.log"
     for attempt in range(3):
@@ -353,7 +362,7 @@ def rotel(tmp_path: Path, forward_to_port: int) -> Iterator[int]:
             "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
             "--exporter", "otlp",
             "--otlp-exporter-endpoint", f"http://127.0.0.1:{forward_to_port}",
-            "--otlp-exporter-protocol", "grpc",
+            "--otlp-exporter-protocol", protocol,
             "--batch-timeout", "100ms",
         ]  # fmt: skip
         with open(log, "ab") as sink:
@@ -384,7 +393,8 @@ def rotel(tmp_path: Path, forward_to_port: int) -> Iterator[int]:
     raise AssertionError(f"rotel could not bind free ports in 3 attempts: {log.read_text(errors='replace')}")
 
 
-def test_python_sdk_through_rotel_and_tracefence_serve(upstream, tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_python_sdk_through_rotel_and_tracefence_serve(upstream, tmp_path: Path, protocol: str) -> None:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -394,7 +404,10 @@ def test_python_sdk_through_rotel_and_tracefence_serve(upstream, tmp_path: Path)
     binary = rotel_binary()  # skips before anything starts when rotel is absent
     assert binary.is_file()
     servicer, upstream_port = upstream
-    with tracefence_serve(tmp_path, upstream_port) as serve, rotel(tmp_path, serve.port) as rotel_port:
+    with (
+        tracefence_serve(tmp_path, upstream_port) as serve,
+        rotel(tmp_path, serve.port if protocol == "grpc" else serve.http_port, protocol) as rotel_port,
+    ):
         results: list[SpanExportResult] = []
 
         class Recording(OTLPSpanExporter):

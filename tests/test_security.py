@@ -422,6 +422,7 @@ def serve(tmp_path, upstream):
 
     def make(*, top: dict[str, Any] | None = None, **settings: Any) -> TraceFenceService:
         settings.setdefault("endpoint", "127.0.0.1:0")
+        settings.setdefault("http_endpoint", "")
         settings.setdefault("decision_wait_ms", 50)
         settings.setdefault("drain_timeout_s", 2)
         settings.setdefault("upstreams", [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)])
@@ -524,7 +525,7 @@ def test_what_counts_as_loopback(address, loopback):
 def test_a_review_api_beyond_loopback_without_a_review_token_refuses_to_start(tmp_path, upstream, caplog):
     upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)]
     for settings in ({"endpoint": "0.0.0.0:0"}, {"endpoint": "127.0.0.1:0", "review_endpoint": "0.0.0.0:0"}):
-        config = TraceFenceConfig(review_db=str(tmp_path / "r.db"), service=ServiceSettings(upstreams=upstreams, **settings))
+        config = TraceFenceConfig(review_db=str(tmp_path / "r.db"), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **settings))
         with pytest.raises(ConfigError, match="refusing to start: the review API would listen on 0.0.0.0:0, beyond loopback, with no service.review_token"):
             TraceFenceService(config)
         # The ingest token does not stand in for the review token.
@@ -540,7 +541,7 @@ def test_a_review_api_beyond_loopback_without_a_review_token_refuses_to_start(tm
         ({"endpoint": "0.0.0.0:0", "insecure_review_api": True}, "r.db"),
     ]
     for settings, db in fine:
-        service = TraceFenceService(TraceFenceConfig(review_db=db and str(tmp_path / db), service=ServiceSettings(upstreams=upstreams, **settings)))
+        service = TraceFenceService(TraceFenceConfig(review_db=db and str(tmp_path / db), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **settings)))
         try:
             service.start()
         finally:
@@ -576,7 +577,7 @@ def test_resolving_beyond_loopback_needs_the_review_token(tmp_path, upstream):
     config = TraceFenceConfig(
         review_db=str(tmp_path / "r.db"),
         service=ServiceSettings(
-            endpoint="0.0.0.0:0", review_token="r3view-T0ken", decision_wait_ms=0, drain_timeout_s=2,
+            endpoint="0.0.0.0:0", http_endpoint="", review_token="r3view-T0ken", decision_wait_ms=0, drain_timeout_s=2,
             upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)],
         ),
     )

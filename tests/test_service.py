@@ -78,6 +78,7 @@ def serve(tmp_path, upstream):
 
     def make(*, upstream_port: int | None = None, top: dict[str, Any] | None = None, **settings: Any) -> TraceFenceService:
         settings.setdefault("endpoint", "127.0.0.1:0")
+        settings.setdefault("http_endpoint", "")  # the OTLP/HTTP receiver has tests of its own (test_otlp_http.py)
         settings.setdefault("decision_wait_ms", 100)
         settings.setdefault("max_wait_ms", 10_000)
         settings.setdefault("drain_timeout_s", 2)
@@ -772,13 +773,13 @@ def test_review_api_on_its_own_address(serve, upstream):
 def test_tls_half_configured_fails_closed_and_health_lists_only_what_is_served(tmp_path, upstream):
     cert, _ = make_certificate(tmp_path)
     upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}")]
-    half = TraceFenceService(TraceFenceConfig(review_db="", service=ServiceSettings(endpoint="127.0.0.1:0", tls_certificate_file=str(cert), upstreams=upstreams)))
+    half = TraceFenceService(TraceFenceConfig(review_db="", service=ServiceSettings(endpoint="127.0.0.1:0", http_endpoint="", tls_certificate_file=str(cert), upstreams=upstreams)))
     try:
         with pytest.raises(OSError, match="tls_certificate_file is set but tls_key_file is not"):
             half.start()  # never plaintext when TLS was asked for
     finally:
         half.stop(0)
-    no_queue = TraceFenceService(TraceFenceConfig(review_db="", service=ServiceSettings(endpoint="127.0.0.1:0", upstreams=upstreams)))
+    no_queue = TraceFenceService(TraceFenceConfig(review_db="", service=ServiceSettings(endpoint="127.0.0.1:0", http_endpoint="", upstreams=upstreams)))
     no_queue.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{no_queue.port}") as channel:

@@ -1,6 +1,11 @@
-// An agent-shaped trace from the real OpenTelemetry JS SDK, exported over OTLP/gRPC.
+// An agent-shaped trace from the real OpenTelemetry JS SDK, exported over OTLP/gRPC,
+// OTLP/HTTP protobuf or OTLP/HTTP JSON.
 //
-//   node agent.js http://127.0.0.1:PORT
+//   node agent.js URL [grpc | http/protobuf | http/json]
+//
+// URL: http://HOST:PORT for grpc (the default), http://HOST:PORT/v1/traces for HTTP.
+// The exporters are the SDK's own: exporter-trace-otlp-grpc, exporter-trace-otlp-proto
+// (OTLP/HTTP, binary protobuf) and exporter-trace-otlp-http (OTLP/HTTP, JSON).
 //
 // invoke_agent (root)
 // ├── execute_tool customer.lookup   a declared read, ok
@@ -14,14 +19,21 @@
 const { context, trace, SpanKind, SpanStatusCode } = require('@opentelemetry/api');
 const { NodeTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-node');
 const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources');
-const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+
+const EXPORTERS = {
+  grpc: '@opentelemetry/exporter-trace-otlp-grpc',
+  'http/protobuf': '@opentelemetry/exporter-trace-otlp-proto',
+  'http/json': '@opentelemetry/exporter-trace-otlp-http',
+};
 
 async function main() {
   const url = process.argv[2];
-  if (!url) {
-    console.error('usage: node agent.js http://HOST:PORT');
+  const protocol = process.argv[3] || 'grpc';
+  if (!url || !(protocol in EXPORTERS)) {
+    console.error('usage: node agent.js URL [grpc | http/protobuf | http/json]');
     process.exit(2);
   }
+  const { OTLPTraceExporter } = require(EXPORTERS[protocol]);
   const exporter = new OTLPTraceExporter({ url, timeoutMillis: 10000 });
   let exportFailed = null;
   const originalExport = exporter.export.bind(exporter);
