@@ -88,7 +88,8 @@ class OtlpHttpReceiver:
 
     ``export``: the one path every transport calls; ``token``: the ingest bearer token; ``max_body_bytes``: the
     largest body read, before and after gunzip (``service.max_message_bytes``); ``max_workers``: requests decoded
-    and queued at once, off the event loop (``service.max_workers``, as the gRPC receiver's threads).
+    and queued at once, off the event loop (``service.max_workers``, as the gRPC receiver's threads): a request
+    takes a slot before its body is read, so at most that many bodies are held at once.
     """
 
     def __init__(self, export: TraceExport, *, token: BearerToken, max_body_bytes: int, max_workers: int) -> None:
@@ -109,11 +110,13 @@ class OtlpHttpReceiver:
         encoding = request.headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity", "gzip"):
             return _failure(415, code_pb2.INVALID_ARGUMENT, f"Content-Encoding must be gzip or none, not {encoding!r}", answer_in)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_workers)
         try:
-            body = await self._read_body(request)
-            if self._limiter is None:
-                self._limiter = anyio.CapacityLimiter(self._max_workers)
-            response = await anyio.to_thread.run_sync(self._export_body, body, encoding == "gzip", media_type, limiter=self._limiter)
+            # A slot before the body is read: at most max_workers bodies are held at once, as gRPC's threads bound it.
+            async with self._limiter:
+                body = await self._read_body(request)
+                response = await anyio.to_thread.run_sync(self._export_body, body, encoding == "gzip", media_type)
         except ExportRefused as refusal:
             return _refused(refusal, answer_in)
         return Response(encode(response, media_type), status_code=200, media_type=media_type)
