@@ -376,6 +376,10 @@ def test_http_endpoint_setting(monkeypatch, serve) -> None:
         load_config()
     off = serve(http_endpoint="")
     assert off.http_port == 0 and off.port > 0
+    # A taken HTTP port fails the start with the address, as a taken gRPC port does (`serve` exits 2 with it).
+    first = serve()
+    with pytest.raises(OSError, match=f"^cannot listen on 127.0.0.1:{first.http_port}: Address already in use$"):
+        serve(http_endpoint=f"127.0.0.1:{first.http_port}")
 
 
 def test_asgi_server_binds_serves_and_stops(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def listening_socket(address: str) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {address}: {exc.strerror or exc}") from None
+        raise OSError(f"cannot listen on {address}: {exc.strerror or exc}") from None
     sock.setblocking(False)
     return sock
 
