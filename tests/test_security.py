@@ -46,7 +46,7 @@ from otel_tracefence.readers.rows import read_rows
 from otel_tracefence.redact import DEFAULT_KEYS, REDACTED, Redaction, luhn_valid, redact_result_text, redact_value
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from otel_tracefence.service import server as server_module
+from otel_tracefence.service import auth as auth_module, server as server_module
 from otel_tracefence.service.server import TraceFenceService
 from service_helpers import (
     attrs,
@@ -440,7 +440,7 @@ def test_the_bearer_token_decision_is_hmac_compare_digest(serve, upstream, monke
     """Missing or wrong token: UNAUTHENTICATED; every check goes through ``hmac.compare_digest``
     (constant time), and its answer alone decides: forced false, even the right token is refused."""
     calls: list[tuple[bytes, bytes]] = []
-    real = server_module.hmac.compare_digest
+    real = auth_module.hmac.compare_digest
     forced: dict[str, bool | None] = {"answer": None}
 
     def spy(given, expected):
@@ -448,7 +448,7 @@ def test_the_bearer_token_decision_is_hmac_compare_digest(serve, upstream, monke
         answer = real(given, expected)
         return answer if forced["answer"] is None else forced["answer"]
 
-    monkeypatch.setattr(server_module.hmac, "compare_digest", spy)
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", spy)
     service = serve(bearer_token="s3cret-T0ken")
     tid = bytes.fromhex("b0" * 16)
     request = raw_request(raw_tool_span(tid, b"\x01" * 8, "search"))
