@@ -14,7 +14,7 @@ Rounds are paired and interleaved: each round sends --requests fresh requests (n
 each transport, in a rotating order, pausing --settle seconds between transports so the service's
 intake has drained. A refusal (503 / UNAVAILABLE) is waited out and resent, and counted.
 
-    .venv/bin/python bench/otlp_http.py [--rounds 5] [--requests 30] [--batch 256]
+    .venv/bin/python bench/otlp_http.py [--rounds 5] [--requests 20] [--batch 256] [--settle 5]
 
 Prints spans/s per transport per round, then the ratios http/grpc per round as min / median / max.
 The service is stopped with SIGTERM (killed after a timeout), also on error.
@@ -119,9 +119,9 @@ class Sender:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="paired rounds (default 5)")
-    parser.add_argument("--requests", type=int, default=30, help="Export calls per transport per round (default 30)")
+    parser.add_argument("--requests", type=int, default=20, help="Export calls per transport per round (default 20)")
     parser.add_argument("--batch", type=int, default=256, help="spans per Export (default 256)")
-    parser.add_argument("--settle", type=float, default=1.5, help="seconds between transports, for the intake to drain (default 1.5)")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds between transports, for the intake to drain (default 5)")
     args = parser.parse_args()
 
     traces = -(-args.requests * args.batch // SPANS_PER_TRACE)
