@@ -189,6 +189,9 @@ class ServiceSettings(BaseModel):
     """Address of the OTLP/HTTP receiver (``POST /v1/traces``, binary protobuf or OTLP/JSON, gzip or not; 4318 is the
     OTLP/HTTP default port). Same intake, bounds, token and TLS as the gRPC receiver. Empty or ``none`` turns it off;
     port 0: any free port."""
+    http_cors_allowed_origins: list[str] = Field(default_factory=list)
+    """Web origins (``https://app.example.com``, or ``*``) whose pages may send spans to the OTLP/HTTP receiver from a
+    browser (CORS, as the Collector's ``cors.allowed_origins``); empty: none. The bearer token still applies."""
     decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)

@@ -403,3 +403,22 @@ def test_asgi_server_binds_serves_and_stops(tmp_path: Path) -> None:
         AsgiServer(app, "127.0.0.1:0", tls_certificate_file=str(tmp_path / "cert.pem"))
     with pytest.raises(OSError, match="cannot listen on 127.0.0.1:99999: Port out of range"):
         AsgiServer(app, "127.0.0.1:99999").start()
+
+
+def test_cors_answers_only_the_allowed_origins(serve) -> None:
+    closed = serve()
+    preflight = {"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    assert requests.options(url(closed), headers=preflight, timeout=5).status_code == 405  # no CORS unless asked for
+    service = serve(http_cors_allowed_origins=["https://app.example.com"], bearer_token="s3cret")
+    allowed = requests.options(url(service), headers=preflight, timeout=5)
+    assert (allowed.status_code, allowed.headers["access-control-allow-origin"], allowed.headers["access-control-allow-methods"]) == (
+        200, "https://app.example.com", "POST",
+    )  # fmt: skip
+    other = requests.options(url(service), headers={**preflight, "Origin": "https://evil.example"}, timeout=5)
+    assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    body = raw_request(raw_tool_span(TRACE, b"\x01" * 8, "customer.lookup")).SerializeToString()
+    # The POST itself still needs the token; its answer is readable by the allowed page.
+    denied = post(service, body, Origin="https://app.example.com")
+    assert (denied.status_code, denied.headers["access-control-allow-origin"]) == (401, "https://app.example.com")
+    ok = post(service, body, Origin="https://app.example.com", Authorization="Bearer s3cret")
+    assert (ok.status_code, ok.headers["access-control-allow-origin"]) == (200, "https://app.example.com")

@@ -11,6 +11,7 @@ OTLP specification ("OTLP/HTTP Request", "OTLP/HTTP Response", "Failures", "OTLP
   ("The server MUST limit the size of the request body ... including after decompression"):
   past it, ``413``; not read further.
 * ``Authorization: Bearer <service.bearer_token>`` when a token is set, else ``401``.
+* CORS for pages on ``service.http_cors_allowed_origins`` (Starlette's ``CORSMiddleware``), none by default.
 * Success and partial success: ``200`` with an ``ExportTraceServiceResponse``; failures: a
   ``google.rpc.Status``; both in the request's own encoding and ``Content-Type``.
 * Back-pressure and shutdown: ``503`` with ``Retry-After`` (whole seconds, rounded up) and a
@@ -22,13 +23,15 @@ from __future__ import annotations
 
 import math
 import zlib
-from typing import Any
+from typing import Any, Sequence
 
 import anyio
 from google.protobuf import duration_pb2, json_format
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -87,18 +90,23 @@ class OtlpHttpReceiver:
     """The ASGI application of the OTLP/HTTP receiver (:attr:`app`).
 
     ``export``: the one path every transport calls; ``token``: the ingest bearer token; ``max_body_bytes``: the
-    largest body read, before and after gunzip (``service.max_message_bytes``); ``max_workers``: requests decoded
+    largest body read, before and after gunzip (``service.max_message_bytes``); ``cors_allowed_origins``: web origins
+    whose pages may send spans from a browser (``service.http_cors_allowed_origins``; none by default); ``max_workers``: requests decoded
     and queued at once, off the event loop (``service.max_workers``, as the gRPC receiver's threads): a request
     takes a slot before its body is read, so at most that many bodies are held at once.
     """
 
-    def __init__(self, export: TraceExport, *, token: BearerToken, max_body_bytes: int, max_workers: int) -> None:
+    def __init__(
+        self, export: TraceExport, *, token: BearerToken, max_body_bytes: int, max_workers: int, cors_allowed_origins: Sequence[str] = ()
+    ) -> None:
         self._export = export
         self._token = token
         self._max_body_bytes = max_body_bytes
         self._max_workers = max_workers
         self._limiter: anyio.CapacityLimiter | None = None  # made on the server's own event loop
-        self.app = Starlette(routes=[Route(TRACES_PATH, self._traces, methods=["POST"])])
+        # Browsers on the allowed origins may POST spans (preflight answered; the bearer token still checked).
+        cors = [Middleware(CORSMiddleware, allow_origins=list(cors_allowed_origins), allow_methods=["POST"], allow_headers=["*"], max_age=7200)]
+        self.app = Starlette(routes=[Route(TRACES_PATH, self._traces, methods=["POST"])], middleware=cors if cors_allowed_origins else [])
 
     async def _traces(self, request: Request) -> Response:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()

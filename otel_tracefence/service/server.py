@@ -292,7 +292,7 @@ class TraceFenceService:
         if settings.http_endpoint:
             receiver = OtlpHttpReceiver(
                 self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
-                max_workers=settings.max_workers,
+                max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
             )  # fmt: skip
             self._http_server = AsgiServer(
                 receiver.app, settings.http_endpoint, name="otlp-http",
