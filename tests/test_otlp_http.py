@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
+import grpc
 import pytest
 import requests
 from google.protobuf import json_format
@@ -33,7 +34,7 @@ from otel_tracefence.otlp_json import request_to_json
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import Client, RecordingUpstream, agent_trace, make_certificate, raw_request, raw_span, raw_tool_span, service_config, wait_for
+from service_helpers import Client, RecordingUpstream, agent_trace, make_certificate, raw_request, raw_span, raw_tool_span, service_config, trace_stub, wait_for
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -272,9 +273,16 @@ def test_gzip_garbage_and_oversized_bodies(serve, upstream) -> None:
     assert refused(post(service, big), 413, code_pb2.RESOURCE_EXHAUSTED, PROTOBUF) == (
         f"the request is {len(big)} bytes, more than the whole intake queue holds (service.intake_queue_bytes = 2048); send it in smaller batches"
     )
-    # Counted by transport; nothing refused reached the fence.
+    # The same request over gRPC: the same refusal in gRPC's words. Counted by transport; nothing refused reached the fence.
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel, pytest.raises(grpc.RpcError) as exhausted:
+        stub.Export(ExportTraceServiceRequest.FromString(big), timeout=5)
+    assert (exhausted.value.code(), exhausted.value.details()) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"the request is {len(big)} bytes, more than the whole intake queue holds (service.intake_queue_bytes = 2048); send it in smaller batches",
+    )
     assert metric(service, "tracefence.requests.refused", transport="http", reason="too_large") == 4
-    assert metric(service, "tracefence.requests.refused", transport="grpc") is None
+    assert metric(service, "tracefence.requests.refused", transport="grpc", reason="too_large") == 1
     assert service.intake.handed_spans == 6
 
 
