@@ -1,0 +1,252 @@
+"""The review page and the trace inspector, as one Starlette app (``tracefence ui``).
+
+Routes:
+
+* ``GET /``: the queue, newest first; ``state`` (``open``, ``resolved``, ``all``),
+  ``class`` (a replay class), ``service``, ``page_size`` (1..200, default 50) and
+  ``page_token`` (the store's) in the query string.
+* ``GET /items/{trace_id}``: one item: its plan, its history (when the store keeps
+  one), a link to the trace in a backend, and the resolve form.
+* ``POST /items/{trace_id}/resolve``: form fields ``resolved_by`` (required),
+  ``note``, ``review_token`` (when one is configured) and ``csrf_token``.
+* ``GET /inspect``: the inspector; ``POST /inspect/plan`` plans the request body
+  (the file's bytes) as ``tracefence plan`` does and answers JSON
+  ``{"output", "messages", "rejected", "html"}``; ``GET /inspect/sample``: the sample.
+* ``GET /static/...``: the stylesheet and the script (no CDN).
+
+Every POST is checked by :class:`~otel_tracefence.ui.security.CsrfGuard` (403 when
+refused); a resolve without the configured review token is refused with 403 too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import urllib.parse
+from pathlib import Path
+from typing import Any, Sequence
+
+import jinja2
+from google.protobuf.timestamp_pb2 import Timestamp
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import ReplayClass
+from otel_tracefence.review.events import ReviewStore
+from otel_tracefence.schema import plan_to_proto
+from otel_tracefence.ui.inspector import INPUT_FORMATS, inspect
+from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, CsrfGuard, Refused, token_matches
+
+_log = logging.getLogger("otel_tracefence.ui")
+HERE = Path(__file__).resolve().parent
+SAMPLE = HERE / "static" / "sample.ndjson"
+STATES = {"open": pb.REVIEW_STATE_OPEN, "resolved": pb.REVIEW_STATE_RESOLVED, "all": None}
+CLASSES = tuple(c.value for c in ReplayClass)
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 200
+MAX_FORM_BYTES = 64 * 1024
+DEFAULT_MAX_INSPECT_BYTES = 16 * 1024 * 1024
+HELD = (pb.DECISION_REVIEW, pb.DECISION_CONFLICT)
+SECURITY_HEADERS = {
+    # Only our own script and stylesheet; no framing; forms post only here (OWASP secure headers).
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+def enum_label(value: int, enum_type: Any) -> str:
+    """A ``tracefence.v1`` enum value for people: ``DECISION_REVIEW`` -> ``review``, ``-`` for ``*_UNSPECIFIED``.
+
+    The prefix is the enum's name in upper snake case, as buf's enum rules require.
+    """
+    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", enum_type.DESCRIPTOR.name).upper() + "_"
+    name = enum_type.Name(value)
+    return "-" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
+
+
+def rfc3339(time_ns: int) -> str:
+    """Nanoseconds since the Unix epoch as RFC 3339 UTC text, as protobuf's JSON mapping writes a Timestamp."""
+    ts = Timestamp()
+    ts.FromNanoseconds(time_ns)
+    return ts.ToJsonString()
+
+
+def trace_url(template: str, trace_id: str) -> str:
+    """The trace's address in a backend: ``template`` with ``{trace_id}`` replaced (URL-quoted); ``""`` without a template."""
+    return template.replace("{trace_id}", urllib.parse.quote(trace_id, safe="")) if template else ""
+
+
+def create_app(
+    store: ReviewStore | None,
+    *,
+    review_token: str = "",
+    trace_url_template: str = "",
+    config: TraceFenceConfig | None = None,
+    max_inspect_bytes: int = DEFAULT_MAX_INSPECT_BYTES,
+    allowed_hosts: Sequence[str] | None = None,
+    csrf_secret: bytes | None = None,
+) -> Starlette:
+    """The page as an ASGI app, to serve with uvicorn (``tracefence ui``) or beside another server.
+
+    ``store``: the review queue shown (any :class:`~otel_tracefence.review.events.ReviewStore`); ``None``
+    serves the inspector alone. ``review_token``: when set, a resolve must carry it. ``trace_url_template``:
+    a link per trace, ``{trace_id}`` replaced, e.g. ``http://localhost:16686/trace/{trace_id}`` (Jaeger).
+    ``config``: the planning configuration of the inspector (tool rules...; default: the defaults).
+    ``max_inspect_bytes``: largest inspector input; larger is refused with 413. ``allowed_hosts``: the
+    ``Host`` names served (Starlette's ``TrustedHostMiddleware``, against DNS rebinding); ``None``: any.
+    ``csrf_secret``: the CSRF HMAC key (default: random per app). The store is not closed by the app.
+    """
+    config = config or TraceFenceConfig()
+    templates = Jinja2Templates(env=jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
+    templates.env.filters["label"] = enum_label
+    templates.env.filters["timestamp"] = rfc3339
+    templates.env.globals.update(pb=pb, HELD=HELD)
+    guard = CsrfGuard(csrf_secret)
+
+    def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
+        session_id, new = guard.session(request)
+        context = {**context, "csrf_token": guard.token(session_id), "token_required": bool(review_token), "has_store": store is not None}
+        response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=SECURITY_HEADERS)
+        if new:
+            guard.set_cookie(response, session_id, request.url.scheme == "https")
+        return response
+
+    def problem(request: Request, status_code: int, message: str) -> Response:
+        return page(request, "error.html", {"message": message, "status": status_code}, status_code)
+
+    async def queue(request: Request) -> Response:
+        if store is None:
+            return RedirectResponse("/inspect", status_code=303)
+        q = request.query_params
+        state, cls, service = q.get("state", "open"), q.get("class", ""), q.get("service", "").strip()
+        if state not in STATES:
+            return problem(request, 400, f"state {state!r}: give one of {', '.join(STATES)}")
+        if cls and cls not in CLASSES:
+            return problem(request, 400, f"class {cls!r}: give one of {', '.join(CLASSES)}")
+        try:
+            page_size = int(q.get("page_size", DEFAULT_PAGE_SIZE))
+        except ValueError:
+            page_size = 0
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            return problem(request, 400, f"page_size: give a whole number from 1 to {MAX_PAGE_SIZE}")
+        try:
+            items, next_token = await run_in_threadpool(
+                store.list,
+                state=STATES[state],
+                replay_classes=[ReplayClass(cls)] if cls else [],
+                service_name=service or None,
+                page_size=page_size,
+                page_token=q.get("page_token", ""),
+            )
+        except ValueError as exc:  # a page token from other filters or another store
+            return problem(request, 400, f"{exc}; start again from the first page")
+        filters = {"state": state, "class": cls, "service": service, "page_size": page_size}
+        kept = {k: v for k, v in filters.items() if v and not (k == "page_size" and v == DEFAULT_PAGE_SIZE)}
+        return page(
+            request,
+            "queue.html",
+            {
+                "items": items,
+                "filters": filters,
+                "states": tuple(STATES),
+                "classes": CLASSES,
+                "first_url": "/?" + urllib.parse.urlencode(kept),
+                "next_url": "/?" + urllib.parse.urlencode({**kept, "page_token": next_token}) if next_token else "",
+                "paged": bool(q.get("page_token")),
+            },
+        )
+
+    async def item_page(request: Request) -> Response:
+        if store is None:
+            return problem(request, 404, "no review queue is served here")
+        trace_id = request.path_params["trace_id"]
+        item = await run_in_threadpool(store.get, trace_id)
+        if item is None:
+            return problem(request, 404, f"no review item for trace id {trace_id!r}")
+        history = await run_in_threadpool(store.history, trace_id) if hasattr(store, "history") else None
+        return page(
+            request,
+            "item.html",
+            {"item": item, "plan": item.plan, "history": history, "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
+        )
+
+    async def resolve(request: Request) -> Response:
+        if store is None:
+            return problem(request, 404, "no review queue is served here")
+        trace_id = request.path_params["trace_id"]
+        if int(request.headers.get("content-length") or 0) > MAX_FORM_BYTES:
+            return problem(request, 413, f"the form is larger than {MAX_FORM_BYTES} bytes: shorten the note")
+        form = await request.form(max_files=0, max_fields=10)
+        try:
+            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+            if not token_matches(str(form.get("review_token", "")), review_token):
+                raise Refused("refused: a review token is configured and this form did not carry it (or carried another): enter the review token to resolve")
+        except Refused as exc:
+            _log.warning("resolve refused", extra={"trace_id": trace_id, "reason": str(exc)})
+            return problem(request, 403, str(exc))
+        resolved_by, note = str(form.get("resolved_by", "")).strip(), str(form.get("note", ""))
+        if not resolved_by:
+            return problem(request, 400, "resolved by: say who resolved the item (a person or system)")
+        try:
+            await run_in_threadpool(store.resolve, trace_id, resolved_by=resolved_by, note=note)
+        except KeyError:
+            return problem(request, 404, f"no review item for trace id {trace_id!r}")
+        _log.info("review item resolved", extra={"trace_id": trace_id, "resolved_by": resolved_by})
+        return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
+
+    async def inspector(request: Request) -> Response:
+        return page(request, "inspect.html", {"formats": INPUT_FORMATS, "max_bytes": max_inspect_bytes})
+
+    async def sample(request: Request) -> Response:
+        return FileResponse(SAMPLE, media_type="text/plain; charset=utf-8", headers={"content-disposition": 'inline; filename="sample.ndjson"'})
+
+    async def plan(request: Request) -> Response:
+        try:
+            guard.check_post(request, request.headers.get(CSRF_HEADER, ""))
+        except Refused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=403)
+        too_large = JSONResponse({"error": f"the input is larger than {max_inspect_bytes} bytes (ui.max_inspect_bytes): nothing was planned"}, status_code=413)
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > max_inspect_bytes:
+            return too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_inspect_bytes:
+                return too_large
+            chunks.append(chunk)
+        q = request.query_params
+        try:
+            result = await run_in_threadpool(inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""))
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        del chunks
+        html = "" if result.rejected else templates.get_template("_plans.html").render(plans=[plan_to_proto(p) for p in result.plans], anchor_prefix="t", pb=pb)
+        return JSONResponse(
+            {"output": result.output, "messages": result.messages, "rejected": result.rejected, "html": html},
+            headers={"cache-control": "no-store"},
+        )
+
+    routes = [
+        Route("/", queue),
+        Route("/items/{trace_id}", item_page),
+        Route("/items/{trace_id}/resolve", resolve, methods=["POST"]),
+        Route("/inspect", inspector),
+        Route("/inspect/sample", sample),
+        Route("/inspect/plan", plan, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []
+    return Starlette(routes=routes, middleware=middleware)

@@ -1,0 +1,117 @@
+"""What keeps a page that can resolve review items from being driven by someone else.
+
+Every POST must pass :func:`check_post`: its ``Origin`` (else its ``Referer``)
+is the page's own origin (scheme, host and port the request came to), and it
+carries the CSRF token of its session: an HMAC (SHA-256) of the session cookie
+under a secret drawn when the app starts. The session cookie is random,
+``HttpOnly`` and ``SameSite=Strict``. Resolving also needs the review token when
+one is configured (:func:`token_matches`, constant time). The rules follow the
+OWASP CSRF Prevention Cheat Sheet (verifying origin with standard headers;
+synchronizer token pattern).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import urllib.parse
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from otel_tracefence.config import TraceFenceConfig
+
+SESSION_COOKIE = "tracefence_session"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+
+
+class Refused(Exception):
+    """A request refused (HTTP 403); the message says why, for a person."""
+
+
+class CsrfGuard:
+    """Issues session cookies and their CSRF tokens, and checks POSTs against them.
+
+    ``secret``: the HMAC key (random 32 bytes by default: tokens end with the process).
+    """
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def session(self, request: Request) -> tuple[str, bool]:
+        """The request's session id, and whether it is new (then :meth:`set_cookie` must send it)."""
+        current = request.cookies.get(SESSION_COOKIE, "")
+        if 20 <= len(current) <= 100:
+            return current, False
+        return secrets.token_urlsafe(32), True
+
+    def token(self, session_id: str) -> str:
+        """The CSRF token of ``session_id`` (hex HMAC-SHA-256)."""
+        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+
+    @staticmethod
+    def set_cookie(response: Response, session_id: str, secure: bool) -> None:
+        """Send the session cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS, for this session only."""
+        response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict", secure=secure, path="/")
+
+    def check_post(self, request: Request, given_token: str) -> None:
+        """Raise :class:`Refused` unless the POST comes from this page's own origin with its session's CSRF token."""
+        own = own_origin(request)
+        origin = request.headers.get("origin")
+        if origin is None or origin == "null":
+            referer = request.headers.get("referer", "")
+            parts = urllib.parse.urlsplit(referer)
+            origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+        if origin is None:
+            raise Refused("refused: the request names no origin (no Origin or Referer header), so it cannot be told from a cross-site one")
+        if origin.lower() != own.lower():
+            raise Refused(f"refused: cross-origin request from {origin}; only pages of {own} may post here")
+        session_id = request.cookies.get(SESSION_COOKIE, "")
+        if not session_id or not given_token or not hmac.compare_digest(given_token.encode(), self.token(session_id).encode()):
+            raise Refused("refused: the form's CSRF token is missing or stale; reload the page and try again")
+
+
+def own_origin(request: Request) -> str:
+    """``scheme://host[:port]`` the request was sent to (its ``Host`` header)."""
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def token_matches(given: str, expected: str) -> bool:
+    """Whether ``given`` is the review token ``expected`` (constant time); always true when none is configured."""
+    if not expected:
+        return True
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
+    """Fail closed, as the review API does (:func:`~otel_tracefence.service.server.check_review_exposure`):
+    raise :class:`~otel_tracefence.config.ConfigError` when the page would listen on ``listen`` beyond
+    loopback with no ``service.review_token`` and no ``ui.insecure``; with that flag, return the warning
+    to log. ``None`` when all is well."""
+    from otel_tracefence.config import ConfigError
+    from otel_tracefence.service.server import exposure_problem
+
+    problem = exposure_problem(listen, config.service.review_token, what="the review page", token_setting="review token")
+    if problem is None:
+        return None
+    if not config.ui.insecure:
+        raise ConfigError(
+            f"tracefence ui: refusing to start: {problem}. Give --review-token (service.review_token, "
+            "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), or listen on loopback (--listen 127.0.0.1:8077), "
+            "or accept the exposure with --insecure-ui (ui.insecure)",
+            ("ui",),
+        )
+    return f"{problem} (allowed by ui.insecure)"
+
+
+def served_hosts(listen: str) -> list[str] | None:
+    """The ``Host`` names a page on ``listen`` answers (against DNS rebinding): on loopback, ``localhost``,
+    ``127.0.0.1`` and the listen host; beyond it, ``None`` (any name: the review token guards resolving)."""
+    from otel_tracefence.service.server import is_loopback
+
+    if not is_loopback(listen):
+        return None
+    host = urllib.parse.urlsplit("//" + listen.strip()).hostname or "127.0.0.1"
+    return sorted({"localhost", "127.0.0.1", host})
