@@ -206,3 +206,16 @@ def test_inspector_sample_paste_and_rejection(page, ui, tmp_path):
     expect(page.locator("#messages li").last).to_have_text("rejected, 1 error(s); nothing was planned")
     expect(page.locator("#export")).to_be_disabled()
     screenshot(page, "inspector-rejected")
+    # A file dropped on the page (a real DragEvent carrying a File) is planned as its bytes.
+    text = "trace_id,call_id,tool,effect,status\nt-drop,c1,read_file,read,ok\n"
+    page.evaluate(
+        """text => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([text], "dropped.csv", {type: "text/csv"}));
+            document.getElementById("drop").dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+        }""",
+        text,
+    )
+    expect(page.locator("#source")).to_have_text("dropped.csv: planned")
+    expect(page.locator("section.trace[data-trace-id='t-drop'] h2 .class")).to_have_text("dynamic")
+    expect(page.locator("#messages li")).to_have_count(0)

@@ -263,3 +263,101 @@ def test_an_upload_is_neither_stored_nor_logged(tmp_path):
     with SQLiteReviewStore(db, create=False) as store:
         items, _ = store.list(page_size=100)
     assert sorted(i.trace_id for i in items) == sorted(CLASSES)
+
+
+class _StoreWithHistory(SQLiteReviewStore):
+    """The SQLite store with the history interface of issue 12 part A (``ReviewStore.history``), kept in memory
+    here: enough to show that the page renders what a store's history holds."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.events: dict[str, list] = {}
+
+    def resolve(self, trace_id, *, resolved_by, note):
+        from otel_tracefence.review.events import ReviewEvent
+
+        item = super().resolve(trace_id, resolved_by=resolved_by, note=note)
+        self.events.setdefault(trace_id, []).append(
+            ReviewEvent("resolved", item.updated_time.ToNanoseconds(), resolved_by, note, item.state, item.plan.replay_class)
+        )
+        return item
+
+    def history(self, trace_id):
+        return list(self.events.get(trace_id, []))
+
+
+def test_the_item_page_shows_the_stores_history(tmp_path):
+    from otel_tracefence.review.events import ReviewEvent
+
+    db = make_queue(tmp_path / "review.db")
+    with _StoreWithHistory(db, create=False) as store:
+        store.events["t-static"] = [ReviewEvent("plan_written", 1_700_000_000_123_456_789, "pager", "", 1, 3)]
+        client = client_for(store)
+        assert "This review store keeps no history" not in client.get("/items/t-static").text
+        token = csrf(client, "/items/t-static")
+        for note in ("first look: page p-1 was sent", "checked again: sent once"):
+            response = client.post("/items/t-static/resolve", data={"resolved_by": "carol", "note": note, "csrf_token": token}, headers={"origin": BASE})
+            assert response.status_code == 303
+        html = client.get("/items/t-static").text
+        history = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", html)
+        assert [row[1:] for row in history] == [
+            ("plan written", "pager", "-", "open", "static"),
+            ("resolved", "carol", "first look: page p-1 was sent", "resolved", "static"),
+            ("resolved", "carol", "checked again: sent once", "resolved", "static"),
+        ]
+        assert history[0][0] == "2023-11-14T22:13:20.123456789Z"
+    with SQLiteReviewStore(db, create=False) as plain:
+        assert "This review store keeps no history" in client_for(plain).get("/items/t-static").text
+
+
+def test_a_trace_id_with_a_slash_is_shown_and_resolved(tmp_path):
+    from otel_tracefence.cli.plan import plan_document
+
+    db = make_queue(tmp_path / "review.db")
+    with SQLiteReviewStore(db, create=False) as store:
+        text = '{"trace_id": "run/42", "call_id": "c1", "tool": "x", "effect": "write", "status": "timeout"}'
+        store.upsert(plan_document(text, "ndjson", TraceFenceConfig()).plans[0])
+        client = client_for(store)
+        assert 'href="/items/run/42"' in client.get("/").text
+        assert client.get("/items/run/42").status_code == 200
+        token = csrf(client, "/items/run/42")
+        done = client.post("/items/run/42/resolve", data={"resolved_by": "dan", "csrf_token": token}, headers={"origin": BASE})
+        assert done.status_code == 303 and done.headers["location"] == "/items/run%2F42?resolved=1"
+        assert client.get(done.headers["location"]).status_code == 200
+        assert store.get("run/42").resolved_by == "dan"
+
+
+def test_ui_settings_come_from_the_config_module(monkeypatch, tmp_path):
+    from otel_tracefence.config import ConfigError, load_config
+
+    monkeypatch.setenv("OTEL_TRACEFENCE_UI__LISTEN", "127.0.0.1:9001")
+    monkeypatch.setenv("OTEL_TRACEFENCE_UI__TRACE_URL_TEMPLATE", "http://localhost:16686/trace/{trace_id}")
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__UI_ENDPOINT", "127.0.0.1:8078")
+    config = load_config()
+    assert (config.ui.listen, config.ui.trace_url_template, config.ui.insecure, config.ui.max_inspect_bytes) == (
+        "127.0.0.1:9001", "http://localhost:16686/trace/{trace_id}", False, 16 * 1024 * 1024)
+    assert config.service.ui_endpoint == "127.0.0.1:8078"
+    for name, value, message in (
+        ("OTEL_TRACEFENCE_UI__TRACE_URL_TEMPLATE", "http://localhost:16686/trace/", "must hold {trace_id}"),
+        ("OTEL_TRACEFENCE_UI__TRACE_URL_TEMPLATE", "javascript:alert({trace_id})", "must start with http:// or https://"),
+        ("OTEL_TRACEFENCE_UI__LISTEN", "nowhere", "expected host:port"),
+    ):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config()
+        monkeypatch.delenv(name)
+
+
+def test_the_page_beyond_loopback_needs_a_token_or_insecure():
+    from otel_tracefence.config import ConfigError, ServiceSettings, UiSettings
+    from otel_tracefence.ui.security import check_ui_exposure, served_hosts
+
+    open_config = TraceFenceConfig()
+    assert check_ui_exposure("127.0.0.1:8077", open_config) is None
+    with pytest.raises(ConfigError, match="refusing to start: the review page would listen on 0.0.0.0:8077, beyond loopback, with no review token"):
+        check_ui_exposure("0.0.0.0:8077", open_config)
+    assert check_ui_exposure("0.0.0.0:8077", TraceFenceConfig(service=ServiceSettings(review_token=TOKEN))) is None
+    warning = check_ui_exposure("0.0.0.0:8077", TraceFenceConfig(ui=UiSettings(insecure=True)))
+    assert warning.endswith("(allowed by ui.insecure)")
+    assert served_hosts("127.0.0.1:8077") == ["127.0.0.1", "localhost"]
+    assert served_hosts("0.0.0.0:8077") is None

@@ -82,6 +82,14 @@ def rfc3339(time_ns: int) -> str:
     return ts.ToJsonString()
 
 
+def byte_size(n: int) -> str:
+    """``16777216`` -> ``16 MiB``; ``1500`` -> ``1500 bytes`` (binary units, whole ones only)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
 def trace_url(template: str, trace_id: str) -> str:
     """The trace's address in a backend: ``template`` with ``{trace_id}`` replaced (URL-quoted); ``""`` without a template."""
     return template.replace("{trace_id}", urllib.parse.quote(trace_id, safe="")) if template else ""
@@ -206,7 +214,7 @@ def create_app(
         return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
 
     async def inspector(request: Request) -> Response:
-        return page(request, "inspect.html", {"formats": INPUT_FORMATS, "max_bytes": max_inspect_bytes})
+        return page(request, "inspect.html", {"formats": INPUT_FORMATS, "max_bytes": byte_size(max_inspect_bytes)})
 
     async def sample(request: Request) -> Response:
         return FileResponse(SAMPLE, media_type="text/plain; charset=utf-8", headers={"content-disposition": 'inline; filename="sample.ndjson"'})
@@ -241,8 +249,9 @@ def create_app(
 
     routes = [
         Route("/", queue),
-        Route("/items/{trace_id}", item_page),
-        Route("/items/{trace_id}/resolve", resolve, methods=["POST"]),
+        # Row trace ids are free text and may hold "/": the resolve route is matched first.
+        Route("/items/{trace_id:path}/resolve", resolve, methods=["POST"]),
+        Route("/items/{trace_id:path}", item_page),
         Route("/inspect", inspector),
         Route("/inspect/sample", sample),
         Route("/inspect/plan", plan, methods=["POST"]),
