@@ -138,6 +138,10 @@ def test_an_upload_past_the_limit_is_refused_with_413():
     response = plan_via_page(client, b"trace_id,call_id,tool\n" + b"t,c,x\n" * 30)
     assert response.status_code == 413
     assert response.json() == {"error": "the input is larger than 100 bytes (ui.max_inspect_bytes): nothing was planned"}
+    token = csrf(client)
+    chunked = client.post("/inspect/plan", content=iter([b"trace_id,call_id,tool\n"] + [b"t,c,x\n"] * 30), headers={"origin": BASE, "x-csrf-token": token})
+    assert "content-length" not in chunked.request.headers
+    assert chunked.status_code == 413  # counted as it is read, with no length declared
     assert plan_via_page(client, b"trace_id,call_id,tool,effect\nt,c,x,read\n").status_code == 200
 
 
@@ -150,6 +154,7 @@ def test_a_post_from_another_origin_or_without_its_csrf_token_is_refused(queue):
         ({"origin": "http://127.0.0.1:9999"}, form, "refused: cross-origin request from http://127.0.0.1:9999"),
         ({"referer": "http://evil.example/page"}, form, "refused: cross-origin request from http://evil.example"),
         ({}, form, "refused: the request names no origin"),
+        ({"origin": "null", "referer": BASE + "/items/t-timeout"}, form, "refused: the request comes from an opaque origin (Origin: null)"),
         ({"origin": BASE}, {**form, "csrf_token": ""}, "refused: the form's CSRF token is missing or stale"),
         ({"origin": BASE}, {**form, "csrf_token": "0" * 64}, "refused: the form's CSRF token is missing or stale"),
     ]
@@ -157,6 +162,10 @@ def test_a_post_from_another_origin_or_without_its_csrf_token_is_refused(queue):
         response = client.post("/items/t-timeout/resolve", data=data, headers=headers)
         assert response.status_code == 403, (headers, response.text)
         assert message in response.text.replace("&#39;", "'"), response.text
+    big = client.post("/items/t-timeout/resolve", data={**form, "note": "x" * 70_000}, headers={"origin": BASE})
+    assert big.status_code == 413 and "the form is larger than 64 KiB" in big.text
+    unsized = client.post("/items/t-timeout/resolve", content=iter([b"resolved_by=m"]), headers={"origin": BASE, "content-type": "application/x-www-form-urlencoded"})
+    assert unsized.status_code == 411
     other = client_for(queue)  # another browser: its own session, so this session's token is stale there
     csrf(other, "/")
     assert other.post("/items/t-timeout/resolve", data=form, headers={"origin": BASE}).status_code == 403

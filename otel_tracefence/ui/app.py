@@ -193,15 +193,18 @@ def create_app(
         if store is None:
             return problem(request, 404, "no review queue is served here")
         trace_id = request.path_params["trace_id"]
-        if int(request.headers.get("content-length") or 0) > MAX_FORM_BYTES:
-            return problem(request, 413, f"the form is larger than {MAX_FORM_BYTES} bytes: shorten the note")
+        length = request.headers.get("content-length", "")
+        if not length.isdigit():
+            return problem(request, 411, "the form must say its length (Content-Length)")
+        if int(length) > MAX_FORM_BYTES:
+            return problem(request, 413, f"the form is larger than {byte_size(MAX_FORM_BYTES)}: shorten the note")
         form = await request.form(max_files=0, max_fields=10)
         try:
             guard.check_post(request, str(form.get(CSRF_FIELD, "")))
             if not token_matches(str(form.get("review_token", "")), review_token):
                 raise Refused("refused: a review token is configured and this form did not carry it (or carried another): enter the review token to resolve")
         except Refused as exc:
-            _log.warning("resolve refused", extra={"trace_id": trace_id, "reason": str(exc)})
+            _log.warning("resolve of trace %s refused: %s", trace_id, exc)
             return problem(request, 403, str(exc))
         resolved_by, note = str(form.get("resolved_by", "")).strip(), str(form.get("note", ""))
         if not resolved_by:
@@ -210,7 +213,7 @@ def create_app(
             await run_in_threadpool(store.resolve, trace_id, resolved_by=resolved_by, note=note)
         except KeyError:
             return problem(request, 404, f"no review item for trace id {trace_id!r}")
-        _log.info("review item resolved", extra={"trace_id": trace_id, "resolved_by": resolved_by})
+        _log.info("review item %s resolved by %s", trace_id, resolved_by)
         return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
 
     async def inspector(request: Request) -> Response:
@@ -240,8 +243,7 @@ def create_app(
             result = await run_in_threadpool(inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""))
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        del chunks
-        html = "" if result.rejected else templates.get_template("_plans.html").render(plans=[plan_to_proto(p) for p in result.plans], anchor_prefix="t", pb=pb)
+        html = "" if result.rejected else templates.get_template("_plans.html").render(plans=[plan_to_proto(p) for p in result.plans], anchor_prefix="t")
         return JSONResponse(
             {"output": result.output, "messages": result.messages, "rejected": result.rejected, "html": html},
             headers={"cache-control": "no-store"},

@@ -60,7 +60,9 @@ class CsrfGuard:
         """Raise :class:`Refused` unless the POST comes from this page's own origin with its session's CSRF token."""
         own = own_origin(request)
         origin = request.headers.get("origin")
-        if origin is None or origin == "null":
+        if origin == "null":  # an opaque origin: a sandboxed frame, a data: page, a cross-origin redirect
+            raise Refused("refused: the request comes from an opaque origin (Origin: null), not from this page")
+        if origin is None:
             referer = request.headers.get("referer", "")
             parts = urllib.parse.urlsplit(referer)
             origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None

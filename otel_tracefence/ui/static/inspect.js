@@ -31,13 +31,19 @@
       input_format: document.getElementById("input-format").value,
       on_malformed: document.getElementById("on-malformed").value,
     });
-    const response = await fetch("/inspect/plan?" + params, {
-      method: "POST",
-      headers: {"content-type": "application/octet-stream", "x-csrf-token": csrf},
-      body: body,
-      credentials: "same-origin",
-    });
-    const data = await response.json();
+    let response, data;
+    try {
+      response = await fetch("/inspect/plan?" + params, {
+        method: "POST",
+        headers: {"content-type": "application/octet-stream", "x-csrf-token": csrf},
+        body: body,
+        credentials: "same-origin",
+      });
+      data = response.headers.get("content-type") === "application/json" ? await response.json() : {error: await response.text()};
+    } catch (e) {
+      response = {ok: false, status: "no answer"};
+      data = {error: "tracefence ui did not answer: " + e};
+    }
     if (!response.ok) {
       show({messages: [data.error], rejected: true, html: "", output: ""});
       result.dataset.state = "refused";
