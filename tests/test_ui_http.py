@@ -228,6 +228,8 @@ def test_item_page_shows_the_plan_and_links(queue):
     assert html.count('<td class="mono">tk-1</td>') == 2 and html.count("<code>idempotency_key_conflict</code>") == 2
     assert '"state": "closed"' not in html and "closed" not in html  # no raw argument value: none was stored
     assert client.get("/items/unknown").status_code == 404
+    with pytest.raises(ValueError, match="must start with http:// or https://"):
+        create_app(queue, trace_url_template="javascript:alert('{trace_id}')")
 
 
 def test_a_host_name_other_than_loopback_is_refused(queue):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import jinja2
+from pydantic import ValidationError
 from google.protobuf.timestamp_pb2 import Timestamp
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -39,7 +40,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.config import TraceFenceConfig, UiSettings, describe
 from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.schema import plan_to_proto
@@ -114,7 +115,12 @@ def create_app(
     ``max_inspect_bytes``: largest inspector input; larger is refused with 413. ``allowed_hosts``: the
     ``Host`` names served (Starlette's ``TrustedHostMiddleware``, against DNS rebinding); ``None``: any.
     ``csrf_secret``: the CSRF HMAC key (default: random per app). The store is not closed by the app.
+    Raises :class:`ValueError` for a ``trace_url_template`` that ``ui.trace_url_template`` would refuse.
     """
+    try:
+        UiSettings(trace_url_template=trace_url_template)  # the configuration's own rule for the template
+    except ValidationError as exc:
+        raise ValueError(f"trace_url_template: {describe(exc)}") from None
     config = config or TraceFenceConfig()
     templates = Jinja2Templates(env=jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
     templates.env.filters["label"] = enum_label
