@@ -53,8 +53,8 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     import uvicorn
 
-    from otel_tracefence.ui import create_app, open_store
-    from otel_tracefence.ui.security import check_ui_exposure, served_hosts
+    from otel_tracefence.ui import app_for, open_store
+    from otel_tracefence.ui.security import check_ui_exposure
 
     config = with_flags(config, args)
     listen = config.ui.listen
@@ -71,14 +71,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     except (ReviewStoreError, sqlite3.Error, OSError) as exc:
         print(f"tracefence ui: {path}: {exc}", file=sys.stderr)
         return 2
-    app = create_app(
-        store,
-        review_token=config.service.review_token,
-        trace_url_template=config.ui.trace_url_template,
-        config=config,
-        max_inspect_bytes=config.ui.max_inspect_bytes,
-        allowed_hosts=served_hosts(listen),
-    )
+    app = app_for(store, config, listen)
     parts = urllib.parse.urlsplit("//" + listen)
     level = "info" if args.log_level in ("DEBUG", "INFO") else "warning"
     print(f"tracefence ui: review page for {path} on http://{listen}/ (inspector: /inspect)", file=sys.stderr)

@@ -20,12 +20,15 @@ refused); a resolve without the configured review token is refused with 403 too.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import urllib.parse
 from pathlib import Path
 from typing import Any, Sequence
 
+import anyio
+import anyio.to_thread
 import jinja2
 from pydantic import ValidationError
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -45,7 +48,7 @@ from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.schema import plan_to_proto
 from otel_tracefence.ui.inspector import INPUT_FORMATS, inspect
-from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, CsrfGuard, Refused, token_matches
+from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, CsrfGuard, Refused, served_hosts, token_matches
 
 _log = logging.getLogger("otel_tracefence.ui")
 HERE = Path(__file__).resolve().parent
@@ -54,7 +57,8 @@ STATES = {"open": pb.REVIEW_STATE_OPEN, "resolved": pb.REVIEW_STATE_RESOLVED, "a
 CLASSES = tuple(c.value for c in ReplayClass)
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 200
 MAX_FORM_BYTES = 64 * 1024
-DEFAULT_MAX_INSPECT_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_INSPECT_BYTES = UiSettings().max_inspect_bytes
+INSPECTIONS_AT_ONCE = 2  # inputs planned at the same time; more wait their turn
 HELD = (pb.DECISION_REVIEW, pb.DECISION_CONFLICT)
 SECURITY_HEADERS = {
     # Only our own script and stylesheet; no framing; forms post only here (OWASP secure headers).
@@ -127,6 +131,7 @@ def create_app(
     templates.env.filters["timestamp"] = rfc3339
     templates.env.globals.update(pb=pb, HELD=HELD)
     guard = CsrfGuard(csrf_secret)
+    planning = anyio.CapacityLimiter(INSPECTIONS_AT_ONCE)  # planning a large file holds a core and its memory
 
     def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
         session_id, new = guard.session(request)
@@ -245,8 +250,9 @@ def create_app(
                 return too_large
             chunks.append(chunk)
         q = request.query_params
+        plan_it = functools.partial(inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""))
         try:
-            result = await run_in_threadpool(inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""))
+            result = await anyio.to_thread.run_sync(plan_it, limiter=planning)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         html = "" if result.rejected else templates.get_template("_plans.html").render(plans=[plan_to_proto(p) for p in result.plans], anchor_prefix="t")
@@ -267,3 +273,18 @@ def create_app(
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []
     return Starlette(routes=routes, middleware=middleware)
+
+
+def app_for(store: ReviewStore | None, config: TraceFenceConfig, listen: str) -> Starlette:
+    """:func:`create_app` as configured: the review token (``service.review_token``), the ``ui`` settings, and
+    the host names a page listening on ``listen`` answers (:func:`~otel_tracefence.ui.security.served_hosts`).
+    For ``tracefence ui`` and for a page served inside another process (``service.ui_endpoint``); call
+    :func:`~otel_tracefence.ui.security.check_ui_exposure` first."""
+    return create_app(
+        store,
+        review_token=config.service.review_token,
+        trace_url_template=config.ui.trace_url_template,
+        config=config,
+        max_inspect_bytes=config.ui.max_inspect_bytes,
+        allowed_hosts=served_hosts(listen),
+    )
