@@ -28,7 +28,6 @@ import socket
 import statistics
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import uvicorn
