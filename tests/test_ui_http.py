@@ -372,3 +372,18 @@ def test_the_page_beyond_loopback_needs_a_token_or_insecure():
     assert warning.endswith("(allowed by ui.insecure)")
     assert served_hosts("127.0.0.1:8077") == ["127.0.0.1", "localhost"]
     assert served_hosts("0.0.0.0:8077") is None
+
+
+def test_a_planning_defect_logs_no_part_of_the_input(monkeypatch, caplog):
+    import otel_tracefence.ui.app as ui_app
+
+    def broken(data, config, **options):
+        raise RuntimeError(f"cannot plan {data[:40]!r}")
+
+    monkeypatch.setattr(ui_app, "inspect", broken)
+    client = client_for(None)
+    with caplog.at_level("DEBUG"):
+        response = plan_via_page(client, b"trace_id,call_id\nsecret-row-value,c1\n")
+    assert response.status_code == 500
+    assert response.json() == {"error": "planning failed (RuntimeError); nothing was planned"}
+    assert "planning failed with RuntimeError" in caplog.text and "secret-row-value" not in caplog.text

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import traceback
 import urllib.parse
 from pathlib import Path
 from typing import Any, Sequence
@@ -255,6 +256,9 @@ def create_app(
             result = await anyio.to_thread.run_sync(plan_it, limiter=planning)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        except Exception as exc:  # a defect: logged by type and code lines only, since its message may quote the input
+            _log.error("inspector: planning failed with %s; the input is not logged\n%s", type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
+            return JSONResponse({"error": f"planning failed ({type(exc).__name__}); nothing was planned"}, status_code=500)
         html = "" if result.rejected else templates.get_template("_plans.html").render(plans=[plan_to_proto(p) for p in result.plans], anchor_prefix="t")
         return JSONResponse(
             {"output": result.output, "messages": result.messages, "rejected": result.rejected, "html": html},
