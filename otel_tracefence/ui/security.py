@@ -1,6 +1,6 @@
 """What keeps a page that can resolve review items from being driven by someone else.
 
-Every POST must pass :func:`check_post`: its ``Origin`` (else its ``Referer``)
+Every POST must pass :meth:`CsrfGuard.check_post`: its ``Origin`` (else its ``Referer``)
 is the page's own origin (scheme, host and port the request came to), and it
 carries the CSRF token of its session: an HMAC (SHA-256) of the session cookie
 under a secret drawn when the app starts. The session cookie is random,
