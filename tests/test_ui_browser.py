@@ -46,12 +46,31 @@ def ui(tmp_path):
     server.stop()
 
 
+@pytest.fixture
+def open_ui(tmp_path):
+    """``tracefence ui`` with no review token: only the origin and CSRF checks stand between a POST and the queue."""
+    db = make_queue(tmp_path / "review.db")
+    server = start_ui(db, tmp_path)
+    server.db = db
+    yield server
+    server.stop()
+
+
+def sign_in(page, url: str, token: str = TOKEN) -> None:
+    """Go to ``url``, which sends the browser to the sign-in page, and sign in with ``token``."""
+    page.goto(url)
+    page.wait_for_url("**/login?next=**")
+    page.fill("#login-form input[name=review_token]", token)
+    page.click("#login-form button[type=submit]")
+
+
 def rows(page) -> list[str]:
     return page.locator("#queue tbody tr").evaluate_all("rows => rows.map(r => r.dataset.traceId)")
 
 
 def test_list_and_filter(page, ui):
-    page.goto(ui.url + "/")
+    sign_in(page, ui.url + "/")
+    page.wait_for_url(ui.url + "/")
     assert rows(page) == ["t-injected", "t-static", "t-timeout", "t-conflict"]
     screenshot(page, "queue")
     page.select_option("select[name=class]", "review")
@@ -76,7 +95,8 @@ def test_list_and_filter(page, ui):
 
 
 def test_open_an_item_and_follow_a_related_call(page, ui):
-    page.goto(ui.url + "/")
+    sign_in(page, ui.url + "/")
+    page.wait_for_url(ui.url + "/")
     page.click("a[href='/items/t-conflict']")
     page.wait_for_url("**/items/t-conflict")
     expect(page.locator("#class")).to_have_text("review")
@@ -89,20 +109,18 @@ def test_open_an_item_and_follow_a_related_call(page, ui):
 
 
 def test_resolve_with_a_note_refused_without_the_token(page, ui):
-    page.goto(ui.url + "/items/t-timeout")
+    sign_in(page, ui.url + "/items/t-timeout", token="not-the-token")
+    expect(page.locator("#error-message")).to_have_text("refused: that is not the review token")
+    screenshot(page, "sign-in-refused")
+    refused = page.request.post(ui.url + "/items/t-timeout/resolve", form={"resolved_by": "mallory", "note": "x", "csrf_token": "x"}, headers={"origin": ui.url})
+    assert refused.status == 403 and "refused: sign in with the review token first" in refused.text()
+    with SQLiteReviewStore(ui.db, create=False) as store:
+        assert store.get("t-timeout").state == 1  # still open
+    sign_in(page, ui.url + "/items/t-timeout")
+    page.wait_for_url(ui.url + "/items/t-timeout")
     form = page.locator("#resolve-form")
     form.locator("input[name=resolved_by]").fill("alice")
     form.locator("textarea[name=note]").fill("invoice in_78 exists once in billing; safe")
-    form.locator("input[name=review_token]").evaluate("e => e.removeAttribute('required')")
-    form.locator("button[type=submit]").click()
-    expect(page.locator("#error-message")).to_contain_text("refused: a review token is configured and this form did not carry it")
-    screenshot(page, "resolve-refused-without-token")
-    with SQLiteReviewStore(ui.db, create=False) as store:
-        assert store.get("t-timeout").state == 1  # still open
-    page.goto(ui.url + "/items/t-timeout")
-    form.locator("input[name=resolved_by]").fill("alice")
-    form.locator("textarea[name=note]").fill("invoice in_78 exists once in billing; safe")
-    form.locator("input[name=review_token]").fill(TOKEN)
     form.locator("button[type=submit]").click()
     page.wait_for_url("**/items/t-timeout?resolved=1")
     expect(page.locator("#state")).to_have_text("resolved")
@@ -129,7 +147,7 @@ class _AttackerPage(http.server.BaseHTTPRequestHandler):
         body = (
             f'<form id="f" method="post" action="{self.target}/items/t-conflict/resolve">'
             '<input name="resolved_by" value="mallory"><input name="note" value="forged">'
-            f'<input name="review_token" value="{TOKEN}"><input name="csrf_token" value="guess"></form>'
+            '<input name="csrf_token" value="guess"></form>'
             "<button id=go onclick=\"document.getElementById('f').submit()\">go</button>"
         ).encode()
         self.send_response(200)
@@ -142,7 +160,8 @@ class _AttackerPage(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_cross_origin_post_is_refused(page, ui):
+def test_a_cross_origin_post_is_refused(page, open_ui):
+    ui = open_ui
     page.goto(ui.url + "/items/t-conflict")  # the reviewer has a session on the page
     _AttackerPage.target = ui.url
     attacker = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _AttackerPage)
@@ -171,7 +190,8 @@ def test_inspector_file_export_matches_tracefence_plan(page, ui, case, tmp_path)
     path = SHARED_CASES / case
     if not path.exists():
         pytest.skip(f"{path} is not there (../shared/cases)")
-    page.goto(ui.url + "/inspect")
+    sign_in(page, ui.url + "/inspect")
+    page.wait_for_url(ui.url + "/inspect")
     page.set_input_files("#file", str(path))
     expect(page.locator("#result")).to_have_attribute("data-state", "planned")
     expected = _cli_json(path)
@@ -193,7 +213,8 @@ def test_inspector_file_export_matches_tracefence_plan(page, ui, case, tmp_path)
 
 
 def test_inspector_sample_paste_and_rejection(page, ui, tmp_path):
-    page.goto(ui.url + "/inspect")
+    sign_in(page, ui.url + "/inspect")
+    page.wait_for_url(ui.url + "/inspect")
     page.click("#sample")
     expect(page.locator("#result")).to_have_attribute("data-state", "planned")
     expect(page.locator("section.trace[data-trace-id='sample-keys'] h2 .class")).to_have_text("review")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import subprocess
 import sys
 import urllib.request
@@ -177,23 +178,83 @@ def test_a_post_from_another_origin_or_without_its_csrf_token_is_refused(queue):
     assert inspect.status_code == 403 and "cross-origin" in inspect.json()["error"]
 
 
-def test_resolving_needs_the_review_token_when_one_is_configured(queue):
+def test_with_a_review_token_every_page_needs_a_signed_in_session(queue):
     client = client_for(queue, review_token=TOKEN)
-    token = csrf(client, "/items/t-conflict")
-    assert 'name="review_token"' in client.get("/items/t-conflict").text
+    for path in ("/", "/items/t-conflict", "/inspect", "/inspect/sample", "/?class=review"):
+        response = client.get(path)
+        assert response.status_code == 303, path
+        assert response.headers["location"] == "/login?" + urllib.parse.urlencode({"next": path})
+    token = csrf(client, "/login?next=/items/t-conflict")
+    resolve = {"resolved_by": "bob", "note": "n", "csrf_token": token}
+    refused = client.post("/items/t-conflict/resolve", data=resolve, headers={"origin": BASE})
+    assert refused.status_code == 403 and "refused: sign in with the review token first" in refused.text
+    planned = client.post("/inspect/plan", content=b"x", headers={"origin": BASE, "x-csrf-token": token})
+    assert planned.status_code == 403 and planned.json() == {"error": "refused: sign in with the review token first (a review token is configured)"}
     for given in ("", "wrong", TOKEN + "x"):
-        response = client.post("/items/t-conflict/resolve", data={"resolved_by": "bob", "note": "n", "csrf_token": token, "review_token": given}, headers={"origin": BASE})
-        assert response.status_code == 403
-        assert "refused: a review token is configured and this form did not carry it" in response.text
+        response = client.post("/login", data={"review_token": given, "next": "/items/t-conflict", "csrf_token": token}, headers={"origin": BASE})
+        assert response.status_code == 403 and "refused: that is not the review token" in response.text
+    cross = client.post("/login", data={"review_token": TOKEN, "csrf_token": token}, headers={"origin": "http://evil.example"})
+    assert cross.status_code == 403 and "cross-origin" in cross.text
+    assert client.get("/").status_code == 303
     assert queue.get("t-conflict").state == 1
-    missing_by = client.post("/items/t-conflict/resolve", data={"resolved_by": " ", "note": "n", "csrf_token": token, "review_token": TOKEN}, headers={"origin": BASE})
-    assert missing_by.status_code == 400 and "say who resolved the item" in missing_by.text
-    done = client.post("/items/t-conflict/resolve", data={"resolved_by": "bob", "note": "ticket 7 is closed once", "csrf_token": token, "review_token": TOKEN}, headers={"origin": BASE})
+    old_session = client.cookies.get("tracefence_session")
+    signed = client.post("/login", data={"review_token": TOKEN, "next": "/items/t-conflict", "csrf_token": token}, headers={"origin": BASE})
+    assert signed.status_code == 303 and signed.headers["location"] == "/items/t-conflict"
+    assert client.cookies.get("tracefence_session") != old_session  # a new session at sign-in
+    assert client.get("/").status_code == 200
+    token = csrf(client, "/items/t-conflict")
+    assert 'id="sign-out"' in client.get("/").text
+    stale = client.post("/items/t-conflict/resolve", data=resolve, headers={"origin": BASE})
+    assert stale.status_code == 403 and "CSRF token is missing or stale" in stale.text  # the pre-sign-in token
+    done = client.post("/items/t-conflict/resolve", data={**resolve, "note": "ticket 7 is closed once", "csrf_token": token}, headers={"origin": BASE})
     assert done.status_code == 303
     item = queue.get("t-conflict")
     assert (item.state, item.resolved_by, item.resolution_note) == (2, "bob", "ticket 7 is closed once")
-    unknown = client.post("/items/nope/resolve", data={"resolved_by": "bob", "csrf_token": token, "review_token": TOKEN}, headers={"origin": BASE})
+    missing_by = client.post("/items/t-conflict/resolve", data={**resolve, "resolved_by": " ", "csrf_token": token}, headers={"origin": BASE})
+    assert missing_by.status_code == 400 and "say who resolved the item" in missing_by.text
+    unknown = client.post("/items/nope/resolve", data={**resolve, "csrf_token": token}, headers={"origin": BASE})
     assert unknown.status_code == 404
+    out = client.post("/logout", data={"csrf_token": token}, headers={"origin": BASE})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert client.get("/").status_code == 303
+
+
+def test_a_sign_in_is_bound_to_its_session_and_expires():
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from otel_tracefence.ui.security import SIGN_IN_TTL_S, SessionGuard
+
+    now = [1_800_000_000.0]
+    guard = SessionGuard(TOKEN, b"k" * 32, clock=lambda: now[0])
+    response = Response()
+    guard.sign_in(TOKEN, response, secure=False)
+    cookies = dict(c.split(";")[0].split("=", 1) for c in response.headers.getlist("set-cookie"))
+
+    def request(cookie_map):
+        header = "; ".join(f"{k}={v}" for k, v in cookie_map.items())
+        return Request({"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", header.encode())]})
+
+    assert guard.signed_in(request(cookies))
+    assert not guard.signed_in(request({**cookies, "tracefence_session": SessionGuard.new_session()}))  # another session
+    assert not guard.signed_in(request({"tracefence_session": cookies["tracefence_session"]}))
+    issued, mac = cookies["tracefence_signed_in"].split(".")
+    assert not guard.signed_in(request({**cookies, "tracefence_signed_in": f"{int(issued) + 1}.{mac}"}))  # forged time
+    assert not SessionGuard(TOKEN, b"j" * 32, clock=lambda: now[0]).signed_in(request(cookies))  # a restart: another key
+    now[0] += SIGN_IN_TTL_S
+    assert guard.signed_in(request(cookies))
+    now[0] += 1
+    assert not guard.signed_in(request(cookies))
+    with pytest.raises(Exception, match="not the review token"):
+        guard.sign_in("nope", Response(), secure=False)
+
+
+def test_sign_in_sends_the_browser_back_only_within_the_site():
+    from otel_tracefence.ui.app import local_path
+
+    assert local_path("/items/t1?resolved=1") == "/items/t1?resolved=1"
+    for target in ("//evil.example/", "/\\evil.example", "https://evil.example/", "evil", "", "/a\\b"):
+        assert local_path(target) == "/", target
 
 
 def test_the_session_cookie_is_strict_and_pages_carry_security_headers(queue):

@@ -8,14 +8,16 @@ Routes:
 * ``GET /items/{trace_id}``: one item: its plan, its history (when the store keeps
   one), a link to the trace in a backend, and the resolve form.
 * ``POST /items/{trace_id}/resolve``: form fields ``resolved_by`` (required),
-  ``note``, ``review_token`` (when one is configured) and ``csrf_token``.
+  ``note`` and ``csrf_token``.
 * ``GET /inspect``: the inspector; ``POST /inspect/plan`` plans the request body
   (the file's bytes) as ``tracefence plan`` does and answers JSON
   ``{"output", "messages", "rejected", "html"}``; ``GET /inspect/sample``: the sample.
 * ``GET /static/...``: the stylesheet and the script (no CDN).
 
-Every POST is checked by :class:`~otel_tracefence.ui.security.CsrfGuard` (403 when
-refused); a resolve without the configured review token is refused with 403 too.
+Every POST is checked by :class:`~otel_tracefence.ui.security.SessionGuard` (origin and
+CSRF token; 403 when refused). With a review token configured, every page but
+``/login`` needs a session signed in with it (``POST /login``, ``POST /logout``):
+a GET goes to the sign-in page, anything else is refused with 403.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 import traceback
 import urllib.parse
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import anyio
 import anyio.to_thread
@@ -37,6 +39,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -49,7 +52,7 @@ from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.schema import plan_to_proto
 from otel_tracefence.ui.inspector import INPUT_FORMATS, inspect
-from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, CsrfGuard, Refused, served_hosts, token_matches
+from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 
 _log = logging.getLogger("otel_tracefence.ui")
 HERE = Path(__file__).resolve().parent
@@ -88,6 +91,22 @@ def rfc3339(time_ns: int) -> str:
     return ts.ToJsonString()
 
 
+class _Problem(Exception):
+    """A request the page cannot take: ``status_code`` and a line for a person."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code, self.message = status_code, message
+
+
+def local_path(target: str) -> str:
+    """``target`` when it is a path of this site (``/...``, not ``//host`` nor ``/\\host``), else ``/``: where a
+    sign-in may send the browser back to, never another site."""
+    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
 def byte_size(n: int) -> str:
     """``16777216`` -> ``16 MiB``; ``1500`` -> ``1500 bytes`` (binary units, whole ones only)."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -109,17 +128,17 @@ def create_app(
     config: TraceFenceConfig | None = None,
     max_inspect_bytes: int = DEFAULT_MAX_INSPECT_BYTES,
     allowed_hosts: Sequence[str] | None = None,
-    csrf_secret: bytes | None = None,
+    session_secret: bytes | None = None,
 ) -> Starlette:
     """The page as an ASGI app, to serve with uvicorn (``tracefence ui``) or beside another server.
 
     ``store``: the review queue shown (any :class:`~otel_tracefence.review.events.ReviewStore`); ``None``
-    serves the inspector alone. ``review_token``: when set, a resolve must carry it. ``trace_url_template``:
+    serves the inspector alone. ``review_token``: when set, every page needs a session signed in with it. ``trace_url_template``:
     a link per trace, ``{trace_id}`` replaced, e.g. ``http://localhost:16686/trace/{trace_id}`` (Jaeger).
     ``config``: the planning configuration of the inspector (tool rules...; default: the defaults).
     ``max_inspect_bytes``: largest inspector input; larger is refused with 413. ``allowed_hosts``: the
     ``Host`` names served (Starlette's ``TrustedHostMiddleware``, against DNS rebinding); ``None``: any.
-    ``csrf_secret``: the CSRF HMAC key (default: random per app). The store is not closed by the app.
+    ``session_secret``: the HMAC key of CSRF tokens and sign-ins (default: random per app). The store is not closed by the app.
     Raises :class:`ValueError` for a ``trace_url_template`` that ``ui.trace_url_template`` would refuse.
     """
     try:
@@ -131,16 +150,49 @@ def create_app(
     templates.env.filters["label"] = enum_label
     templates.env.filters["timestamp"] = rfc3339
     templates.env.globals.update(pb=pb, HELD=HELD)
-    guard = CsrfGuard(csrf_secret)
+    guard = SessionGuard(review_token, session_secret)
     planning = anyio.CapacityLimiter(INSPECTIONS_AT_ONCE)  # planning a large file holds a core and its memory
 
     def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
         session_id, new = guard.session(request)
-        context = {**context, "csrf_token": guard.token(session_id), "token_required": bool(review_token), "has_store": store is not None}
+        context = {
+            **context,
+            "csrf_token": guard.token(session_id),
+            "sign_out": bool(review_token) and guard.signed_in(request),
+            "has_store": store is not None,
+        }
         response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=SECURITY_HEADERS)
         if new:
-            guard.set_cookie(response, session_id, request.url.scheme == "https")
+            guard.set_session(response, session_id, request.url.scheme == "https")
         return response
+
+    def signed_in_only(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` for a signed-in session only, when a review token is configured: a GET goes to the
+        sign-in page (and back), anything else is refused with 403."""
+
+        @functools.wraps(handler)
+        async def checked(request: Request) -> Response:
+            if guard.signed_in(request):
+                return await handler(request)
+            if request.method == "GET":
+                back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse("/login?" + urllib.parse.urlencode({"next": back}), status_code=303)
+            message = "refused: sign in with the review token first (a review token is configured)"
+            _log.warning("%s %s %s", request.method, request.url.path, message)
+            if request.url.path.startswith("/inspect/"):
+                return JSONResponse({"error": message}, status_code=403)
+            return problem(request, 403, message)
+
+        return checked
+
+    async def small_form(request: Request) -> FormData:
+        """The request's form, at most :data:`MAX_FORM_BYTES`; raises :class:`_Problem` (411, 413)."""
+        length = request.headers.get("content-length", "")
+        if not length.isdigit():
+            raise _Problem(411, "the form must say its length (Content-Length)")
+        if int(length) > MAX_FORM_BYTES:
+            raise _Problem(413, f"the form is larger than {byte_size(MAX_FORM_BYTES)}: shorten the note")
+        return await request.form(max_files=0, max_fields=10)
 
     def problem(request: Request, status_code: int, message: str) -> Response:
         return page(request, "error.html", {"message": message, "status": status_code}, status_code)
@@ -205,16 +257,11 @@ def create_app(
         if store is None:
             return problem(request, 404, "no review queue is served here")
         trace_id = request.path_params["trace_id"]
-        length = request.headers.get("content-length", "")
-        if not length.isdigit():
-            return problem(request, 411, "the form must say its length (Content-Length)")
-        if int(length) > MAX_FORM_BYTES:
-            return problem(request, 413, f"the form is larger than {byte_size(MAX_FORM_BYTES)}: shorten the note")
-        form = await request.form(max_files=0, max_fields=10)
         try:
+            form = await small_form(request)
             guard.check_post(request, str(form.get(CSRF_FIELD, "")))
-            if not token_matches(str(form.get("review_token", "")), review_token):
-                raise Refused("refused: a review token is configured and this form did not carry it (or carried another): enter the review token to resolve")
+        except _Problem as exc:
+            return problem(request, exc.status_code, exc.message)
         except Refused as exc:
             _log.warning("resolve of trace %s refused: %s", trace_id, exc)
             return problem(request, 403, str(exc))
@@ -227,6 +274,36 @@ def create_app(
             return problem(request, 404, f"no review item for trace id {trace_id!r}")
         _log.info("review item %s resolved by %s", trace_id, resolved_by)
         return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
+
+    async def login_page(request: Request) -> Response:
+        if not review_token:
+            return RedirectResponse("/", status_code=303)
+        return page(request, "login.html", {"next": local_path(request.query_params.get("next", "/"))})
+
+    async def login(request: Request) -> Response:
+        try:
+            form = await small_form(request)
+            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+            response = RedirectResponse(local_path(str(form.get("next", "/"))), status_code=303)
+            guard.sign_in(str(form.get("review_token", "")), response, request.url.scheme == "https")
+        except _Problem as exc:
+            return problem(request, exc.status_code, exc.message)
+        except Refused as exc:
+            _log.warning("sign-in from %s refused: %s", request.client.host if request.client else "?", exc)
+            return problem(request, 403, str(exc))
+        return response
+
+    async def logout(request: Request) -> Response:
+        try:
+            form = await small_form(request)
+            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+        except _Problem as exc:
+            return problem(request, exc.status_code, exc.message)
+        except Refused as exc:
+            return problem(request, 403, str(exc))
+        response = RedirectResponse("/login" if review_token else "/", status_code=303)
+        guard.sign_out(response)
+        return response
 
     async def inspector(request: Request) -> Response:
         return page(request, "inspect.html", {"formats": INPUT_FORMATS, "max_bytes": byte_size(max_inspect_bytes)})
@@ -266,13 +343,16 @@ def create_app(
         )
 
     routes = [
-        Route("/", queue),
+        Route("/", signed_in_only(queue)),
         # Row trace ids are free text and may hold "/": the resolve route is matched first.
-        Route("/items/{trace_id:path}/resolve", resolve, methods=["POST"]),
-        Route("/items/{trace_id:path}", item_page),
-        Route("/inspect", inspector),
-        Route("/inspect/sample", sample),
-        Route("/inspect/plan", plan, methods=["POST"]),
+        Route("/items/{trace_id:path}/resolve", signed_in_only(resolve), methods=["POST"]),
+        Route("/items/{trace_id:path}", signed_in_only(item_page)),
+        Route("/inspect", signed_in_only(inspector)),
+        Route("/inspect/sample", signed_in_only(sample)),
+        Route("/inspect/plan", signed_in_only(plan), methods=["POST"]),
+        Route("/login", login_page),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []

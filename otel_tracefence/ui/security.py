@@ -1,13 +1,19 @@
-"""What keeps a page that can resolve review items from being driven by someone else.
+"""What keeps a page that can resolve review items from being read or driven by someone else.
 
-Every POST must pass :meth:`CsrfGuard.check_post`: its ``Origin`` (else its ``Referer``)
-is the page's own origin (scheme, host and port the request came to), and it
-carries the CSRF token of its session: an HMAC (SHA-256) of the session cookie
-under a secret drawn when the app starts. The session cookie is random,
-``HttpOnly`` and ``SameSite=Strict``. Resolving also needs the review token when
-one is configured (:func:`token_matches`, constant time). The rules follow the
-OWASP CSRF Prevention Cheat Sheet (verifying origin with standard headers;
-synchronizer token pattern).
+Sessions: a random session cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure``
+over HTTPS). Every POST must pass :meth:`SessionGuard.check_post`: its ``Origin``
+(else its ``Referer``) is the page's own origin (scheme, host and port the
+request came to), and it carries the CSRF token of its session, an HMAC
+(SHA-256) of the session id under a secret drawn when the app starts. The rules
+follow the OWASP CSRF Prevention Cheat Sheet (verifying origin with standard
+headers; synchronizer token pattern).
+
+Sign-in: when a review token is configured, every page but the sign-in page
+needs a session signed in with it (the review API asks the token for reading
+too: items name traces and tools). Signing in compares the token in constant
+time, starts a new session (against session fixation) and sets a second cookie,
+``<issued unix seconds>.<HMAC of session id and that time>``, valid for
+:data:`SIGN_IN_TTL_S`; a restart (a new secret) signs everyone out.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
 import urllib.parse
+from typing import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,37 +31,51 @@ from starlette.responses import Response
 from otel_tracefence.config import TraceFenceConfig
 
 SESSION_COOKIE = "tracefence_session"
+SIGNED_IN_COOKIE = "tracefence_signed_in"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
+SIGN_IN_TTL_S = 12 * 3600
 
 
 class Refused(Exception):
     """A request refused (HTTP 403); the message says why, for a person."""
 
 
-class CsrfGuard:
-    """Issues session cookies and their CSRF tokens, and checks POSTs against them.
+class SessionGuard:
+    """Issues session cookies, their CSRF tokens and sign-ins, and checks requests against them.
 
-    ``secret``: the HMAC key (random 32 bytes by default: tokens end with the process).
+    ``review_token``: the token signing in takes; ``""``: no sign-in (every session counts as signed in).
+    ``secret``: the HMAC key (random 32 bytes by default: sessions end with the process).
+    ``clock``: Unix seconds (default :func:`time.time`); for tests.
     """
 
-    def __init__(self, secret: bytes | None = None) -> None:
+    def __init__(self, review_token: str = "", secret: bytes | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.review_token = review_token
         self._secret = secret or secrets.token_bytes(32)
+        self._clock = clock
+
+    def _mac(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    @staticmethod
+    def new_session() -> str:
+        """A new random session id."""
+        return secrets.token_urlsafe(32)
 
     def session(self, request: Request) -> tuple[str, bool]:
-        """The request's session id, and whether it is new (then :meth:`set_cookie` must send it)."""
+        """The request's session id, and whether it is new (then :meth:`set_session` must send it)."""
         current = request.cookies.get(SESSION_COOKIE, "")
         if 20 <= len(current) <= 100:
             return current, False
-        return secrets.token_urlsafe(32), True
+        return self.new_session(), True
 
     def token(self, session_id: str) -> str:
         """The CSRF token of ``session_id`` (hex HMAC-SHA-256)."""
-        return hmac.new(self._secret, session_id.encode(), hashlib.sha256).hexdigest()
+        return self._mac("csrf|" + session_id)
 
     @staticmethod
-    def set_cookie(response: Response, session_id: str, secure: bool) -> None:
-        """Send the session cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS, for this session only."""
+    def set_session(response: Response, session_id: str, secure: bool) -> None:
+        """Send the session cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS, for this browser session."""
         response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict", secure=secure, path="/")
 
     def check_post(self, request: Request, given_token: str) -> None:
@@ -73,6 +95,36 @@ class CsrfGuard:
         session_id = request.cookies.get(SESSION_COOKIE, "")
         if not session_id or not given_token or not hmac.compare_digest(given_token.encode(), self.token(session_id).encode()):
             raise Refused("refused: the form's CSRF token is missing or stale; reload the page and try again")
+
+    def signed_in(self, request: Request) -> bool:
+        """Whether the request's session signed in with the review token within :data:`SIGN_IN_TTL_S`
+        (always, when no token is configured)."""
+        if not self.review_token:
+            return True
+        session_id = request.cookies.get(SESSION_COOKIE, "")
+        issued, _, mac = request.cookies.get(SIGNED_IN_COOKIE, "").partition(".")
+        if not session_id or not issued.isdigit() or not mac:
+            return False
+        if not 0 <= self._clock() - int(issued) <= SIGN_IN_TTL_S:
+            return False
+        return hmac.compare_digest(mac.encode(), self._mac(f"signed-in|{session_id}|{issued}").encode())
+
+    def sign_in(self, given_token: str, response: Response, secure: bool) -> None:
+        """Sign a new session in on ``response`` when ``given_token`` is the review token; else raise :class:`Refused`."""
+        if not token_matches(given_token, self.review_token):
+            raise Refused("refused: that is not the review token")
+        session_id = self.new_session()
+        issued = str(int(self._clock()))
+        self.set_session(response, session_id, secure)
+        response.set_cookie(
+            SIGNED_IN_COOKIE, f"{issued}.{self._mac(f'signed-in|{session_id}|{issued}')}", httponly=True, samesite="strict", secure=secure, path="/"
+        )
+
+    @staticmethod
+    def sign_out(response: Response) -> None:
+        """Drop the sign-in and the session."""
+        response.delete_cookie(SIGNED_IN_COOKIE, path="/")
+        response.delete_cookie(SESSION_COOKIE, path="/")
 
 
 def own_origin(request: Request) -> str:
