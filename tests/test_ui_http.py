@@ -162,6 +162,8 @@ def test_a_post_from_another_origin_or_without_its_csrf_token_is_refused(queue):
     for headers, data, message in cases:
         response = client.post("/items/t-timeout/resolve", data=data, headers=headers)
         assert response.status_code == 403, (headers, response.text)
+        cookieless = client_for(queue).post("/items/t-timeout/resolve", data=data, headers=headers)  # as a cross-site form is sent
+        assert cookieless.status_code == 403 and "set-cookie" not in cookieless.headers  # a refused POST never replaces the session
         assert message in response.text.replace("&#39;", "'"), response.text
     big = client.post("/items/t-timeout/resolve", data={**form, "note": "x" * 70_000}, headers={"origin": BASE})
     assert big.status_code == 413 and "the form is larger than 64 KiB" in big.text

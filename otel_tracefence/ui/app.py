@@ -162,7 +162,7 @@ def create_app(
             "has_store": store is not None,
         }
         response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=SECURITY_HEADERS)
-        if new:
+        if new and request.method == "GET":  # never on a refused POST: a cross-site form must not replace the session
             guard.set_session(response, session_id, request.url.scheme == "https")
         return response
 
