@@ -231,6 +231,9 @@ class ServiceSettings(BaseModel):
     insecure_review_api: bool = False
     """Serve a review API reachable beyond loopback with no ``review_token`` (anyone who reaches it can resolve
     review items); a warning is logged at start. Off: such a service refuses to start."""
+    ui_endpoint: str = ""
+    """Address of the review page and trace inspector (``ui`` settings) inside ``tracefence serve``; empty: none.
+    Beyond loopback it needs ``review_token`` or ``ui.insecure``, as ``tracefence ui`` does."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
@@ -240,7 +243,7 @@ class ServiceSettings(BaseModel):
     def _off_when_none(cls, value: Any) -> Any:
         return "" if isinstance(value, str) and value.strip().lower() in ("", "none") else value
 
-    @field_validator("endpoint", "review_endpoint", "http_endpoint")
+    @field_validator("endpoint", "review_endpoint", "http_endpoint", "ui_endpoint")
     @classmethod
     def _listen_address(cls, value: str) -> str:
         return check_address(value, port_zero=True) if value else value
@@ -259,6 +262,9 @@ class ServiceSettings(BaseModel):
                     f"http_endpoint {self.http_endpoint} is the {name} {other}: give the OTLP/HTTP receiver a port of its own, "
                     "or turn it off with http_endpoint: none"
                 )
+        for name, other in (("endpoint", self.endpoint), ("review_endpoint", self.review_endpoint), ("http_endpoint", self.http_endpoint)):
+            if self.ui_endpoint and other and _same_listen_address(self.ui_endpoint, other):
+                raise ValueError(f"ui_endpoint {self.ui_endpoint} is the {name} {other}: give the review page a port of its own")
         return self
 
 
@@ -277,6 +283,43 @@ def _same_listen_address(a: str, b: str) -> bool:
     if host_a in _LOOPBACK_HOSTS and host_b in _LOOPBACK_HOSTS:
         return True
     return host_a == host_b or host_a in _WILDCARD_HOSTS or host_b in _WILDCARD_HOSTS
+
+
+DEFAULT_UI_LISTEN = "127.0.0.1:8077"
+
+
+class UiSettings(BaseModel):
+    """``tracefence ui``: the review page and the trace inspector (``otel_tracefence/ui``).
+
+    Resolving on the page takes the review API's token, ``service.review_token``, when one is set.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    listen: str = DEFAULT_UI_LISTEN
+    """Address the page listens on (loopback by default; port 0: any free port). Beyond loopback it needs
+    ``service.review_token`` or ``insecure``."""
+    insecure: bool = False
+    """Serve the page beyond loopback with no review token (anyone who reaches it can resolve items)."""
+    trace_url_template: str = ""
+    """Link to each trace in a tracing backend, ``{trace_id}`` replaced by the trace id (lowercase hex), e.g.
+    ``http://localhost:16686/trace/{trace_id}`` (Jaeger); empty: no link."""
+    max_inspect_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """Largest input the inspector plans, in bytes; a larger one is refused with 413."""
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return check_address(value, port_zero=True)
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        if value and "{trace_id}" not in value:
+            raise ValueError(f"{value!r}: a trace URL template must hold {{trace_id}}")
+        if value and urllib.parse.urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError(f"{value!r}: a trace URL template must start with http:// or https://")
+        return value
 
 
 class TraceFenceConfig(BaseSettings):
@@ -321,6 +364,8 @@ class TraceFenceConfig(BaseSettings):
     """Recently decided traces remembered, so their late spans get the trace's class."""
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     """``tracefence serve`` only."""
+    ui: UiSettings = Field(default_factory=UiSettings)
+    """``tracefence ui`` (and ``service.ui_endpoint``): the review page and the trace inspector."""
 
     @field_validator("review_classes", mode="before")
     @classmethod

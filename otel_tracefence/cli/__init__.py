@@ -10,7 +10,7 @@ from typing import Sequence
 
 from otel_tracefence.config import ConfigError, load_config
 from otel_tracefence.readers.errors import UnreadableInput
-from otel_tracefence.cli import plan, review, serve, tools
+from otel_tracefence.cli import plan, review, serve, tools, ui
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_parser(subparsers)
     serve.add_parser(subparsers)
     tools.add_parser(subparsers)
+    ui.add_parser(subparsers)
     _everywhere(parser)
     return parser
 

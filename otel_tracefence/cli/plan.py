@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from otel_tracefence.config import TraceFenceConfig
@@ -117,27 +117,69 @@ def on_malformed_default(fmt: str) -> str:
     return "review" if fmt == "otlp-json" else "reject"
 
 
-def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    text = decode_utf8(_read(args.file))
-    fmt = detect_format(text) if args.input_format == "auto" and text.strip() else args.input_format
-    on_malformed = args.on_malformed or on_malformed_default(fmt)
+@dataclass(frozen=True)
+class PlanOutcome:
+    """What ``tracefence plan`` makes of one input, before anything is printed.
+
+    ``plans``: every trace's plan, sorted by trace id (empty when ``rejected``).
+    ``messages``: the standard-error lines, each without the ``tracefence plan: FILE: ``
+    lead the command line puts before it (``warning: ...``, ``line 3: effect: ...``,
+    ``rejected, 2 error(s); nothing was planned``). ``rejected``: nothing was planned
+    (exit 2).
+    """
+
+    plans: list[TracePlan]
+    messages: list[str]
+    rejected: bool
+
+    def json_lines(self) -> str:
+        """The ``--format json`` output: one canonical protobuf JSON ``TracePlan`` per line, each ending in ``\\n``
+        (``""`` when rejected or when no trace has a plan)."""
+        return "".join(plan_to_json(plan) + "\n" for plan in self.plans)
+
+
+def plan_document(
+    text: str,
+    input_format: str,
+    config: TraceFenceConfig,
+    *,
+    on_malformed: str | None = None,
+    progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+) -> PlanOutcome:
+    """Plan ``text`` as ``tracefence plan`` does: the one function behind the command line and the
+    inspector page (``tracefence ui``), so both give the same plans and messages.
+
+    ``input_format``: ``auto`` or one of :data:`~otel_tracefence.readers.detect.FORMATS`.
+    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`.
+    Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
+    """
+    fmt = detect_format(text) if input_format == "auto" and text.strip() else input_format
+    on_malformed = on_malformed or on_malformed_default(fmt)
     warnings: list[InputError] = []
-    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=terminal_progress)
-    for warning in warnings:
-        print(f"tracefence plan: {args.file}: warning: {warning}", file=sys.stderr)
+    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress)
+    messages = [f"warning: {warning}" for warning in warnings]
     if errors:
         # A row or span that could not be read at all is missing from the plans: planning the
         # rest would hide it (a dropped write could leave its trace "dynamic"), so always reject.
         rejected = on_malformed == "reject" or not all(e.planned for e in errors)
         label = "" if rejected else "warning: "
-        for error in sorted(errors, key=lambda e: (e.line, e.span_id)):
-            print(f"tracefence plan: {args.file}: {label}{error}", file=sys.stderr)
+        messages.extend(f"{label}{error}" for error in sorted(errors, key=lambda e: (e.line, e.span_id)))
         if rejected:
-            print(f"tracefence plan: {args.file}: rejected, {len(errors)} error(s); nothing was planned", file=sys.stderr)
-            return EXIT_REJECTED
+            messages.append(f"rejected, {len(errors)} error(s); nothing was planned")
+            return PlanOutcome([], messages, True)
+    return PlanOutcome(plans, messages, False)
+
+
+def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    text = decode_utf8(_read(args.file))
+    outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress)
+    for message in outcome.messages:
+        print(f"tracefence plan: {args.file}: {message}", file=sys.stderr)
+    if outcome.rejected:
+        return EXIT_REJECTED
+    plans = outcome.plans
     if args.format == "json":
-        for plan in plans:
-            print(plan_to_json(plan))
+        sys.stdout.write(outcome.json_lines())
     else:
         print(table.render(plans))
     if args.fail_on:

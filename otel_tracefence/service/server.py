@@ -76,6 +76,15 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+def exposure_problem(address: str, token: str, *, what: str, token_setting: str) -> str | None:
+    """Why a listener that can resolve review items is exposed: ``what`` (e.g. ``the review API``) at
+    ``address`` beyond loopback with no ``token``; ``None`` when it is on loopback or has a token.
+    The one rule behind :func:`check_review_exposure` and ``tracefence ui``'s check."""
+    if token or is_loopback(address):
+        return None
+    return f"{what} would listen on {address}, beyond loopback, with no {token_setting}: anyone who reaches it could resolve review items"
+
+
 def check_review_exposure(config: TraceFenceConfig) -> str | None:
     """Fail closed: raise :class:`ConfigError` when the review API would listen beyond loopback with no review
     token and no ``insecure_review_api``; with that flag, return the warning to log. None when all is well."""
@@ -83,9 +92,9 @@ def check_review_exposure(config: TraceFenceConfig) -> str | None:
     if not config.review_db:
         return None  # no review queue, no review API
     address = settings.review_endpoint or settings.endpoint
-    if settings.review_token or is_loopback(address):
+    problem = exposure_problem(address, settings.review_token, what="the review API", token_setting="service.review_token")
+    if problem is None:
         return None
-    problem = f"the review API would listen on {address}, beyond loopback, with no service.review_token: anyone who reaches it could resolve review items"
     if not settings.insecure_review_api:
         raise ConfigError(
             f"tracefence serve: refusing to start: {problem}. Set service.review_token (OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), "

@@ -1,0 +1,49 @@
+"""The inspector's planning: an uploaded file planned exactly as ``tracefence plan`` plans it.
+
+Nothing here stores or logs the input: it is decoded, planned and dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from otel_tracefence.cli.plan import plan_document
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.model import TracePlan
+from otel_tracefence.readers.detect import FORMATS
+from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
+
+INPUT_FORMATS = ("auto", *FORMATS)
+ON_MALFORMED = ("", "reject", "review")  # "": the format's default, as the command line
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """One input planned. ``output``: the bytes (UTF-8 text) ``tracefence plan --format json`` prints on standard
+    output; ``messages``: its standard-error lines without the ``tracefence plan: FILE: `` lead; ``rejected``:
+    nothing was planned (the command line's exit 2); ``plans``: what ``output`` holds."""
+
+    output: str
+    messages: list[str]
+    rejected: bool
+    plans: list[TracePlan] = field(default_factory=list)
+
+
+def inspect(data: bytes, config: TraceFenceConfig, *, input_format: str = "auto", on_malformed: str = "") -> Inspection:
+    """Plan ``data`` (the file's bytes) with :func:`otel_tracefence.cli.plan.plan_document`.
+
+    ``input_format``: one of :data:`INPUT_FORMATS`; ``on_malformed``: one of :data:`ON_MALFORMED`.
+    Raises :class:`ValueError` for another value of either.
+    """
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input format {input_format!r}: give one of {', '.join(INPUT_FORMATS)}")
+    if on_malformed not in ON_MALFORMED:
+        raise ValueError(f"on_malformed {on_malformed!r}: give reject or review, or nothing for the format's default")
+    try:
+        outcome = plan_document(decode_utf8(data), input_format, config, on_malformed=on_malformed or None)
+    except UnreadableInput as exc:  # the command line's own wording (cli/__init__.py)
+        return Inspection("", [f"{exc}; nothing was planned"], True)
+    return Inspection(outcome.json_lines(), outcome.messages, outcome.rejected, outcome.plans)
+
+
+__all__ = ["INPUT_FORMATS", "ON_MALFORMED", "Inspection", "inspect"]
