@@ -310,7 +310,7 @@ def test_tracefence_ui_refuses_to_listen_beyond_loopback_without_a_token(tmp_pat
     db = make_queue(tmp_path / "review.db")
     refused = subprocess.run([sys.executable, "-m", "otel_tracefence", "ui", "--db", str(db), "--listen", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
-    assert "tracefence ui: refusing to start: the review page would listen on 0.0.0.0:0, beyond loopback, with no review token" in refused.stderr
+    assert "refusing to start: the review page would listen on 0.0.0.0:0, beyond loopback, with no review token" in refused.stderr
     missing = subprocess.run([sys.executable, "-m", "otel_tracefence", "ui", "--db", str(tmp_path / "none.db")], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "no review database there" in missing.stderr
 
@@ -450,3 +450,28 @@ def test_a_planning_defect_logs_no_part_of_the_input(monkeypatch, caplog):
     assert response.status_code == 500
     assert response.json() == {"error": "planning failed (RuntimeError); nothing was planned"}
     assert "planning failed with RuntimeError" in caplog.text and "secret-row-value" not in caplog.text
+
+
+def test_serve_serves_the_page_on_ui_endpoint_from_its_own_queue(tmp_path, upstream):
+    """``service.ui_endpoint``: ``tracefence serve`` serves the page from the queue it writes; the exposure rule holds."""
+    from otel_tracefence.config import ConfigError
+    from otel_tracefence.service.server import TraceFenceService
+    from service_helpers import Client, agent_trace, service_config, wait_for
+
+    with pytest.raises(ConfigError, match="refusing to start: the review page would listen on 0.0.0.0:0, beyond loopback, with no review token"):
+        TraceFenceService(service_config(upstream, tmp_path / "refused.db", ui_endpoint="0.0.0.0:0"))
+    service = TraceFenceService(service_config(upstream, tmp_path / "review.db", ui_endpoint="127.0.0.1:0"))
+    service.start()
+    try:
+        client = Client(service.port)
+        trace_id = agent_trace(client)
+        client.shutdown()
+        wait_for(lambda: service.store.get(trace_id), what="the review item")
+        with urllib.request.urlopen(f"http://127.0.0.1:{service.ui_port}/?state=open") as answer:
+            page = answer.read().decode()
+        assert answer.status == 200
+        row = page[page.index(f'<tr data-trace-id="{trace_id}">') :].split("</tr>")[0]
+        assert re.findall(r"<td>([^<]*)</td>", row)[:3] == ["open", "review", "agent"]
+    finally:
+        service.stop()
+    assert service.ui_port and service._ui_server is not None

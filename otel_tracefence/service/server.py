@@ -28,6 +28,8 @@ from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
+from otel_tracefence.ui.app import app_for
+from otel_tracefence.ui.security import check_ui_exposure
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
@@ -153,6 +155,8 @@ class TraceFenceService:
 
     def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None) -> None:
         self._review_warning = check_review_exposure(config)  # before anything starts: refuses a review API left open
+        # The same rule for the review page (service.ui_endpoint): refused beyond loopback with no review token.
+        self._ui_warning = check_ui_exposure(config.service.ui_endpoint, config) if config.service.ui_endpoint else None
         self.config = config
         settings = config.service
         self._owned_meter_provider = None
@@ -216,6 +220,8 @@ class TraceFenceService:
         self.review_port = 0
         self.http_port = 0  # the OTLP/HTTP receiver's, once started (0: turned off)
         self._http_server: AsgiServer | None = None
+        self.ui_port = 0  # the review page's (service.ui_endpoint), once started (0: not served)
+        self._ui_server: AsgiServer | None = None
         self._stopped = threading.Event()
 
     # -- data path -----------------------------------------------------------------
@@ -309,6 +315,15 @@ class TraceFenceService:
             )  # fmt: skip
             self._http_server.start()
             self.http_port = self._http_server.port
+        if settings.ui_endpoint:
+            self._ui_server = AsgiServer(
+                app_for(self.store, self.config, settings.ui_endpoint), settings.ui_endpoint, name="ui",
+                tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
+            )  # fmt: skip
+            self._ui_server.start()
+            self.ui_port = self._ui_server.port
+            if self._ui_warning:
+                _log.warning("review page without a token: %s", self._ui_warning)
         if self._review_warning:
             _log.warning("review API without a token: %s", self._review_warning)
         for server in self._servers:
@@ -322,6 +337,7 @@ class TraceFenceService:
                 "port": self.port,
                 "http_endpoint": settings.http_endpoint or None,
                 "http_port": self.http_port or None,
+                "ui_port": self.ui_port or None,
                 "review_port": self.review_port,
                 "forward_to": [f.target.name for f in self.forwarders],
                 "review_db": self.config.review_db,
@@ -355,6 +371,8 @@ class TraceFenceService:
         stopping = [server.stop(min(grace_s, budget / 5)) for server in self._servers]
         if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
             self._http_server.stop(min(grace_s, budget / 5))
+        if self._ui_server is not None:  # before the store closes
+            self._ui_server.stop(min(grace_s, budget / 5))
         for event in stopping:
             event.wait(timeout=left())
         not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides

@@ -152,7 +152,7 @@ def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
         return None
     if not config.ui.insecure:
         raise ConfigError(
-            f"tracefence ui: refusing to start: {problem}. Give --review-token (service.review_token, "
+            f"refusing to start: {problem}. Give --review-token (service.review_token, "
             "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), or listen on loopback (--listen 127.0.0.1:8077), "
             "or accept the exposure with --insecure-ui (ui.insecure)",
             ("ui",),
