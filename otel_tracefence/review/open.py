@@ -60,7 +60,8 @@ def open_review_store(
     if is_postgres_url(target):
         from otel_tracefence.review.postgres import PostgresReviewStore  # imports psycopg lazily, with the hint
 
-        return PostgresReviewStore(str(target), store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock)
+        scheme, _, rest = str(target).partition("://")
+        return PostgresReviewStore(f"{scheme.lower()}://{rest}", store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock)
     from otel_tracefence.review.store import SQLiteReviewStore
 
     return SQLiteReviewStore(target, store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock)
