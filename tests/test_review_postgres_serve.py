@@ -95,3 +95,32 @@ def test_review_against_an_unreachable_postgres_fails_in_one_line_without_the_pa
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.startswith("tracefence review list: postgresql://tf:***@127.0.0.1:9/queue?connect_timeout=2: cannot use the PostgreSQL review database: ")
     assert "s3cret" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_a_replica_holds_review_items_while_postgres_is_down_and_writes_them_when_it_is_back(tmp_path: Path, postgres_server, pg_url: str):
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--review-db", pg_url, "--output-file", str(tmp_path / "out.jsonl"), "--decision-wait-ms", "50", cwd=tmp_path
+    )
+    client = None
+    try:
+        port = serve.log("tracefence serve listening")["port"]
+        client = Client(port, "billing-agent")
+        postgres_server.stop()
+        try:
+            trace = agent_trace(client)
+            held = wait_for(
+                lambda: next((e for e in serve.logs() if f"review item for trace {trace} not written" in e.get("message", "")), None),
+                timeout=30,
+                what="the failed review write logged",
+            )
+            assert held["level"] == "ERROR"
+            assert "the PostgreSQL review database is unavailable" in held["message"] and "held in memory" in held["message"]
+        finally:
+            postgres_server.start()
+        with open_review_store(pg_url, create=False) as store:
+            item = wait_for(lambda: store.get(trace), timeout=30, what="the held review item written after PostgreSQL came back")
+        assert (item.service_name, item.plan.replay_class, item.state) == ("billing-agent", pb.REPLAY_CLASS_REVIEW, pb.REVIEW_STATE_OPEN)
+    finally:
+        if client is not None:
+            client.shutdown()
+        serve.stop()

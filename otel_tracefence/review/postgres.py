@@ -118,7 +118,7 @@ class PostgresReviewStore:
         clock: Callable[[], int] | None = None,
         on_error: Callable[[str], None] | None = None,
         pool_size: int = 4,
-        connect_timeout_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
     ) -> None:
         self.target = display_target(url)
         if _IMPORT_ERROR is not None:
