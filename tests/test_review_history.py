@@ -161,8 +161,10 @@ def test_postgres_database_holding_other_tables_of_those_names_is_refused(postgr
 
 
 def test_postgres_store_reconnects_after_the_server_restarts(postgres_server, pg_url: str):
+    from otel_tracefence.review.postgres import PostgresReviewStore
+
     errors: list[str] = []
-    with open_review_store(pg_url, on_error=errors.append) as store:
+    with PostgresReviewStore(pg_url, on_error=errors.append, connect_timeout_s=3) as store:  # 3 s: the stopped server's wait
         store.upsert(review_plan("t-1"))
         postgres_server.restart()  # every connection the pool holds is cut
         assert store.get("t-1").state == OPEN  # the pool checks a connection before lending it
