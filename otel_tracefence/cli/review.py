@@ -132,7 +132,7 @@ class ReviewSource(Protocol):
 
     def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]: ...
 
-    def history(self, trace_id: str) -> list[ReviewEvent]: ...
+    def history(self, trace_id: str) -> list[ReviewEvent] | None: ...
 
 
 def api_target(endpoint: str, ca_file: str | None) -> tuple[str, bool]:
@@ -234,13 +234,16 @@ class ApiSource:
                 raise KeyError(trace_id) from None
             raise
 
-    def history(self, trace_id: str) -> list[ReviewEvent]:
-        """The item's history, oldest first (``GetReviewHistory``); ``[]`` for an unknown trace id."""
+    def history(self, trace_id: str) -> list[ReviewEvent] | None:
+        """The item's history, oldest first (``GetReviewHistory``); ``[]`` for an unknown trace id, ``None``
+        from a review API without the method (an older ``tracefence serve``)."""
         try:
             response = self._call(self._stub.GetReviewHistory, pb.GetReviewHistoryRequest(trace_id=trace_id))
         except self._grpc.RpcError as exc:
             if exc.code() == self._grpc.StatusCode.NOT_FOUND:
                 return []
+            if exc.code() == self._grpc.StatusCode.UNIMPLEMENTED:
+                return None
             raise
         return [event_from_proto(e) for e in response.events]
 
@@ -349,7 +352,8 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     if args.format == "json":
         print(_json(item))
     elif args.review_action == "show":
-        print(render_item(item, source.history(item.trace_id)))
+        history = source.history(item.trace_id)
+        print(render_item(item, history) if history is not None else render_item(item) + "\n\nhistory: not served by this review API (a tracefence serve older than GetReviewHistory)")
     else:
         print(render_item(item))
     return EXIT_OK
