@@ -124,3 +124,15 @@ def test_a_replica_holds_review_items_while_postgres_is_down_and_writes_them_whe
         if client is not None:
             client.shutdown()
         serve.stop()
+
+
+def test_serve_and_tools_with_an_unreachable_postgres_exit_2_without_the_password(tmp_path: Path):
+    url = "postgresql://tf:s3cret@127.0.0.1:9/queue?connect_timeout=2"
+    shown = "postgresql://tf:***@127.0.0.1:9/queue?connect_timeout=2"
+    serve = tracefence("serve", "--endpoint", "127.0.0.1:0", "--review-db", url, "--output-file", str(tmp_path / "out.jsonl"), cwd=tmp_path)
+    assert serve.returncode == 2
+    assert serve.stderr.startswith(f"tracefence serve: cannot start: {shown}: cannot use the PostgreSQL review database: ")
+    tools = tracefence("tools", "--db", url, cwd=tmp_path)
+    assert tools.returncode == 2
+    assert f"{shown}: cannot use the PostgreSQL review database: " in tools.stderr
+    assert "s3cret" not in serve.stderr + tools.stderr

@@ -43,7 +43,7 @@ from otel_tracefence.cli.table import cell
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
-from otel_tracefence.review.open import display_target, open_review_store
+from otel_tracefence.review.open import display_target, error_naming, open_review_store
 from otel_tracefence.review.paging import MAX_PAGE_SIZE
 from otel_tracefence.review.store import ReviewStoreError
 
@@ -278,12 +278,12 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     except FileNotFoundError:
         return _fail(args, f"{path}: no review database there (give --db PATH or set ${DB_ENV})")
     except (ReviewStoreError, sqlite3.Error, OSError) as exc:
-        return _fail(args, _naming(path, exc))
+        return _fail(args, error_naming(target, exc))
     try:
         with store:
             return _act(args, store, path)
     except (ReviewStoreError, sqlite3.Error) as exc:  # locked past the busy timeout, disk full, server gone, ...
-        return _fail(args, _naming(path, exc))
+        return _fail(args, error_naming(target, exc))
 
 
 def _run_api(args: argparse.Namespace, endpoint: str) -> int:
@@ -357,11 +357,6 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     else:
         print(render_item(item))
     return EXIT_OK
-
-
-def _naming(path: str, exc: BaseException) -> str:
-    """The error's message, led by the database path unless it names it already."""
-    return str(exc) if str(path) in str(exc) else f"{path}: {exc}"
 
 
 def _list(args: argparse.Namespace, store: ReviewSource) -> int:

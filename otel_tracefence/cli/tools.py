@@ -225,6 +225,7 @@ def calls_in_db(path: str) -> Iterator[Call]:
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    from otel_tracefence.review.open import display_target, error_naming
     from otel_tracefence.review.store import ReviewStoreError
 
     if bool(args.files) == bool(args.db):
@@ -234,9 +235,9 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         try:
             calls = list(calls_in_db(args.db))
         except FileNotFoundError:
-            return _fail(f"{args.db}: no review database there")
+            return _fail(f"{display_target(args.db)}: no review database there")
         except (ReviewStoreError, sqlite3.Error, OSError) as exc:
-            return _fail(f"{args.db}: {exc}")
+            return _fail(error_naming(args.db, exc))
     else:
         try:
             calls = calls_in_files(args.files, args.input_format, config, warn)

@@ -33,6 +33,13 @@ def display_target(target: str | os.PathLike[str]) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def error_naming(target: str | os.PathLike[str], exc: BaseException) -> str:
+    """``exc``'s message for one line on standard error, led by :func:`display_target` of ``target`` unless
+    it names it already (the stores' own errors do)."""
+    where = display_target(target)
+    return str(exc) if where in str(exc) else f"{where}: {exc}"
+
+
 def open_review_store(
     target: str | os.PathLike[str],
     *,
