@@ -3,8 +3,8 @@
 127.0.0.1 only, on a free port, with its unix socket in that folder. initdb and postgres refuse to run
 as root: as root they run as the ``postgres`` system user the package creates, and the folder is
 theirs (the processes are started as that user directly, as ``runuser -u postgres`` would, so that a
-signal reaches postgres itself). Trust authentication (loopback only, a throwaway cluster); fsync off (nothing here must
-survive a power cut)."""
+signal reaches postgres itself). Trust authentication (loopback only, a throwaway cluster); fsync
+off unless asked for (nothing a test writes must survive a power cut)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,10 @@ def ensure_postgres() -> Path:
 class PostgresServer:
     """One throwaway cluster; :meth:`start`, :meth:`stop` (fast shutdown), :meth:`restart` on the same port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fsync: bool = False) -> None:
+        """``fsync``: on for benchmarks (a commit costs what it costs in production), off for tests."""
         self.bin = ensure_postgres()
+        self.fsync = fsync
         self.dir = Path(tempfile.mkdtemp(prefix="tracefence-pg-"))
         self.data = self.dir / "data"
         self.port = free_port()
@@ -78,7 +80,7 @@ class PostgresServer:
             [
                 str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port),
                 "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
-                "-c", "fsync=off", "-c", "max_connections=200",
+                "-c", f"fsync={'on' if self.fsync else 'off'}", "-c", "max_connections=200",
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(self.dir / "server.log", "ab"),  # noqa: SIM115 - the child holds it
