@@ -140,7 +140,8 @@ class PostgresReviewStore:
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"connect_timeout": max(1, round(connect_timeout_s))},
+            # Autocommit: a read is one statement, no BEGIN/COMMIT round trips; writes open a transaction.
+            kwargs={"connect_timeout": max(1, round(connect_timeout_s)), "autocommit": True},
             check=ConnectionPool.check_connection,
             timeout=connect_timeout_s,
             name="tracefence-review",
@@ -181,12 +182,15 @@ class PostgresReviewStore:
             raise ReviewStoreError(f"{self.target}: the review store is closed")
         return self._pool.connection(timeout=self._timeout)
 
-    def _run(self, work: Callable[[Any], Any]) -> Any:
-        """``work(conn)`` in one transaction (committed on return, rolled back on an exception); a database
-        failure becomes a :class:`ReviewStoreError` naming the URL."""
+    def _run(self, work: Callable[[Any], Any], *, write: bool = False) -> Any:
+        """``work(conn)``; with ``write``, in one transaction (committed on return, rolled back on an
+        exception). A database failure becomes a :class:`ReviewStoreError` naming the URL."""
         try:
-            with self._connection() as conn:  # the pool commits on a clean exit, rolls back otherwise
-                return work(conn)
+            with self._connection() as conn:
+                if not write:
+                    return work(conn)  # one statement, autocommit
+                with conn.transaction():
+                    return work(conn)
         except psycopg.OperationalError as exc:  # cannot connect, connection cut, pool timeout
             self._count("review_db_unavailable")
             raise ReviewStoreError(f"{self.target}: the PostgreSQL review database is unavailable: {_message(exc)}") from exc
@@ -225,7 +229,7 @@ class PostgresReviewStore:
                     return change
             raise ReviewStoreError(f"{self.target}: review item {message.trace_id} neither inserted nor found")
 
-        change = self._run(work)
+        change = self._run(work, write=True)
         if any(e.kind == rules.REOPENED for e in change.events):
             logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
         return change.item
@@ -266,7 +270,7 @@ class PostgresReviewStore:
             self._update(conn, change)
             return change
 
-        return self._run(work).item
+        return self._run(work, write=True).item
 
     def list(
         self,
