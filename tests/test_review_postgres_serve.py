@@ -136,3 +136,29 @@ def test_serve_and_tools_with_an_unreachable_postgres_exit_2_without_the_passwor
     assert tools.returncode == 2
     assert f"{shown}: cannot use the PostgreSQL review database: " in tools.stderr
     assert "s3cret" not in serve.stderr + tools.stderr
+
+
+def test_an_in_process_span_processor_and_a_serve_replica_write_one_postgres_queue(tmp_path: Path, pg_url: str):
+    """Every door writes the one queue: a TraceFenceSpanProcessor in an agent process, and tracefence serve."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence.sdk.processor import TraceFenceSpanProcessor
+
+    serve = ServeProcess("--endpoint", "127.0.0.1:0", "--review-db", pg_url, "--output-file", str(tmp_path / "out.jsonl"), "--decision-wait-ms", "50", cwd=tmp_path)
+    client = None
+    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), review_db=pg_url, decision_wait_ms=0)
+    try:
+        client = Client(serve.log("tracefence serve listening")["port"], "serve-agent")
+        local = Client(0, "inproc-agent", batch=True)  # batch: never exported over OTLP (send() is not called)
+        local.provider.add_span_processor(processor)  # the agent's own processor
+        in_process = agent_trace(local)
+        via_serve = agent_trace(client)
+        with open_review_store(pg_url, create=False) as store:
+            wait_for(lambda: store.get(via_serve), timeout=30, what="the item written by serve")
+            assert {i.trace_id: i.service_name for i in store.list()[0]} == {in_process: "inproc-agent", via_serve: "serve-agent"}
+    finally:
+        processor.shutdown()
+        if client is not None:
+            client.shutdown()
+        serve.stop()
