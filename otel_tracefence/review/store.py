@@ -1,8 +1,12 @@
 """The embedded review queue: one SQLite file in WAL mode, one row per trace.
 
-Each row holds a ``tracefence.v1.ReviewItem`` (deterministically serialized
-protobuf bytes) and the columns lists filter and sort on: ``trace_id`` (primary
-key), ``state``, ``replay_class``, ``service_name``, ``updated_ns``.
+Each row of ``review_items`` holds a ``tracefence.v1.ReviewItem`` (deterministically
+serialized protobuf bytes) and the columns lists filter and sort on: ``trace_id``
+(primary key), ``state``, ``replay_class``, ``service_name``, ``updated_ns``.
+``review_events`` is each item's append-only history, written in the same
+transaction as the item. What an upsert or a resolution does is decided in
+:mod:`otel_tracefence.review.rules` (shared with the PostgreSQL store); list
+filters and page tokens in :mod:`otel_tracefence.review.paging`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``. With WAL, a commit
 has been written to the ``-wal`` file before :meth:`SQLiteReviewStore.upsert` or
