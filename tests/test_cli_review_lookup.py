@@ -114,3 +114,33 @@ def test_show_against_a_review_api_without_the_history_says_so(db: Path):
     head = SHOW_TABLE.partition("\nhistory\n")[0]
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == head + "\nhistory: not served by this review API (a tracefence serve older than GetReviewHistory)\n"
+
+
+def test_get_review_history_takes_the_review_token(db: Path, tmp_path: Path):
+    import grpc
+
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
+
+    config = TraceFenceConfig(
+        review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", output_file=str(tmp_path / "out.jsonl"), review_token="review-s3cret")
+    )
+    service = TraceFenceService(config)
+    service.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            stub = pb_grpc.ReviewServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id=TRACE), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            token = (("authorization", "Bearer review-s3cret"),)
+            events = stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id="t-support"), metadata=token, timeout=10).events
+            assert [(e.kind, e.actor, e.note) for e in events] == [
+                (pb.REVIEW_EVENT_KIND_PLAN_WRITTEN, "support", ""),
+                (pb.REVIEW_EVENT_KIND_RESOLVED, "ada", "sent once"),
+            ]
+            with pytest.raises(grpc.RpcError) as unknown:
+                stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id="t-nothing"), metadata=token, timeout=10)
+            assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        service.stop(grace_s=0)
