@@ -345,7 +345,8 @@ class TraceFenceConfig(BaseSettings):
 
     # The doors: span processor, zero-code exporter and service.
     review_db: str = "tracefence-review.db"
-    """SQLite file of the review queue (WAL mode); empty disables the review queue."""
+    """The review queue: a SQLite file (WAL mode), or a ``postgresql://`` / ``postgres://`` URL (one
+    queue shared by every replica; needs the ``postgres`` extra); empty disables the review queue."""
     review_classes: Annotated[list[Literal["review", "static", "injected", "dynamic"]], NoDecode] = Field(
         default_factory=lambda: ["review"]
     )

@@ -48,7 +48,7 @@ from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
 from otel_tracefence.pipeline import group_request
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.replay import Inject, NonReplayableTraceError, ReplayGuard
-from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.review.open import open_review_store
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 
 OUT = Path("out")
@@ -196,7 +196,7 @@ def run() -> int:
     for stale in (OUT / "demo-spans.otlp.jsonl", OUT / "demo-review.db"):
         stale.unlink(missing_ok=True)
     memory = InMemorySpanExporter()
-    store = SQLiteReviewStore(OUT / "demo-review.db")
+    store = open_review_store(OUT / "demo-review.db")
     provider = TracerProvider(resource=Resource.create({"service.name": "billing-agent"}))
     provider.add_span_processor(
         TraceFenceSpanProcessor(

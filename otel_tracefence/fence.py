@@ -47,7 +47,7 @@ REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review 
 
 
 class ReviewSink(Protocol):
-    """Where traces whose class needs review go (the SQLite store by default)."""
+    """Where traces whose class needs review go (a review store: SQLite by default, or PostgreSQL)."""
 
     def upsert(self, plan: TracePlan, *, service_name: str = "") -> Any: ...
 
@@ -55,12 +55,13 @@ class ReviewSink(Protocol):
 
 
 def open_review_sink(config: TraceFenceConfig) -> ReviewSink | None:
-    """The configured review sink: the SQLite store at ``config.review_db``, or ``None`` when it is empty."""
+    """The configured review sink: the store ``config.review_db`` names (a SQLite file or a PostgreSQL URL,
+    :func:`~otel_tracefence.review.open_review_store`), or ``None`` when it is empty."""
     if not config.review_db:
         return None
-    from otel_tracefence.review.store import SQLiteReviewStore
+    from otel_tracefence.review.open import open_review_store
 
-    return SQLiteReviewStore(config.review_db, store_raw_values=config.store_raw_values)
+    return open_review_store(config.review_db, store_raw_values=config.store_raw_values)
 
 
 def step_attributes(decision: Any) -> dict[str, Any]:

@@ -32,3 +32,22 @@ def upstream():
     up.start()
     yield up
     up.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (tests/postgres_server.py): Debian's package, installed when
+    missing; initdb in a temporary folder, 127.0.0.1 on a free port; stopped and removed at the end."""
+    from postgres_server import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(postgres_server) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL server (dropped after the test)."""
+    url = postgres_server.new_database()
+    yield url
+    postgres_server.drop_database(url)

@@ -68,6 +68,10 @@ note         -
 
 call_id  tool             effect  status   decision  reasons        related
 call_1   payments.charge  write   timeout  review    write_timeout  -
+
+history
+time                            event         actor    state  class   note
+2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -
 """
 
 LIST_TABLE = """\

@@ -86,3 +86,61 @@ def test_a_ca_file_that_is_not_pem_is_named_before_grpc_sees_it(tmp_path: Path, 
         f"tracefence review list: --ca-file {ca}: not a PEM CA certificate file: {problem}; "
         "give the CA certificate(s) that signed the review API's certificate, in PEM\n"
     )
+
+
+def test_show_against_a_review_api_without_the_history_says_so(db: Path):
+    """An older ``tracefence serve`` has no ``GetReviewHistory``: ``show`` prints the item and says the history is not served."""
+    from concurrent import futures
+
+    import grpc
+
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
+    from otel_tracefence.review import SQLiteReviewStore
+    from otel_tracefence.service.review_api import ReviewService
+
+    class OlderReviewService(ReviewService):
+        GetReviewHistory = pb_grpc.ReviewServiceServicer.GetReviewHistory  # answers UNIMPLEMENTED
+
+    store = SQLiteReviewStore(db)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_ReviewServiceServicer_to_server(OlderReviewService(store), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        proc = tracefence("--endpoint", f"http://127.0.0.1:{port}", "show", TRACE)
+    finally:
+        server.stop(0)
+        store.close()
+    head = SHOW_TABLE.partition("\nhistory\n")[0]
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == head + "\nhistory: not served by this review API (a tracefence serve older than GetReviewHistory)\n"
+
+
+def test_get_review_history_takes_the_review_token(db: Path, tmp_path: Path):
+    import grpc
+
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
+
+    config = TraceFenceConfig(
+        review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", output_file=str(tmp_path / "out.jsonl"), review_token="review-s3cret")
+    )
+    service = TraceFenceService(config)
+    service.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
+            stub = pb_grpc.ReviewServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id=TRACE), timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            token = (("authorization", "Bearer review-s3cret"),)
+            events = stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id="t-support"), metadata=token, timeout=10).events
+            assert [(e.kind, e.actor, e.note) for e in events] == [
+                (pb.REVIEW_EVENT_KIND_PLAN_WRITTEN, "support", ""),
+                (pb.REVIEW_EVENT_KIND_RESOLVED, "ada", "sent once"),
+            ]
+            with pytest.raises(grpc.RpcError) as unknown:
+                stub.GetReviewHistory(pb.GetReviewHistoryRequest(trace_id="t-nothing"), metadata=token, timeout=10)
+            assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        service.stop(grace_s=0)

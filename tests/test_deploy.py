@@ -40,6 +40,9 @@ EXPECTED_FILES = {
     "k8s/deployment.yaml",
     "k8s/service-headless.yaml",
     "k8s/configmap.yaml",
+    "k8s/postgres/kustomization.yaml",
+    "k8s/postgres/deployment-patch.yaml",
+    "k8s/postgres/postgres.yaml",
 }
 
 
@@ -273,6 +276,43 @@ def test_kubernetes_manifests_agree(tmp_path):
     assert pod["spec"]["terminationGracePeriodSeconds"] > needed
     # The image's own default (deploy/tracefence.yaml, baked in) fits `docker stop`'s default 10 s.
     assert load_config(DEPLOY / "tracefence.yaml").service.drain_timeout_s + STOP_OVERRUN_S <= 10
+
+
+def test_postgres_overlay_points_every_replica_at_one_queue():
+    """deploy/k8s/postgres: the base manifests unchanged, the Deployment patched to a PostgreSQL URL (no password
+    in it: PGPASSWORD from the Secret the database uses too) that names the database's Service, user and database."""
+    import urllib.parse
+
+    from otel_tracefence.cli import build_parser
+    from otel_tracefence.review import is_postgres_url
+
+    kustomization = _yaml("k8s/postgres/kustomization.yaml")
+    assert kustomization["resources"] == ["../configmap.yaml", "../service-headless.yaml", "../deployment.yaml", "postgres.yaml"]
+    assert kustomization["patches"] == [{"path": "deployment-patch.yaml"}]
+    base = _yaml("k8s/deployment.yaml")
+    patch = _yaml("k8s/postgres/deployment-patch.yaml")
+    assert (patch["kind"], patch["metadata"]) == (base["kind"], {"name": base["metadata"]["name"], "namespace": base["metadata"]["namespace"]})
+    assert base["spec"]["replicas"] > 1
+    container = patch["spec"]["template"]["spec"]["containers"][0]
+    base_container = base["spec"]["template"]["spec"]["containers"][0]
+    assert container["name"] == base_container["name"]
+    assert container["args"][: len(base_container["args"])] == base_container["args"]  # the base's args, then --review-db
+    args = build_parser().parse_args(_dockerfile()["entrypoint"][1:] + container["args"])
+    assert is_postgres_url(args.review_db)
+    url = urllib.parse.urlsplit(args.review_db)
+    assert url.password is None and "password" not in url.query
+
+    service, statefulset = yaml.safe_load_all((DEPLOY / "k8s/postgres/postgres.yaml").read_text(encoding="utf-8"))
+    assert (service["kind"], statefulset["kind"]) == ("Service", "StatefulSet")
+    namespace = base["metadata"]["namespace"]
+    assert url.hostname == f"{service['metadata']['name']}.{namespace}.svc.cluster.local" and url.port == service["spec"]["ports"][0]["port"]
+    pg_env = {e["name"]: e for e in statefulset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert url.username == pg_env["POSTGRES_USER"]["value"] and url.path == "/" + pg_env["POSTGRES_DB"]["value"]
+    tf_env = {e["name"]: e for e in container["env"]}
+    assert tf_env["PGPASSWORD"]["valueFrom"] == pg_env["POSTGRES_PASSWORD"]["valueFrom"]
+    assert service["spec"]["selector"].items() <= statefulset["spec"]["template"]["metadata"]["labels"].items()
+    # The image carries psycopg.
+    assert '"$(echo /wheels/*.whl)[postgres]"' in (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
 
 
 # -- run the image's command, outside a container ------------------------------------------

@@ -1,4 +1,5 @@
-"""The embedded review queue (SQLite, WAL) against a real database file."""
+"""The review store's contract against both stores (a real SQLite file and a real PostgreSQL server), and the
+SQLite file's own properties (WAL, mode, dying processes)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass, TracePlan
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.readers.rows import read_rows
-from otel_tracefence.review import SCHEMA_VERSION, ReviewStoreError, SQLiteReviewStore
+from otel_tracefence.review import SCHEMA_VERSION, ReviewStore, ReviewStoreError, SQLiteReviewStore, is_postgres_url, open_review_store
 from otel_tracefence.schema import plan_to_proto
 
 T0 = 1_700_000_000_123_456_789  # 2023-11-14T22:13:20.123456789Z
@@ -68,9 +69,28 @@ class Clock:
         return self.now
 
 
-def _rows(path: Path) -> list[tuple]:
-    with sqlite3.connect(path) as conn:
-        return conn.execute("SELECT trace_id, state, replay_class, service_name FROM review_items ORDER BY trace_id").fetchall()
+def _query(target: str, sql: str) -> list[tuple]:
+    """Rows of ``sql`` read straight from the database behind ``target`` (a SQLite file or a PostgreSQL URL)."""
+    if is_postgres_url(target):
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            return [tuple(row) for row in conn.execute(sql).fetchall()]
+    with sqlite3.connect(target) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _rows(target: str) -> list[tuple]:
+    return _query(target, "SELECT trace_id, state, replay_class, service_name FROM review_items ORDER BY trace_id")
+
+
+def _stored_bytes(target: str) -> bytes:
+    """Everything the store wrote: the SQLite file with its WAL, or every item and event row in PostgreSQL."""
+    if is_postgres_url(target):
+        rows = _query(target, "SELECT item FROM review_items") + _query(target, "SELECT trace_id, kind, actor, note FROM review_events")
+        return b"".join(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode() for row in rows for v in row)
+    db = Path(target)
+    return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
 
 
 @pytest.fixture
@@ -78,9 +98,17 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "review.db"
 
 
-def test_upsert_then_get_returns_exact_fields(db: Path):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each contract test runs against both stores: a SQLite file, and a fresh database on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "review.db")
+    return request.getfixturevalue("pg_url")
+
+
+def test_upsert_then_get_returns_exact_fields(target: str):
     plan = review_plan()
-    with SQLiteReviewStore(db, clock=Clock()) as store:
+    with open_review_store(target, clock=Clock()) as store:
         stored = store.upsert(plan, service_name="billing-agent")
         got = store.get(plan.trace_id)
     assert got == stored
@@ -108,24 +136,24 @@ def test_upsert_then_get_returns_exact_fields(db: Path):
         d.step.ClearField("result_value")
     assert got.plan == expected
     # The indexed columns agree with the item.
-    assert _rows(db) == [("4bf92f3577b34da6a3ce929d0e0e4736", pb.REVIEW_STATE_OPEN, pb.REPLAY_CLASS_REVIEW, "billing-agent")]
+    assert _rows(target) == [("4bf92f3577b34da6a3ce929d0e0e4736", pb.REVIEW_STATE_OPEN, pb.REPLAY_CLASS_REVIEW, "billing-agent")]
 
 
-def test_get_unknown_trace_is_none(db: Path):
-    with SQLiteReviewStore(db) as store:
+def test_get_unknown_trace_is_none(target: str):
+    with open_review_store(target) as store:
         assert store.get("0" * 32) is None
 
 
-def test_reupsert_updates_the_item_never_duplicates_it(db: Path):
+def test_reupsert_updates_the_item_never_duplicates_it(target: str):
     clock = Clock()
-    with SQLiteReviewStore(db, clock=clock) as store:
+    with open_review_store(target, clock=clock) as store:
         first = store.upsert(review_plan("t-1"), service_name="billing")
         clock.now = T0 + 5_000
         again = store.upsert(review_plan("t-1"))  # redelivered: same plan, no service name
         clock.now = T0 + 9_000
         late = store.upsert(_plan("t-1", LOOKUP, CHARGE_TIMEOUT, EMAIL_UNKNOWN), service_name="billing-v2")  # late span
         assert store.get("t-1") == late
-    assert len(_rows(db)) == 1
+    assert len(_rows(target)) == 1
     assert first.created_time.ToNanoseconds() == again.created_time.ToNanoseconds() == late.created_time.ToNanoseconds() == T0
     assert (first.updated_time.ToNanoseconds(), again.updated_time.ToNanoseconds(), late.updated_time.ToNanoseconds()) == (T0, T0 + 5_000, T0 + 9_000)
     assert again.service_name == "billing"  # an empty service name keeps the stored one
@@ -134,21 +162,21 @@ def test_reupsert_updates_the_item_never_duplicates_it(db: Path):
     assert late.state == pb.REVIEW_STATE_OPEN
 
 
-def test_updated_time_moves_even_when_the_clock_does_not(db: Path):
-    with SQLiteReviewStore(db, clock=Clock()) as store:
+def test_updated_time_moves_even_when_the_clock_does_not(target: str):
+    with open_review_store(target, clock=Clock()) as store:
         times = [store.upsert(review_plan("t-1")).updated_time.ToNanoseconds() for _ in range(3)]
         resolved = store.resolve("t-1", resolved_by="ada", note="ok")
     assert times == [T0, T0 + 1, T0 + 2]
     assert resolved.updated_time.ToNanoseconds() == resolved.resolved_time.ToNanoseconds() == T0 + 3
 
 
-def test_resolve_sets_state_who_note_and_time(db: Path):
+def test_resolve_sets_state_who_note_and_time(target: str):
     clock = Clock()
-    with SQLiteReviewStore(db, clock=clock) as store:
+    with open_review_store(target, clock=clock) as store:
         store.upsert(review_plan("t-1"), service_name="billing")
         clock.now = T0 + 60_000_000_000
         resolved = store.resolve("t-1", resolved_by="ada@example.invalid", note="charge ch_1 found once in the ledger")
-    with SQLiteReviewStore(db) as reopened:
+    with open_review_store(target) as reopened:
         got = reopened.get("t-1")
     assert got == resolved
     assert got.state == pb.REVIEW_STATE_RESOLVED
@@ -157,11 +185,11 @@ def test_resolve_sets_state_who_note_and_time(db: Path):
     assert got.resolved_time.ToNanoseconds() == T0 + 60_000_000_000
     assert got.updated_time.ToNanoseconds() == T0 + 60_000_000_000
     assert got.created_time.ToNanoseconds() == T0
-    assert _rows(db) == [("t-1", pb.REVIEW_STATE_RESOLVED, pb.REPLAY_CLASS_REVIEW, "billing")]
+    assert _rows(target) == [("t-1", pb.REVIEW_STATE_RESOLVED, pb.REPLAY_CLASS_REVIEW, "billing")]
 
 
-def test_resolve_errors(db: Path):
-    with SQLiteReviewStore(db, clock=Clock()) as store:
+def test_resolve_errors(target: str):
+    with open_review_store(target, clock=Clock()) as store:
         store.upsert(review_plan("t-1"))
         with pytest.raises(KeyError):
             store.resolve("t-unknown", resolved_by="ada", note="")
@@ -172,11 +200,11 @@ def test_resolve_errors(db: Path):
         assert store.get("t-unknown") is None
 
 
-def test_resolved_item_stays_resolved_for_the_same_plan_and_reopens_for_a_changed_one(db: Path):
-    with SQLiteReviewStore(db, clock=Clock(), store_raw_values=True) as raw_store:
+def test_resolved_item_stays_resolved_for_the_same_plan_and_reopens_for_a_changed_one(target: str):
+    with open_review_store(target, clock=Clock(), store_raw_values=True) as raw_store:
         raw_store.upsert(review_plan("t-1"))
         raw_store.resolve("t-1", resolved_by="ada", note="checked the ledger")
-    with SQLiteReviewStore(db, clock=Clock(T0 + 10)) as store:
+    with open_review_store(target, clock=Clock(T0 + 10)) as store:
         # Redelivered (raw values now stripped: not a change of substance).
         same = store.upsert(review_plan("t-1"))
         assert (same.state, same.resolved_by, same.resolution_note) == (pb.REVIEW_STATE_RESOLVED, "ada", "checked the ledger")
@@ -189,12 +217,12 @@ def test_resolved_item_stays_resolved_for_the_same_plan_and_reopens_for_a_change
         reclassed = store.upsert(_plan("t-1", LOOKUP, CHARGE_OK, EMAIL_UNKNOWN))
         assert reclassed.state == pb.REVIEW_STATE_OPEN
         assert store.get("t-1") == reclassed
-    assert len(_rows(db)) == 1
+    assert len(_rows(target)) == 1
 
 
-def test_list_filters_by_state_class_and_service(db: Path):
+def test_list_filters_by_state_class_and_service(target: str):
     clock = Clock()
-    with SQLiteReviewStore(db, clock=clock) as store:
+    with open_review_store(target, clock=clock) as store:
         for i, (trace, plan_of, service) in enumerate(
             [("t-a", review_plan, "billing"), ("t-b", static_plan, "billing"), ("t-c", review_plan, "support"), ("t-d", static_plan, "support")]
         ):
@@ -228,7 +256,7 @@ def test_list_filters_by_state_class_and_service(db: Path):
             store.list(page_size=0)
 
 
-def _all_pages(store: SQLiteReviewStore, **filters) -> list[list[str]]:
+def _all_pages(store: ReviewStore, **filters) -> list[list[str]]:
     pages, token = [], ""
     while True:
         items, token = store.list(page_token=token, **filters)
@@ -237,9 +265,9 @@ def _all_pages(store: SQLiteReviewStore, **filters) -> list[list[str]]:
             return pages
 
 
-def test_list_paginates_newest_first_with_stable_tokens(db: Path):
+def test_list_paginates_newest_first_with_stable_tokens(target: str):
     clock = Clock()
-    with SQLiteReviewStore(db, clock=clock) as store:
+    with open_review_store(target, clock=clock) as store:
         for i in range(7):
             clock.now = T0 + i * 1000
             store.upsert(review_plan(f"t-{i}"))
@@ -256,15 +284,15 @@ def test_list_paginates_newest_first_with_stable_tokens(db: Path):
         assert _all_pages(store, page_size=3)[0] == ["t-1", "t-6", "t-5"]
 
 
-def test_pagination_with_equal_update_times_orders_by_trace_id(db: Path):
-    with SQLiteReviewStore(db, clock=Clock()) as store:
+def test_pagination_with_equal_update_times_orders_by_trace_id(target: str):
+    with open_review_store(target, clock=Clock()) as store:
         for trace in ("t-b", "t-e", "t-a", "t-d", "t-c"):
             store.upsert(review_plan(trace))
         assert _all_pages(store, page_size=2) == [["t-e", "t-d"], ["t-c", "t-b"], ["t-a"]]
 
 
-def test_page_token_is_checked(db: Path):
-    with SQLiteReviewStore(db, clock=Clock()) as store:
+def test_page_token_is_checked(target: str):
+    with open_review_store(target, clock=Clock()) as store:
         for trace in ("t-1", "t-2", "t-3"):
             store.upsert(review_plan(trace))
         _, token = store.list(page_size=1, state=pb.REVIEW_STATE_OPEN)
@@ -278,14 +306,10 @@ def test_page_token_is_checked(db: Path):
         assert len(items) == 3
 
 
-def _files_bytes(db: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in db.parent.iterdir() if p.name.startswith(db.name))
-
-
-def test_raw_values_are_stripped_by_default(db: Path):
+def test_raw_values_are_stripped_by_default(target: str):
     plan = _plan("t-1", LOOKUP, CHARGE_OK)
     assert plan.steps[1].step.arguments_json and SECRET in plan.steps[1].step.arguments_json  # the plan holds them
-    with SQLiteReviewStore(db) as store:
+    with open_review_store(target) as store:
         stored = store.upsert(plan)
         got = store.get("t-1")
         assert stored == got
@@ -293,15 +317,15 @@ def test_raw_values_are_stripped_by_default(db: Path):
             assert d.step.arguments_json == "" and d.step.result_value == ""
             assert len(d.step.arguments_sha256) == 64
         assert got.plan.steps[1].step.result_recorded and len(got.plan.steps[1].step.result_sha256) == 64
-        assert SECRET.encode() not in _files_bytes(db)  # not in the database, nor its WAL
-    assert SECRET.encode() not in db.read_bytes()
+        assert SECRET.encode() not in _stored_bytes(target)  # not in the database, nor its WAL
+    assert SECRET.encode() not in _stored_bytes(target)
 
 
-def test_raw_values_are_kept_when_opted_in(db: Path):
+def test_raw_values_are_kept_when_opted_in(target: str):
     plan = _plan("t-1", LOOKUP, CHARGE_OK)
-    with SQLiteReviewStore(db, store_raw_values=True) as store:
+    with open_review_store(target, store_raw_values=True) as store:
         store.upsert(plan)
-    with SQLiteReviewStore(db) as store:
+    with open_review_store(target) as store:
         got = store.get("t-1")
     charge = got.plan.steps[1].step
     assert charge.arguments_json == json.dumps({"amount_cents": 1250, "api_key": SECRET}, separators=(",", ":"), sort_keys=True)
@@ -351,8 +375,8 @@ def test_acknowledged_items_survive_the_process_dying_without_close(db: Path, mo
         assert store.get("t-02").plan.replay_class == pb.REPLAY_CLASS_STATIC
 
 
-def test_concurrent_upserts_from_eight_threads(db: Path):
-    stores = [SQLiteReviewStore(db), SQLiteReviewStore(db)]  # two connections: the file lock is exercised too
+def test_concurrent_upserts_from_eight_threads(target: str):
+    stores = [open_review_store(target), open_review_store(target)]  # two connections: the file lock is exercised too
     plans = {f"t-shared-{k}": review_plan(f"t-shared-{k}") for k in range(5)}
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
@@ -379,8 +403,8 @@ def test_concurrent_upserts_from_eight_threads(db: Path):
     for store in stores:
         store.close()
     assert not errors, errors
-    assert len(_rows(db)) == 8 * 25 + 5
-    with SQLiteReviewStore(db) as store:
+    assert len(_rows(target)) == 8 * 25 + 5
+    with open_review_store(target) as store:
         assert len(_all_pages(store, page_size=1000)[0]) == 205
         shared = store.get("t-shared-0")
         assert shared.created_time.ToNanoseconds() < shared.updated_time.ToNanoseconds()
@@ -390,7 +414,7 @@ def test_database_file_schema_and_mode(db: Path):
     SQLiteReviewStore(db).close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     if os.name == "posix":
         assert db.stat().st_mode & 0o777 == 0o600
 
@@ -416,8 +440,8 @@ def test_files_that_are_not_review_databases_are_refused(tmp_path: Path):
         SQLiteReviewStore(newer)
 
 
-def test_bad_plans_and_closed_store(db: Path):
-    store = SQLiteReviewStore(db)
+def test_bad_plans_and_closed_store(target: str):
+    store = open_review_store(target)
     with pytest.raises(ValueError, match="no tool step"):
         store.upsert(TracePlan(trace_id="t-empty", replay_class=None))
     with pytest.raises(ValueError, match="no trace id"):

@@ -2,19 +2,21 @@
 
 Two sources, the same commands and the same output:
 
-* the SQLite file: ``--db PATH``, else ``$OTEL_TRACEFENCE_REVIEW_DB`` (or
+* the review database: ``--db PATH|URL``, else ``$OTEL_TRACEFENCE_REVIEW_DB`` (or
   ``review_db`` in the config file), else ``tracefence-review.db`` in the working
-  directory; it is never created here;
+  directory: a SQLite file (never created here) or a ``postgresql://`` URL (the
+  queue shared by replicas);
 * the gRPC review API of a running ``tracefence serve``: ``--endpoint HOST:PORT``
   (or ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT``), with ``--token`` (or
   ``$OTEL_TRACEFENCE_REVIEW_TOKEN``) sent as ``authorization: Bearer <token>``,
   and ``--ca-file PEM`` to speak TLS (plaintext without it; ``http://HOST:PORT``
   is plaintext and ``https://HOST:PORT`` TLS, as for ``serve --upstream``).
   ``list``, ``show`` and ``resolve`` call ``ListReviewItems``, ``GetReviewItem``
-  and ``ResolveReviewItem``.
+  (and ``GetReviewHistory``) and ``ResolveReviewItem``.
 
 ``show`` takes the trace id in any letter case, or a prefix of it that only one
-item has.
+item has; in the table format it prints the item's history (plan written or
+updated, resolved, reopened) below its plan, oldest first.
 
 Which source: ``--db`` or ``--endpoint`` when given (not both), else
 ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT`` when set, else the database file.
@@ -34,12 +36,16 @@ import sys
 from typing import Any, Iterable, Protocol, Sequence
 
 from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.cli.table import cell
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass
-from otel_tracefence.review.store import MAX_PAGE_SIZE, ReviewStoreError, SQLiteReviewStore
+from otel_tracefence.review.events import ReviewEvent, event_from_proto
+from otel_tracefence.review.open import display_target, error_naming, open_review_store
+from otel_tracefence.review.paging import MAX_PAGE_SIZE
+from otel_tracefence.review.store import ReviewStoreError
 
 DB_ENV = "OTEL_TRACEFENCE_REVIEW_DB"
 ENDPOINT_ENV = "OTEL_TRACEFENCE_REVIEW_ENDPOINT"
@@ -114,7 +120,7 @@ def _fail(args: argparse.Namespace, message: str) -> int:
 
 
 class ReviewSource(Protocol):
-    """What the commands need of the queue: :class:`SQLiteReviewStore`, or :class:`ApiSource` over gRPC."""
+    """What the commands need of the queue: a review store (SQLite, PostgreSQL), or :class:`ApiSource` over gRPC."""
 
     def list(
         self, *, state: int | None, replay_classes: Iterable[ReplayClass], service_name: str | None, page_size: int, page_token: str
@@ -125,6 +131,8 @@ class ReviewSource(Protocol):
     def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
 
     def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]: ...
+
+    def history(self, trace_id: str) -> list[ReviewEvent] | None: ...
 
 
 def api_target(endpoint: str, ca_file: str | None) -> tuple[str, bool]:
@@ -226,6 +234,19 @@ class ApiSource:
                 raise KeyError(trace_id) from None
             raise
 
+    def history(self, trace_id: str) -> list[ReviewEvent] | None:
+        """The item's history, oldest first (``GetReviewHistory``); ``[]`` for an unknown trace id, ``None``
+        from a review API without the method (an older ``tracefence serve``)."""
+        try:
+            response = self._call(self._stub.GetReviewHistory, pb.GetReviewHistoryRequest(trace_id=trace_id))
+        except self._grpc.RpcError as exc:
+            if exc.code() == self._grpc.StatusCode.NOT_FOUND:
+                return []
+            if exc.code() == self._grpc.StatusCode.UNIMPLEMENTED:
+                return None
+            raise
+        return [event_from_proto(e) for e in response.events]
+
     def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]:
         """Up to ``limit`` trace ids that start with ``prefix`` ignoring letter case, sorted (pages through the queue)."""
         found: list[str] = []
@@ -250,18 +271,19 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         return _run_api(args, endpoint)
     if args.token or args.ca_file:
         return _fail(args, f"--token and --ca-file are for the review API: give --endpoint HOST:PORT (or set ${ENDPOINT_ENV})")
-    path = _db_path(args, config)
+    target = _db_path(args, config)
+    path = display_target(target)  # a URL's password masked
     try:
-        store = SQLiteReviewStore(path, create=False)
+        store = open_review_store(target, create=False)
     except FileNotFoundError:
         return _fail(args, f"{path}: no review database there (give --db PATH or set ${DB_ENV})")
     except (ReviewStoreError, sqlite3.Error, OSError) as exc:
-        return _fail(args, _naming(path, exc))
+        return _fail(args, error_naming(target, exc))
     try:
         with store:
             return _act(args, store, path)
-    except (ReviewStoreError, sqlite3.Error) as exc:  # locked past the busy timeout, disk full, ...
-        return _fail(args, _naming(path, exc))
+    except (ReviewStoreError, sqlite3.Error) as exc:  # locked past the busy timeout, disk full, server gone, ...
+        return _fail(args, error_naming(target, exc))
 
 
 def _run_api(args: argparse.Namespace, endpoint: str) -> int:
@@ -327,13 +349,14 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
             return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
         except ValueError as exc:
             return _fail(args, f"--by: {exc}")
-    print(_json(item) if args.format == "json" else render_item(item))
+    if args.format == "json":
+        print(_json(item))
+    elif args.review_action == "show":
+        history = source.history(item.trace_id)
+        print(render_item(item, history) if history is not None else render_item(item) + "\n\nhistory: not served by this review API (a tracefence serve older than GetReviewHistory)")
+    else:
+        print(render_item(item))
     return EXIT_OK
-
-
-def _naming(path: str, exc: BaseException) -> str:
-    """The error's message, led by the database path unless it names it already."""
-    return str(exc) if str(path) in str(exc) else f"{path}: {exc}"
 
 
 def _list(args: argparse.Namespace, store: ReviewSource) -> int:
@@ -409,8 +432,9 @@ def render_list(items: Sequence[pb.ReviewItem]) -> str:
 STEP_COLUMNS = ("call_id", "tool", "effect", "status", "decision", "reasons", "related")
 
 
-def render_item(item: pb.ReviewItem) -> str:
-    """The item's fields, one per line, then one row per step of its plan."""
+def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = None) -> str:
+    """The item's fields, one per line, then one row per step of its plan, then (when ``history`` is
+    given) one row per event of its history, oldest first."""
     plan = item.plan
     fields = [
         ("trace", cell(item.trace_id)),
@@ -439,4 +463,31 @@ def render_item(item: pb.ReviewItem) -> str:
                 cell(",".join(d.related_call_ids)),
             )
         )
-    return head + "\n\n" + _grid(rows)
+    text = head + "\n\n" + _grid(rows)
+    if history is not None:
+        text += "\n\n" + render_history(history)
+    return text
+
+
+HISTORY_COLUMNS = ("time", "event", "actor", "state", "class", "note")
+
+
+def render_history(events: Sequence[ReviewEvent]) -> str:
+    """``history`` and one row per event, oldest first (``history: none`` for none)."""
+    if not events:
+        return "history: none"
+    rows = [HISTORY_COLUMNS]
+    for e in events:
+        ts = Timestamp()
+        ts.FromNanoseconds(e.time_ns)
+        rows.append(
+            (
+                ts.ToJsonString(),
+                e.kind,
+                cell(e.actor),
+                _enum(pb.ReviewState, e.state, "REVIEW_STATE_"),
+                _enum(pb.ReplayClass, e.replay_class, "REPLAY_CLASS_"),
+                cell(e.note),
+            )
+        )
+    return "history\n" + _grid(rows)

@@ -196,14 +196,15 @@ def calls_in_db(path: str) -> Iterator[Call]:
     :class:`~otel_tracefence.review.store.ReviewStoreError` when it cannot be read.
     """
     from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-    from otel_tracefence.review.store import MAX_PAGE_SIZE, SQLiteReviewStore
+    from otel_tracefence.review.open import open_review_store
+    from otel_tracefence.review.paging import MAX_PAGE_SIZE
 
     def name(enum_type: object, value: int, prefix: str, unspecified: str = "unknown") -> str:
         text = enum_type.Name(value)  # type: ignore[attr-defined]
         return unspecified if text.endswith("_UNSPECIFIED") else text.removeprefix(prefix).lower()
 
     plans: list[pb.TracePlan] = []
-    with SQLiteReviewStore(path, create=False) as store:
+    with open_review_store(path, create=False) as store:
         token = ""
         while True:
             items, token = store.list(page_size=MAX_PAGE_SIZE, page_token=token)
@@ -224,6 +225,7 @@ def calls_in_db(path: str) -> Iterator[Call]:
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    from otel_tracefence.review.open import display_target, error_naming
     from otel_tracefence.review.store import ReviewStoreError
 
     if bool(args.files) == bool(args.db):
@@ -233,9 +235,9 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         try:
             calls = list(calls_in_db(args.db))
         except FileNotFoundError:
-            return _fail(f"{args.db}: no review database there")
+            return _fail(f"{display_target(args.db)}: no review database there")
         except (ReviewStoreError, sqlite3.Error, OSError) as exc:
-            return _fail(f"{args.db}: {exc}")
+            return _fail(error_naming(args.db, exc))
     else:
         try:
             calls = calls_in_files(args.files, args.input_format, config, warn)

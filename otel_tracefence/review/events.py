@@ -38,6 +38,27 @@ class ReviewEvent:
     replay_class: int
 
 
+def event_to_proto(event: ReviewEvent) -> pb.ReviewEvent:
+    """The ``tracefence.v1.ReviewEvent`` of ``event`` (``kind`` ``plan_written`` -> ``REVIEW_EVENT_KIND_PLAN_WRITTEN``)."""
+    message = pb.ReviewEvent(
+        kind=pb.ReviewEventKind.Value("REVIEW_EVENT_KIND_" + event.kind.upper()),
+        actor=event.actor,
+        note=event.note,
+        state=event.state,
+        replay_class=event.replay_class,
+    )
+    message.time.FromNanoseconds(event.time_ns)
+    return message
+
+
+def event_from_proto(message: pb.ReviewEvent) -> ReviewEvent:
+    """The :class:`ReviewEvent` of a ``tracefence.v1.ReviewEvent``. Raises :class:`ValueError` for an unspecified kind."""
+    name = pb.ReviewEventKind.Name(message.kind).removeprefix("REVIEW_EVENT_KIND_").lower()
+    if name not in EVENT_KINDS:
+        raise ValueError(f"review event kind {message.kind} is not one of {', '.join(EVENT_KINDS)}")
+    return ReviewEvent(name, message.time.ToNanoseconds(), message.actor, message.note, message.state, message.replay_class)
+
+
 class ReviewStore(Protocol):
     """What every review store offers (SQLite, PostgreSQL); see :class:`~otel_tracefence.review.store.SQLiteReviewStore` for each method's contract."""
 

@@ -1,8 +1,12 @@
 """The embedded review queue: one SQLite file in WAL mode, one row per trace.
 
-Each row holds a ``tracefence.v1.ReviewItem`` (deterministically serialized
-protobuf bytes) and the columns lists filter and sort on: ``trace_id`` (primary
-key), ``state``, ``replay_class``, ``service_name``, ``updated_ns``.
+Each row of ``review_items`` holds a ``tracefence.v1.ReviewItem`` (deterministically
+serialized protobuf bytes) and the columns lists filter and sort on: ``trace_id``
+(primary key), ``state``, ``replay_class``, ``service_name``, ``updated_ns``.
+``review_events`` is each item's append-only history, written in the same
+transaction as the item. What an upsert or a resolution does is decided in
+:mod:`otel_tracefence.review.rules` (shared with the PostgreSQL store); list
+filters and page tokens in :mod:`otel_tracefence.review.paging`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``. With WAL, a commit
 has been written to the ``-wal`` file before :meth:`SQLiteReviewStore.upsert` or
@@ -22,11 +26,8 @@ serve`` and the ``tracefence review`` CLI) may share it; writers wait up to
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
-import hashlib
-import json
 import logging
 import os
 import sqlite3
@@ -37,17 +38,16 @@ from typing import Callable, Iterable, Iterator
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.model import ReplayClass, TracePlan
-from otel_tracefence.schema import REPLAY_CLASS, plan_to_proto
+from otel_tracefence.review import rules
+from otel_tracefence.review.events import ReviewEvent
+from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, list_query, like_prefix
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""The database schema's version, kept in SQLite's ``user_version`` pragma."""
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
-"""Largest page :meth:`SQLiteReviewStore.list` returns; larger requests are reduced to it."""
-
-_TOKEN_VERSION = 1
+SCHEMA_VERSION = 2
+"""The database schema's version, kept in SQLite's ``user_version`` pragma. 1: items only; 2: items and
+their history (``review_events``). A version-1 file is migrated forward when opened."""
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "SCHEMA_VERSION", "ReviewStoreError", "SQLiteReviewStore"]
 
 _DDL = (
     """
@@ -67,51 +67,27 @@ _DDL = (
     "CREATE INDEX review_items_service ON review_items (service_name, updated_ns, trace_id)",
 )
 
+# Version 2: the append-only history. ``id`` orders an item's events (its writes are serialized).
+_DDL_EVENTS = (
+    """
+    CREATE TABLE review_events (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        trace_id     TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        time_ns      INTEGER NOT NULL,
+        actor        TEXT NOT NULL,
+        note         TEXT NOT NULL,
+        state        INTEGER NOT NULL,
+        replay_class INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX review_events_trace ON review_events (trace_id, id)",
+)
+
 
 class ReviewStoreError(Exception):
     """The file cannot be used as a review database (not SQLite, another schema, a newer
     schema version, WAL unavailable), or the store is closed. The message names the file."""
-
-
-def _strip_raw_values(plan: pb.TracePlan) -> None:
-    for decision in plan.steps:
-        decision.step.ClearField("arguments_json")
-        decision.step.ClearField("result_value")
-
-
-def _substance(plan: pb.TracePlan) -> tuple[int, builtins.list[pb.StepDecision]]:
-    """What a resolution was based on: the class and the steps, raw values aside."""
-    copy = pb.TracePlan()
-    copy.CopyFrom(plan)
-    _strip_raw_values(copy)
-    return copy.replay_class, builtins.list(copy.steps)
-
-
-def _class_value(value: ReplayClass | int) -> int:
-    if isinstance(value, ReplayClass):
-        return REPLAY_CLASS[value]
-    if isinstance(value, int) and not isinstance(value, bool) and value in pb.ReplayClass.values():
-        return value
-    raise ValueError(f"replay class {value!r} is neither a ReplayClass nor a tracefence.v1.ReplayClass value")
-
-
-def _step_identity(decision: pb.StepDecision) -> tuple[str, str]:
-    return (decision.step.span_id, decision.step.call_id)
-
-
-def _keep_missing_steps(stored: pb.TracePlan, new: pb.TracePlan) -> None:
-    """Carry into ``new`` every step of ``stored`` it lacks, so an update never drops an uncertain write.
-
-    Replay classes are ordered from safest to most restrictive in the schema
-    (dynamic=1 ... review=4), so the more restrictive is the larger value.
-    """
-    present = {_step_identity(d) for d in new.steps}
-    missing = [d for d in stored.steps if _step_identity(d) not in present]
-    if not missing:
-        return
-    new.steps.extend(missing)
-    new.partial = True
-    new.replay_class = max(new.replay_class, stored.replay_class)
 
 
 class SQLiteReviewStore:
@@ -249,20 +225,26 @@ class SQLiteReviewStore:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
-            if version != 0:
+            if version not in _MIGRATIONS and version != 0:
                 raise ReviewStoreError(f"{self.path}: review database schema version {version}; this otel-tracefence reads version {SCHEMA_VERSION}")
-            if not create:
+            if version == 0 and not create:
                 raise ReviewStoreError(f"{self.path}: not a tracefence review database (no review schema)")
             with conn:  # a write transaction of its own: the caller may hold the lock (a reopen)
                 conn.execute("BEGIN IMMEDIATE")
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == SCHEMA_VERSION:
-                    return  # another process made it meanwhile
-                tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-                if version != 0 or tables:
-                    raise ReviewStoreError(f"{self.path}: not a tracefence review database (it holds tables {', '.join(sorted(tables))})")
-                for statement in _DDL:
-                    conn.execute(statement)
+                    return  # another process made or migrated it meanwhile
+                if version == 0:
+                    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                    if tables:
+                        raise ReviewStoreError(f"{self.path}: not a tracefence review database (it holds tables {', '.join(sorted(tables))})")
+                    for statement in _DDL + _DDL_EVENTS:
+                        conn.execute(statement)
+                else:
+                    while version != SCHEMA_VERSION:  # forward, one version at a time, in this one transaction
+                        _MIGRATIONS[version](conn)
+                        logger.warning("review database %s migrated from schema version %d to %d", self.path, version, version + 1)
+                        version += 1
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.OperationalError:
             raise  # locked, unable to open, ...: the message says which
@@ -310,50 +292,28 @@ class SQLiteReviewStore:
         ``OPEN``; ``resolved_by``, ``resolution_note`` and ``resolved_time``
         cleared, and the reopening logged with who had resolved it).
 
+        History (:meth:`history`), in the same transaction: ``plan_written`` for a
+        new item; ``plan_updated`` when the plan changed in substance, then
+        ``reopened`` when that reopened a resolved item; nothing for an update
+        that changes nothing of substance (a redelivery). The rules are
+        :func:`otel_tracefence.review.rules.apply_upsert`.
+
         Returns the stored item. Raises :class:`ValueError` for a plan with no
         trace id or no tool step (class unspecified), :class:`TypeError` for
         another type, :class:`sqlite3.OperationalError` when the database stays
         locked past ``busy_timeout_s``.
         """
-        if isinstance(plan, TracePlan):
-            message = plan_to_proto(plan)
-        elif isinstance(plan, pb.TracePlan):
-            message = pb.TracePlan()
-            message.CopyFrom(plan)
-        else:
-            raise TypeError(f"plan must be a TracePlan, not {type(plan).__name__}")
-        if not message.trace_id:
-            raise ValueError("the plan has no trace id")
-        if message.replay_class == pb.REPLAY_CLASS_UNSPECIFIED:
-            raise ValueError(f"trace {message.trace_id}: a plan with no tool step has nothing to review")
-        if not self.store_raw_values:
-            _strip_raw_values(message)
+        message = rules.prepare_plan(plan, store_raw_values=self.store_raw_values)
         with self._transaction() as conn:
             row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (message.trace_id,)).fetchone()
-            now = self._clock()
             if row is None:
-                item = pb.ReviewItem(trace_id=message.trace_id, plan=message, state=pb.REVIEW_STATE_OPEN, service_name=service_name)
-                item.created_time.FromNanoseconds(now)
-                item.updated_time.FromNanoseconds(now)
-                created_ns = updated_ns = now
+                change = rules.apply_upsert(None, 0, message, service_name=service_name, now_ns=self._clock())
             else:
-                item = pb.ReviewItem.FromString(row[1])
-                created_ns = item.created_time.ToNanoseconds()
-                updated_ns = max(now, row[0] + 1)
-                _keep_missing_steps(item.plan, message)
-                changed = _substance(item.plan) != _substance(message)
-                item.plan.CopyFrom(message)
-                if service_name:
-                    item.service_name = service_name
-                if item.state == pb.REVIEW_STATE_RESOLVED and changed:
-                    logger.info("review item %s reopened: its plan changed after %s resolved it", item.trace_id, item.resolved_by)
-                    item.state = pb.REVIEW_STATE_OPEN
-                    item.ClearField("resolved_by")
-                    item.ClearField("resolution_note")
-                    item.ClearField("resolved_time")
-                item.updated_time.FromNanoseconds(updated_ns)
-            self._write_item(conn, item, created_ns, updated_ns)
-        return item
+                change = rules.apply_upsert(pb.ReviewItem.FromString(row[1]), row[0], message, service_name=service_name, now_ns=self._clock())
+            self._write(conn, change)
+        if any(e.kind == rules.REOPENED for e in change.events):
+            logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
+        return change.item
 
     def get(self, trace_id: str) -> pb.ReviewItem | None:
         """The item for ``trace_id``, or ``None`` when the queue has none."""
@@ -361,12 +321,19 @@ class SQLiteReviewStore:
             row = self._connection().execute("SELECT item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
         return None if row is None else pb.ReviewItem.FromString(row[0])
 
-    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> builtins.list[str]:
-        """Up to ``limit`` trace ids that start with ``prefix``, compared ignoring ASCII letter case, sorted."""
-        pattern = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
+        """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
         with self._lock:
             rows = self._connection().execute(
-                "SELECT trace_id FROM review_items WHERE lower(trace_id) LIKE ? ESCAPE '\\' ORDER BY trace_id LIMIT ?", (pattern, limit)
+                "SELECT kind, time_ns, actor, note, state, replay_class FROM review_events WHERE trace_id = ? ORDER BY id", (trace_id,)
+            ).fetchall()
+        return [ReviewEvent(*row) for row in rows]
+
+    def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> builtins.list[str]:
+        """Up to ``limit`` trace ids that start with ``prefix``, compared ignoring ASCII letter case, sorted."""
+        with self._lock:
+            rows = self._connection().execute(
+                "SELECT trace_id FROM review_items WHERE lower(trace_id) LIKE ? ESCAPE '\\' ORDER BY trace_id LIMIT ?", (like_prefix(prefix), limit)
             ).fetchall()
         return [row[0] for row in rows]
 
@@ -374,28 +341,21 @@ class SQLiteReviewStore:
         """Mark the item resolved by ``resolved_by`` (a person or system) with ``note``.
 
         Sets state ``RESOLVED``, ``resolved_by``, ``resolution_note`` and
-        ``resolved_time`` (= the new ``updated_time``). Resolving a resolved item
-        again replaces those. Returns the stored item. Raises :class:`KeyError`
-        for an unknown trace id, :class:`ValueError` when ``resolved_by`` is empty
-        or blank.
+        ``resolved_time`` (= the new ``updated_time``), and appends a ``resolved``
+        event to the history in the same transaction. Resolving a resolved item
+        again shows the latest resolution on the item and adds a second event
+        (the first stays in the history). Returns the stored item. Raises
+        :class:`KeyError` for an unknown trace id, :class:`ValueError` when
+        ``resolved_by`` is empty or blank, :class:`TypeError` when ``note`` is no str.
         """
-        if not isinstance(resolved_by, str) or not resolved_by.strip():
-            raise ValueError("resolved_by must name who resolved the item")
-        if not isinstance(note, str):
-            raise TypeError(f"note must be a str, not {type(note).__name__}")
+        rules.check_resolution(resolved_by, note)
         with self._transaction() as conn:
-            row = conn.execute("SELECT updated_ns, item, created_ns FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
+            row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
             if row is None:
                 raise KeyError(trace_id)
-            item = pb.ReviewItem.FromString(row[1])
-            updated_ns = max(self._clock(), row[0] + 1)
-            item.state = pb.REVIEW_STATE_RESOLVED
-            item.resolved_by = resolved_by
-            item.resolution_note = note
-            item.resolved_time.FromNanoseconds(updated_ns)
-            item.updated_time.FromNanoseconds(updated_ns)
-            self._write_item(conn, item, row[2], updated_ns)
-        return item
+            change = rules.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
+            self._write(conn, change)
+        return change.item
 
     def list(
         self,
@@ -421,46 +381,33 @@ class SQLiteReviewStore:
         updated during the pass moves to the front and shows in the next pass.
 
         Raises :class:`ValueError` for an unknown state or class, a page size
-        below 1, or a token this store did not issue for these filters.
+        below 1, or a token this store did not issue for these filters
+        (:func:`otel_tracefence.review.paging.list_query`).
         """
-        if page_size < 1:
-            raise ValueError(f"page_size must be at least 1, not {page_size}")
-        page_size = min(page_size, MAX_PAGE_SIZE)
+        query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
         where: builtins.list[str] = []
         params: builtins.list[object] = []
-        if state not in (None, pb.REVIEW_STATE_UNSPECIFIED):
-            if state not in (pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED):
-                raise ValueError(f"state {state!r} is not a tracefence.v1.ReviewState value")
+        if query.state is not None:
             where.append("state = ?")
-            params.append(state)
-        else:
-            state = None
-        classes = sorted({_class_value(c) for c in replay_classes})
-        if classes:
-            where.append(f"replay_class IN ({', '.join('?' * len(classes))})")
-            params.extend(classes)
-        service_name = service_name or None
-        if service_name is not None:
+            params.append(query.state)
+        if query.classes:
+            where.append(f"replay_class IN ({', '.join('?' * len(query.classes))})")
+            params.extend(query.classes)
+        if query.service_name is not None:
             where.append("service_name = ?")
-            params.append(service_name)
-        query_id = hashlib.sha256(json.dumps([state, classes, service_name]).encode()).hexdigest()[:16]
-        if page_token:
-            after_ns, after_trace = self._decode_token(page_token, query_id)
+            params.append(query.service_name)
+        if query.after is not None:
             where.append("(updated_ns, trace_id) < (?, ?)")
-            params.extend((after_ns, after_trace))
+            params.extend(query.after)
         sql = "SELECT updated_ns, trace_id, item FROM review_items"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_ns DESC, trace_id DESC LIMIT ?"
-        params.append(page_size + 1)
+        params.append(query.page_size + 1)
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        items = [pb.ReviewItem.FromString(row[2]) for row in rows[:page_size]]
-        next_token = ""
-        if len(rows) > page_size:
-            last = rows[page_size - 1]
-            next_token = self._encode_token(last[0], last[1], query_id)
-        return items, next_token
+        items = [pb.ReviewItem.FromString(row[2]) for row in rows[: query.page_size]]
+        return items, query.next_token([(row[0], row[1]) for row in rows])
 
     def close(self) -> None:
         """Close the connection (idempotent). Later calls raise :class:`ReviewStoreError`."""
@@ -479,29 +426,34 @@ class SQLiteReviewStore:
     # -- internals ---------------------------------------------------------
 
     @staticmethod
-    def _write_item(conn: sqlite3.Connection, item: pb.ReviewItem, created_ns: int, updated_ns: int) -> None:
+    def _write(conn: sqlite3.Connection, change: rules.Change) -> None:
+        item = change.item
         conn.execute(
             "INSERT INTO review_items (trace_id, state, replay_class, service_name, created_ns, updated_ns, item) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (trace_id) DO UPDATE SET state = excluded.state, replay_class = excluded.replay_class, "
             "service_name = excluded.service_name, updated_ns = excluded.updated_ns, item = excluded.item",
-            (item.trace_id, item.state, item.plan.replay_class, item.service_name, created_ns, updated_ns, item.SerializeToString(deterministic=True)),
+            (item.trace_id, item.state, item.plan.replay_class, item.service_name, change.created_ns, change.updated_ns, item.SerializeToString(deterministic=True)),
         )
+        _append_events(conn, item.trace_id, change.events)
 
-    @staticmethod
-    def _encode_token(updated_ns: int, trace_id: str, query_id: str) -> str:
-        raw = json.dumps([_TOKEN_VERSION, updated_ns, trace_id, query_id], separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    @staticmethod
-    def _decode_token(token: str, query_id: str) -> tuple[int, str]:
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            version, updated_ns, trace_id, token_query = json.loads(raw)
-        except (ValueError, TypeError):
-            raise ValueError("page_token is not one this review store issued") from None
-        if version != _TOKEN_VERSION or not isinstance(updated_ns, int) or not isinstance(trace_id, str):
-            raise ValueError("page_token is not one this review store issued")
-        if token_query != query_id:
-            raise ValueError("page_token was issued for other filters")
-        return updated_ns, trace_id
+def _append_events(conn: sqlite3.Connection, trace_id: str, events: Iterable[ReviewEvent]) -> None:
+    conn.executemany(
+        "INSERT INTO review_events (trace_id, kind, time_ns, actor, note, state, replay_class) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class) for e in events],
+    )
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Version 1 -> 2: the history table, with each item's history synthesized
+    (:func:`otel_tracefence.review.rules.migrated_events`), items in the order they were created."""
+    for statement in _DDL_EVENTS:
+        conn.execute(statement)
+    for (blob,) in conn.execute("SELECT item FROM review_items ORDER BY created_ns, trace_id").fetchall():
+        item = pb.ReviewItem.FromString(blob)
+        _append_events(conn, item.trace_id, rules.migrated_events(item))
+
+
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+"""Schema version N -> the step that brings a file at version N to N + 1 (inside the caller's transaction)."""

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
+from otel_tracefence.review.open import display_target
 from otel_tracefence.sdk.fence import ReviewSink, SdkFence, is_local_root, open_review_sink
 from otel_tracefence.telemetry import guarded
 
@@ -83,7 +84,7 @@ def _review_sink_or_none(config: TraceFenceConfig) -> ReviewSink | None:
     try:
         return open_review_sink(config)
     except Exception as exc:  # noqa: BLE001 - any store failure: trace on without the review queue
-        _log.error("tracefence: cannot open the review database %r (%s); traces are planned and exported without a review queue", config.review_db, exc)
+        _log.error("tracefence: cannot open the review database %r (%s); traces are planned and exported without a review queue", display_target(config.review_db), exc)
         return None
 
 

@@ -70,8 +70,9 @@ class TraceFenceSpanProcessor(SpanProcessor):
         meter_provider: Any = None,
         **settings: Any,
     ) -> None:
-        """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the SQLite
-        store at ``config.review_db``; pass ``None`` for none. ``settings``: any
+        """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the store
+        ``config.review_db`` names (a SQLite file, or a ``postgresql://`` URL shared with other processes);
+        pass ``None`` for none. ``settings``: any
         :class:`~otel_tracefence.config.TraceFenceConfig` field, overriding the environment.
         Raises :class:`TypeError` for a downstream that is not a span processor (an exporter must be
         wrapped in ``BatchSpanProcessor`` or ``SimpleSpanProcessor``) and for a keyword that is no

@@ -1,4 +1,4 @@
-"""The review queue's gRPC API (``tracefence.v1.ReviewService`` in ``proto/``), over the SQLite store."""
+"""The review queue's gRPC API (``tracefence.v1.ReviewService`` in ``proto/``), over a review store."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import grpc
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
-from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.review.events import ReviewStore, event_to_proto
 
 
 class ReviewService(pb_grpc.ReviewServiceServicer):
-    """List, get and resolve review items. Unknown trace id: NOT_FOUND; bad arguments: INVALID_ARGUMENT."""
+    """List, get and resolve review items, and give an item's history. Unknown trace id: NOT_FOUND; bad arguments: INVALID_ARGUMENT."""
 
-    def __init__(self, store: SQLiteReviewStore) -> None:
+    def __init__(self, store: ReviewStore) -> None:
         self._store = store
 
     def ListReviewItems(self, request: pb.ListReviewItemsRequest, context: grpc.ServicerContext) -> pb.ListReviewItemsResponse:
@@ -41,3 +41,9 @@ class ReviewService(pb_grpc.ReviewServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    def GetReviewHistory(self, request: pb.GetReviewHistoryRequest, context: grpc.ServicerContext) -> pb.GetReviewHistoryResponse:
+        events = self._store.history(request.trace_id)
+        if not events and self._store.get(request.trace_id) is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
+        return pb.GetReviewHistoryResponse(events=[event_to_proto(e) for e in events])

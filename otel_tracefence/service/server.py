@@ -25,6 +25,7 @@ from otel_tracefence.fence import Fence
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
+from otel_tracefence.review.open import display_target
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
@@ -192,9 +193,9 @@ class TraceFenceService:
         meter.create_observable_gauge("tracefence.forward.queue.size", callbacks=[queue_depth], unit="{span}", description="Spans waiting to be forwarded.")
         self.store = None
         if config.review_db:
-            from otel_tracefence.review.store import SQLiteReviewStore
+            from otel_tracefence.review.open import open_review_store
 
-            self.store = SQLiteReviewStore(config.review_db, store_raw_values=config.store_raw_values)
+            self.store = open_review_store(config.review_db, store_raw_values=config.store_raw_values)
         self.fence: Fence[OtlpItem] = Fence(
             config,
             emit=self._emit,
@@ -340,7 +341,7 @@ class TraceFenceService:
                 "ui_port": self.ui_port or None,
                 "review_port": self.review_port,
                 "forward_to": [f.target.name for f in self.forwarders],
-                "review_db": self.config.review_db,
+                "review_db": display_target(self.config.review_db),  # a URL's password masked
                 "tls": bool(settings.tls_certificate_file),
                 "bearer_token": bool(settings.bearer_token),
                 "review_token": bool(settings.review_token),

@@ -25,25 +25,27 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5otel_tracefence/_proto/tracefence/v1/tracefence.proto\x12\rtracefence.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n\x0eMalformedField\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x95\x04\n\x08ToolStep\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0f\n\x07span_id\x18\x03 \x01(\t\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12%\n\x06\x65\x66\x66\x65\x63t\x18\x05 \x01(\x0e\x32\x15.tracefence.v1.Effect\x12\x32\n\reffect_source\x18\x06 \x01(\x0e\x32\x1b.tracefence.v1.EffectSource\x12)\n\x06status\x18\x07 \x01(\x0e\x32\x19.tracefence.v1.ToolStatus\x12\x1c\n\x0fidempotency_key\x18\x08 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10\x61rguments_sha256\x18\t \x01(\t\x12\x1d\n\x15\x61rguments_unavailable\x18\n \x01(\t\x12\x17\n\x0fresult_recorded\x18\x0b \x01(\x08\x12\x15\n\rresult_sha256\x18\x0c \x01(\t\x12\x10\n\x08\x61ttempts\x18\r \x01(\r\x12\x1c\n\x14start_time_unix_nano\x18\x0e \x01(\x06\x12\x16\n\x0erequested_only\x18\x0f \x01(\x08\x12\x30\n\tmalformed\x18\x10 \x03(\x0b\x32\x1d.tracefence.v1.MalformedField\x12\x16\n\x0e\x61rguments_json\x18\x11 \x01(\t\x12\x14\n\x0cresult_value\x18\x12 \x01(\tB\x12\n\x10_idempotency_key\"\x8b\x01\n\x0cStepDecision\x12%\n\x04step\x18\x01 \x01(\x0b\x32\x17.tracefence.v1.ToolStep\x12)\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x17.tracefence.v1.Decision\x12\x0f\n\x07reasons\x18\x03 \x03(\t\x12\x18\n\x10related_call_ids\x18\x04 \x03(\t\"\xa4\x01\n\tTracePlan\x12\x16\n\x0eschema_version\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x30\n\x0creplay_class\x18\x03 \x01(\x0e\x32\x1a.tracefence.v1.ReplayClass\x12*\n\x05steps\x18\x04 \x03(\x0b\x32\x1b.tracefence.v1.StepDecision\x12\x0f\n\x07partial\x18\x05 \x01(\x08\"\xcc\x02\n\nReviewItem\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12&\n\x04plan\x18\x02 \x01(\x0b\x32\x18.tracefence.v1.TracePlan\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.tracefence.v1.ReviewState\x12\x14\n\x0cservice_name\x18\x04 \x01(\t\x12\x30\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cupdated_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bresolved_by\x18\x07 \x01(\t\x12\x17\n\x0fresolution_note\x18\x08 \x01(\t\x12\x31\n\rresolved_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb4\x01\n\x16ListReviewItemsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.tracefence.v1.ReviewState\x12\x32\n\x0ereplay_classes\x18\x02 \x03(\x0e\x32\x1a.tracefence.v1.ReplayClass\x12\x14\n\x0cservice_name\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\r\x12\x12\n\npage_token\x18\x05 \x01(\t\"\\\n\x17ListReviewItemsResponse\x12(\n\x05items\x18\x01 \x03(\x0b\x32\x19.tracefence.v1.ReviewItem\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x14GetReviewItemRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"O\n\x18ResolveReviewItemRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x13\n\x0bresolved_by\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t*W\n\x06\x45\x66\x66\x65\x63t\x12\x16\n\x12\x45\x46\x46\x45\x43T_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x45\x46\x46\x45\x43T_READ\x10\x01\x12\x10\n\x0c\x45\x46\x46\x45\x43T_WRITE\x10\x02\x12\x12\n\x0e\x45\x46\x46\x45\x43T_UNKNOWN\x10\x03*\xb6\x01\n\x0c\x45\x66\x66\x65\x63tSource\x12\x1d\n\x19\x45\x46\x46\x45\x43T_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45\x46\x46\x45\x43T_SOURCE_DECLARED\x10\x01\x12\x18\n\x14\x45\x46\x46\x45\x43T_SOURCE_CONFIG\x10\x02\x12\x1a\n\x16\x45\x46\x46\x45\x43T_SOURCE_MCP_HINT\x10\x03\x12\x1d\n\x19\x45\x46\x46\x45\x43T_SOURCE_HTTP_METHOD\x10\x04\x12\x16\n\x12\x45\x46\x46\x45\x43T_SOURCE_NONE\x10\x05*\x86\x01\n\nToolStatus\x12\x1b\n\x17TOOL_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTOOL_STATUS_OK\x10\x01\x12\x15\n\x11TOOL_STATUS_ERROR\x10\x02\x12\x17\n\x13TOOL_STATUS_TIMEOUT\x10\x03\x12\x17\n\x13TOOL_STATUS_UNKNOWN\x10\x04*x\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45\x43ISION_REPLAY\x10\x01\x12\x11\n\rDECISION_SKIP\x10\x02\x12\x13\n\x0f\x44\x45\x43ISION_REVIEW\x10\x03\x12\x15\n\x11\x44\x45\x43ISION_CONFLICT\x10\x04*\x92\x01\n\x0bReplayClass\x12\x1c\n\x18REPLAY_CLASS_UNSPECIFIED\x10\x00\x12\x18\n\x14REPLAY_CLASS_DYNAMIC\x10\x01\x12\x19\n\x15REPLAY_CLASS_INJECTED\x10\x02\x12\x17\n\x13REPLAY_CLASS_STATIC\x10\x03\x12\x17\n\x13REPLAY_CLASS_REVIEW\x10\x04*]\n\x0bReviewState\x12\x1c\n\x18REVIEW_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11REVIEW_STATE_OPEN\x10\x01\x12\x19\n\x15REVIEW_STATE_RESOLVED\x10\x02\x32\x9b\x02\n\rReviewService\x12`\n\x0fListReviewItems\x12%.tracefence.v1.ListReviewItemsRequest\x1a&.tracefence.v1.ListReviewItemsResponse\x12O\n\rGetReviewItem\x12#.tracefence.v1.GetReviewItemRequest\x1a\x19.tracefence.v1.ReviewItem\x12W\n\x11ResolveReviewItem\x12\'.tracefence.v1.ResolveReviewItemRequest\x1a\x19.tracefence.v1.ReviewItemb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5otel_tracefence/_proto/tracefence/v1/tracefence.proto\x12\rtracefence.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n\x0eMalformedField\x12\r\n\x05\x66ield\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x95\x04\n\x08ToolStep\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x02 \x01(\t\x12\x0f\n\x07span_id\x18\x03 \x01(\t\x12\x0c\n\x04tool\x18\x04 \x01(\t\x12%\n\x06\x65\x66\x66\x65\x63t\x18\x05 \x01(\x0e\x32\x15.tracefence.v1.Effect\x12\x32\n\reffect_source\x18\x06 \x01(\x0e\x32\x1b.tracefence.v1.EffectSource\x12)\n\x06status\x18\x07 \x01(\x0e\x32\x19.tracefence.v1.ToolStatus\x12\x1c\n\x0fidempotency_key\x18\x08 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10\x61rguments_sha256\x18\t \x01(\t\x12\x1d\n\x15\x61rguments_unavailable\x18\n \x01(\t\x12\x17\n\x0fresult_recorded\x18\x0b \x01(\x08\x12\x15\n\rresult_sha256\x18\x0c \x01(\t\x12\x10\n\x08\x61ttempts\x18\r \x01(\r\x12\x1c\n\x14start_time_unix_nano\x18\x0e \x01(\x06\x12\x16\n\x0erequested_only\x18\x0f \x01(\x08\x12\x30\n\tmalformed\x18\x10 \x03(\x0b\x32\x1d.tracefence.v1.MalformedField\x12\x16\n\x0e\x61rguments_json\x18\x11 \x01(\t\x12\x14\n\x0cresult_value\x18\x12 \x01(\tB\x12\n\x10_idempotency_key\"\x8b\x01\n\x0cStepDecision\x12%\n\x04step\x18\x01 \x01(\x0b\x32\x17.tracefence.v1.ToolStep\x12)\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x17.tracefence.v1.Decision\x12\x0f\n\x07reasons\x18\x03 \x03(\t\x12\x18\n\x10related_call_ids\x18\x04 \x03(\t\"\xa4\x01\n\tTracePlan\x12\x16\n\x0eschema_version\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x30\n\x0creplay_class\x18\x03 \x01(\x0e\x32\x1a.tracefence.v1.ReplayClass\x12*\n\x05steps\x18\x04 \x03(\x0b\x32\x1b.tracefence.v1.StepDecision\x12\x0f\n\x07partial\x18\x05 \x01(\x08\"\xcc\x02\n\nReviewItem\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12&\n\x04plan\x18\x02 \x01(\x0b\x32\x18.tracefence.v1.TracePlan\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.tracefence.v1.ReviewState\x12\x14\n\x0cservice_name\x18\x04 \x01(\t\x12\x30\n\x0c\x63reated_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cupdated_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bresolved_by\x18\x07 \x01(\t\x12\x17\n\x0fresolution_note\x18\x08 \x01(\t\x12\x31\n\rresolved_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xdf\x01\n\x0bReviewEvent\x12,\n\x04kind\x18\x01 \x01(\x0e\x32\x1e.tracefence.v1.ReviewEventKind\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x0c\n\x04note\x18\x04 \x01(\t\x12)\n\x05state\x18\x05 \x01(\x0e\x32\x1a.tracefence.v1.ReviewState\x12\x30\n\x0creplay_class\x18\x06 \x01(\x0e\x32\x1a.tracefence.v1.ReplayClass\"\xb4\x01\n\x16ListReviewItemsRequest\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.tracefence.v1.ReviewState\x12\x32\n\x0ereplay_classes\x18\x02 \x03(\x0e\x32\x1a.tracefence.v1.ReplayClass\x12\x14\n\x0cservice_name\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\r\x12\x12\n\npage_token\x18\x05 \x01(\t\"\\\n\x17ListReviewItemsResponse\x12(\n\x05items\x18\x01 \x03(\x0b\x32\x19.tracefence.v1.ReviewItem\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"(\n\x14GetReviewItemRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"+\n\x17GetReviewHistoryRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"F\n\x18GetReviewHistoryResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.tracefence.v1.ReviewEvent\"O\n\x18ResolveReviewItemRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x13\n\x0bresolved_by\x18\x02 \x01(\t\x12\x0c\n\x04note\x18\x03 \x01(\t*W\n\x06\x45\x66\x66\x65\x63t\x12\x16\n\x12\x45\x46\x46\x45\x43T_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x45\x46\x46\x45\x43T_READ\x10\x01\x12\x10\n\x0c\x45\x46\x46\x45\x43T_WRITE\x10\x02\x12\x12\n\x0e\x45\x46\x46\x45\x43T_UNKNOWN\x10\x03*\xb6\x01\n\x0c\x45\x66\x66\x65\x63tSource\x12\x1d\n\x19\x45\x46\x46\x45\x43T_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x45\x46\x46\x45\x43T_SOURCE_DECLARED\x10\x01\x12\x18\n\x14\x45\x46\x46\x45\x43T_SOURCE_CONFIG\x10\x02\x12\x1a\n\x16\x45\x46\x46\x45\x43T_SOURCE_MCP_HINT\x10\x03\x12\x1d\n\x19\x45\x46\x46\x45\x43T_SOURCE_HTTP_METHOD\x10\x04\x12\x16\n\x12\x45\x46\x46\x45\x43T_SOURCE_NONE\x10\x05*\x86\x01\n\nToolStatus\x12\x1b\n\x17TOOL_STATUS_UNSPECIFIED\x10\x00\x12\x12\n\x0eTOOL_STATUS_OK\x10\x01\x12\x15\n\x11TOOL_STATUS_ERROR\x10\x02\x12\x17\n\x13TOOL_STATUS_TIMEOUT\x10\x03\x12\x17\n\x13TOOL_STATUS_UNKNOWN\x10\x04*x\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45\x43ISION_REPLAY\x10\x01\x12\x11\n\rDECISION_SKIP\x10\x02\x12\x13\n\x0f\x44\x45\x43ISION_REVIEW\x10\x03\x12\x15\n\x11\x44\x45\x43ISION_CONFLICT\x10\x04*\x92\x01\n\x0bReplayClass\x12\x1c\n\x18REPLAY_CLASS_UNSPECIFIED\x10\x00\x12\x18\n\x14REPLAY_CLASS_DYNAMIC\x10\x01\x12\x19\n\x15REPLAY_CLASS_INJECTED\x10\x02\x12\x17\n\x13REPLAY_CLASS_STATIC\x10\x03\x12\x17\n\x13REPLAY_CLASS_REVIEW\x10\x04*]\n\x0bReviewState\x12\x1c\n\x18REVIEW_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11REVIEW_STATE_OPEN\x10\x01\x12\x19\n\x15REVIEW_STATE_RESOLVED\x10\x02*\xbc\x01\n\x0fReviewEventKind\x12!\n\x1dREVIEW_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n\x1eREVIEW_EVENT_KIND_PLAN_WRITTEN\x10\x01\x12\"\n\x1eREVIEW_EVENT_KIND_PLAN_UPDATED\x10\x02\x12\x1e\n\x1aREVIEW_EVENT_KIND_RESOLVED\x10\x03\x12\x1e\n\x1aREVIEW_EVENT_KIND_REOPENED\x10\x04\x32\x80\x03\n\rReviewService\x12`\n\x0fListReviewItems\x12%.tracefence.v1.ListReviewItemsRequest\x1a&.tracefence.v1.ListReviewItemsResponse\x12O\n\rGetReviewItem\x12#.tracefence.v1.GetReviewItemRequest\x1a\x19.tracefence.v1.ReviewItem\x12W\n\x11ResolveReviewItem\x12\'.tracefence.v1.ResolveReviewItemRequest\x1a\x19.tracefence.v1.ReviewItem\x12\x63\n\x10GetReviewHistory\x12&.tracefence.v1.GetReviewHistoryRequest\x1a\'.tracefence.v1.GetReviewHistoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'otel_tracefence._proto.tracefence.v1.tracefence_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EFFECT']._serialized_start=1735
-  _globals['_EFFECT']._serialized_end=1822
-  _globals['_EFFECTSOURCE']._serialized_start=1825
-  _globals['_EFFECTSOURCE']._serialized_end=2007
-  _globals['_TOOLSTATUS']._serialized_start=2010
-  _globals['_TOOLSTATUS']._serialized_end=2144
-  _globals['_DECISION']._serialized_start=2146
-  _globals['_DECISION']._serialized_end=2266
-  _globals['_REPLAYCLASS']._serialized_start=2269
-  _globals['_REPLAYCLASS']._serialized_end=2415
-  _globals['_REVIEWSTATE']._serialized_start=2417
-  _globals['_REVIEWSTATE']._serialized_end=2510
+  _globals['_EFFECT']._serialized_start=2078
+  _globals['_EFFECT']._serialized_end=2165
+  _globals['_EFFECTSOURCE']._serialized_start=2168
+  _globals['_EFFECTSOURCE']._serialized_end=2350
+  _globals['_TOOLSTATUS']._serialized_start=2353
+  _globals['_TOOLSTATUS']._serialized_end=2487
+  _globals['_DECISION']._serialized_start=2489
+  _globals['_DECISION']._serialized_end=2609
+  _globals['_REPLAYCLASS']._serialized_start=2612
+  _globals['_REPLAYCLASS']._serialized_end=2758
+  _globals['_REVIEWSTATE']._serialized_start=2760
+  _globals['_REVIEWSTATE']._serialized_end=2853
+  _globals['_REVIEWEVENTKIND']._serialized_start=2856
+  _globals['_REVIEWEVENTKIND']._serialized_end=3044
   _globals['_MALFORMEDFIELD']._serialized_start=105
   _globals['_MALFORMEDFIELD']._serialized_end=153
   _globals['_TOOLSTEP']._serialized_start=156
@@ -54,14 +56,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRACEPLAN']._serialized_end=998
   _globals['_REVIEWITEM']._serialized_start=1001
   _globals['_REVIEWITEM']._serialized_end=1333
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_start=1336
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_end=1516
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_start=1518
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_end=1610
-  _globals['_GETREVIEWITEMREQUEST']._serialized_start=1612
-  _globals['_GETREVIEWITEMREQUEST']._serialized_end=1652
-  _globals['_RESOLVEREVIEWITEMREQUEST']._serialized_start=1654
-  _globals['_RESOLVEREVIEWITEMREQUEST']._serialized_end=1733
-  _globals['_REVIEWSERVICE']._serialized_start=2513
-  _globals['_REVIEWSERVICE']._serialized_end=2796
+  _globals['_REVIEWEVENT']._serialized_start=1336
+  _globals['_REVIEWEVENT']._serialized_end=1559
+  _globals['_LISTREVIEWITEMSREQUEST']._serialized_start=1562
+  _globals['_LISTREVIEWITEMSREQUEST']._serialized_end=1742
+  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_start=1744
+  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_end=1836
+  _globals['_GETREVIEWITEMREQUEST']._serialized_start=1838
+  _globals['_GETREVIEWITEMREQUEST']._serialized_end=1878
+  _globals['_GETREVIEWHISTORYREQUEST']._serialized_start=1880
+  _globals['_GETREVIEWHISTORYREQUEST']._serialized_end=1923
+  _globals['_GETREVIEWHISTORYRESPONSE']._serialized_start=1925
+  _globals['_GETREVIEWHISTORYRESPONSE']._serialized_end=1995
+  _globals['_RESOLVEREVIEWITEMREQUEST']._serialized_start=1997
+  _globals['_RESOLVEREVIEWITEMREQUEST']._serialized_end=2076
+  _globals['_REVIEWSERVICE']._serialized_start=3047
+  _globals['_REVIEWSERVICE']._serialized_end=3431
 # @@protoc_insertion_point(module_scope)

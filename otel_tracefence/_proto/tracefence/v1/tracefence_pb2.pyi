@@ -55,6 +55,14 @@ class ReviewState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REVIEW_STATE_UNSPECIFIED: _ClassVar[ReviewState]
     REVIEW_STATE_OPEN: _ClassVar[ReviewState]
     REVIEW_STATE_RESOLVED: _ClassVar[ReviewState]
+
+class ReviewEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REVIEW_EVENT_KIND_UNSPECIFIED: _ClassVar[ReviewEventKind]
+    REVIEW_EVENT_KIND_PLAN_WRITTEN: _ClassVar[ReviewEventKind]
+    REVIEW_EVENT_KIND_PLAN_UPDATED: _ClassVar[ReviewEventKind]
+    REVIEW_EVENT_KIND_RESOLVED: _ClassVar[ReviewEventKind]
+    REVIEW_EVENT_KIND_REOPENED: _ClassVar[ReviewEventKind]
 EFFECT_UNSPECIFIED: Effect
 EFFECT_READ: Effect
 EFFECT_WRITE: Effect
@@ -83,6 +91,11 @@ REPLAY_CLASS_REVIEW: ReplayClass
 REVIEW_STATE_UNSPECIFIED: ReviewState
 REVIEW_STATE_OPEN: ReviewState
 REVIEW_STATE_RESOLVED: ReviewState
+REVIEW_EVENT_KIND_UNSPECIFIED: ReviewEventKind
+REVIEW_EVENT_KIND_PLAN_WRITTEN: ReviewEventKind
+REVIEW_EVENT_KIND_PLAN_UPDATED: ReviewEventKind
+REVIEW_EVENT_KIND_RESOLVED: ReviewEventKind
+REVIEW_EVENT_KIND_REOPENED: ReviewEventKind
 
 class MalformedField(_message.Message):
     __slots__ = ("field", "message")
@@ -180,6 +193,22 @@ class ReviewItem(_message.Message):
     resolved_time: _timestamp_pb2.Timestamp
     def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class ReviewEvent(_message.Message):
+    __slots__ = ("kind", "time", "actor", "note", "state", "replay_class")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    kind: ReviewEventKind
+    time: _timestamp_pb2.Timestamp
+    actor: str
+    note: str
+    state: ReviewState
+    replay_class: ReplayClass
+    def __init__(self, kind: _Optional[_Union[ReviewEventKind, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., note: _Optional[str] = ..., state: _Optional[_Union[ReviewState, str]] = ..., replay_class: _Optional[_Union[ReplayClass, str]] = ...) -> None: ...
+
 class ListReviewItemsRequest(_message.Message):
     __slots__ = ("state", "replay_classes", "service_name", "page_size", "page_token")
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +236,18 @@ class GetReviewItemRequest(_message.Message):
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class GetReviewHistoryRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class GetReviewHistoryResponse(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[ReviewEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[ReviewEvent, _Mapping]]] = ...) -> None: ...
 
 class ResolveReviewItemRequest(_message.Message):
     __slots__ = ("trace_id", "resolved_by", "note")

@@ -50,6 +50,11 @@ class ReviewServiceStub:
                 request_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ResolveReviewItemRequest.SerializeToString,
                 response_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.FromString,
                 _registered_method=True)
+        self.GetReviewHistory = channel.unary_unary(
+                '/tracefence.v1.ReviewService/GetReviewHistory',
+                request_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.SerializeToString,
+                response_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -74,6 +79,13 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReviewHistory(self, request, context):
+        """NOT_FOUND for an unknown trace id
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -91,6 +103,11 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.ResolveReviewItem,
                     request_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ResolveReviewItemRequest.FromString,
                     response_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.SerializeToString,
+            ),
+            'GetReviewHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReviewHistory,
+                    request_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.FromString,
+                    response_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +192,33 @@ class ReviewService:
             '/tracefence.v1.ReviewService/ResolveReviewItem',
             otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ResolveReviewItemRequest.SerializeToString,
             otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReviewHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tracefence.v1.ReviewService/GetReviewHistory',
+            otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.SerializeToString,
+            otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

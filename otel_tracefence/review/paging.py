@@ -1,0 +1,97 @@
+"""The review queue's list filters and page tokens, apart from any database: every store checks a
+``list`` call's arguments here and issues and reads the same tokens, so a token means the same on
+SQLite and PostgreSQL (and the page's SQL differs only in its placeholders)."""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.model import ReplayClass
+from otel_tracefence.schema import REPLAY_CLASS
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+"""Largest page a store's ``list`` returns; larger requests are reduced to it."""
+
+_TOKEN_VERSION = 1
+
+
+def class_value(value: ReplayClass | int) -> int:
+    """The ``tracefence.v1.ReplayClass`` value of ``value``. Raises :class:`ValueError` for anything else."""
+    if isinstance(value, ReplayClass):
+        return REPLAY_CLASS[value]
+    if isinstance(value, int) and not isinstance(value, bool) and value in pb.ReplayClass.values():
+        return value
+    raise ValueError(f"replay class {value!r} is neither a ReplayClass nor a tracefence.v1.ReplayClass value")
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A checked ``list`` call: ``state`` (``None``: every state), ``classes`` (sorted; empty: every
+    class), ``service_name`` (``None``: every service), ``page_size`` (1..``MAX_PAGE_SIZE``), ``after``:
+    the ``(updated_ns, trace_id)`` the page starts below (``None``: the first page), and ``query_id``,
+    which ties a token to these filters."""
+
+    state: int | None
+    classes: tuple[int, ...]
+    service_name: str | None
+    page_size: int
+    after: tuple[int, str] | None
+    query_id: str
+
+    def next_token(self, rows: builtins.list[tuple[int, str]]) -> str:
+        """The token after a page, from the ``(updated_ns, trace_id)`` of the ``page_size + 1`` rows fetched
+        (newest first); ``""`` when there is no further row."""
+        if len(rows) <= self.page_size:
+            return ""
+        updated_ns, trace_id = rows[self.page_size - 1]
+        raw = json.dumps([_TOKEN_VERSION, updated_ns, trace_id, self.query_id], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def list_query(
+    *,
+    state: int | None,
+    replay_classes: Iterable[ReplayClass | int],
+    service_name: str | None,
+    page_size: int,
+    page_token: str,
+) -> ListQuery:
+    """Check a ``list`` call (see :meth:`~otel_tracefence.review.store.SQLiteReviewStore.list`). Raises
+    :class:`ValueError` for an unknown state or class, a page size below 1, or a token this code did not
+    issue for these filters."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be at least 1, not {page_size}")
+    if state in (None, pb.REVIEW_STATE_UNSPECIFIED):
+        state = None
+    elif state not in (pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED):
+        raise ValueError(f"state {state!r} is not a tracefence.v1.ReviewState value")
+    classes = tuple(sorted({class_value(c) for c in replay_classes}))
+    service_name = service_name or None
+    query_id = hashlib.sha256(json.dumps([state, builtins.list(classes), service_name]).encode()).hexdigest()[:16]
+    after = _decode_token(page_token, query_id) if page_token else None
+    return ListQuery(state, classes, service_name, min(page_size, MAX_PAGE_SIZE), after, query_id)
+
+
+def _decode_token(token: str, query_id: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        version, updated_ns, trace_id, token_query = json.loads(raw)
+    except (ValueError, TypeError):
+        raise ValueError("page_token is not one this review store issued") from None
+    if version != _TOKEN_VERSION or not isinstance(updated_ns, int) or not isinstance(trace_id, str):
+        raise ValueError("page_token is not one this review store issued")
+    if token_query != query_id:
+        raise ValueError("page_token was issued for other filters")
+    return updated_ns, trace_id
+
+
+def like_prefix(prefix: str) -> str:
+    """A ``LIKE ... ESCAPE '\\'`` pattern for ids starting with ``prefix`` lowercased (``%`` and ``_`` literal)."""
+    return prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
