@@ -130,8 +130,6 @@ def test_resolve_with_a_note_refused_without_the_token(page, ui):
     with SQLiteReviewStore(ui.db, create=False) as store:
         item = store.get("t-timeout")
         assert (item.state, item.resolved_by, item.resolution_note) == (2, "alice", "invoice in_78 exists once in billing; safe")
-    if not hasattr(SQLiteReviewStore, "history"):
-        pytest.skip("the SQLite store keeps no history yet (issue 12, part A): the history after resolving is not checked")
     history = page.locator("#history tbody tr")
     expect(history.last).to_contain_text("resolved")
     expect(history.last).to_contain_text("alice")
