@@ -449,3 +449,22 @@ def test_serve_serves_the_page_on_ui_endpoint_from_its_own_queue(tmp_path, upstr
     finally:
         service.stop()
     assert service.ui_port and service._ui_server is not None
+
+
+def test_the_page_reads_and_resolves_a_postgresql_queue(pg_url):
+    """``tracefence ui --db postgresql://...``: the page lists, shows and resolves the shared queue."""
+    make_queue(pg_url)
+    store = open_store(pg_url)
+    try:
+        client = client_for(store)
+        listed = re.findall(r'<tr data-trace-id="([^"]+)">', client.get("/").text)
+        assert listed == list(reversed(list(CLASSES)))
+        token = csrf(client, "/items/t-timeout")
+        response = client.post("/items/t-timeout/resolve", data={"resolved_by": "dana", "note": "checked in billing", "csrf_token": token}, headers={"origin": BASE})
+        assert response.status_code == 303
+    finally:
+        store.close()
+    with open_store(pg_url) as again:
+        item = again.get("t-timeout")
+        assert (item.state, item.resolved_by, item.resolution_note) == (2, "dana", "checked in billing")
+        assert [e.kind for e in again.history("t-timeout")] == ["plan_written", "resolved"]

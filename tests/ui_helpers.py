@@ -45,13 +45,16 @@ ROWS = {
 CLASSES = {"t-conflict": "review", "t-timeout": "review", "t-static": "static", "t-injected": "injected"}
 
 
-def make_queue(path: Path) -> Path:
-    """A review database at ``path`` holding the :data:`ROWS` traces, planned as ``tracefence plan`` plans them,
-    written oldest first in this order: ``t-injected`` is the newest."""
+def make_queue(path: Path | str) -> Path | str:
+    """A review database at ``path`` (a SQLite file, or a ``postgresql://`` URL) holding the :data:`ROWS`
+    traces, planned as ``tracefence plan`` plans them, written oldest first in this order: ``t-injected`` is
+    the newest."""
     import json
 
+    from otel_tracefence.review import open_review_store
+
     config = TraceFenceConfig()
-    with SQLiteReviewStore(path) as store:
+    with open_review_store(path) as store:
         for trace_id, (service, rows) in ROWS.items():
             text = "\n".join(json.dumps({"trace_id": trace_id, **row}) for row in rows)
             outcome = plan_document(text, "ndjson", config)
