@@ -35,7 +35,7 @@ from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 from opentelemetry import metrics
 
 from otel_tracefence import annotate
-from otel_tracefence.buffer import Decided, Late, TraceBuffer
+from otel_tracefence.buffer import Decided, LateBatch, TraceBuffer
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import TracePlan
 from otel_tracefence.normalize import SpanView
@@ -143,6 +143,16 @@ class Fence(Generic[P]):
             return
         self.hand_on(ready)
 
+    def add_batch(self, items: Sequence[tuple[SpanView, P, bool]]) -> None:
+        """Take finished spans ``(view, payload, local_root)`` received together: late spans of one trace among them
+        are re-planned once and handed on together. Never raises; on failure the spans are handed on unannotated."""
+        try:
+            ready = self.buffer.add_batch(items)
+        except Exception as exc:  # noqa: BLE001
+            self.pass_through([payload for _, payload, _ in items], "intake", exc)
+            return
+        self.hand_on(ready)
+
     def started(self, trace_id: str, span_id: str) -> None:
         """A span started (doors that see starts): its trace waits for it. Never raises."""
         try:
@@ -201,9 +211,9 @@ class Fence(Generic[P]):
             guarded(self.telemetry, "decision_wait", lambda: self.hand_on(self.buffer.due()))
 
     # -- hand on -----------------------------------------------------------------
-    def hand_on(self, ready: Sequence[Decided[P] | Late[P]]) -> None:
+    def hand_on(self, ready: Sequence[Decided[P] | LateBatch[P]]) -> None:
         for item in ready:
-            if isinstance(item, Late):
+            if isinstance(item, LateBatch):
                 self._hand_on_late(item)
             else:
                 self._hand_on_decided(item)
@@ -230,21 +240,26 @@ class Fence(Generic[P]):
             out = originals
         guarded(self.telemetry, "emit", lambda: self._emit(out))
 
-    def _hand_on_late(self, late: Late[P]) -> None:
-        payload = late.payload
-        try:
-            self.telemetry.spans_received.add(1, self.telemetry.attributes)
-            self.telemetry.spans_late.add(1, self.telemetry.attributes)
-            extra = annotate.late_attributes(late.replay_class, partial=late.partial)
-            if late.step_decision is not None:
-                extra.update(step_attributes(late.step_decision))
-            if late.plan is not None:
-                self._review(late.plan, [payload])
-            if extra:  # a late span of a trace with no tool step is handed on untouched
-                payload = self._annotate(payload, late.view, extra)
-        except Exception as exc:  # noqa: BLE001
-            self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
-        guarded(self.telemetry, "emit", lambda: self._emit([payload]))
+    def _hand_on_late(self, batch: LateBatch[P]) -> None:
+        """Hand on late spans of one trace together: one review write for the batch's plan, one ``emit``."""
+        attrs = self.telemetry.attributes
+        self.telemetry.spans_received.add(len(batch.spans), attrs)
+        self.telemetry.spans_late.add(len(batch.spans), attrs)
+        if batch.plan is not None:
+            guarded(self.telemetry, "late", lambda: self._review(batch.plan, [late.payload for late in batch.spans]))
+        out = []
+        for late in batch.spans:
+            payload = late.payload
+            try:
+                extra = annotate.late_attributes(late.replay_class, partial=late.partial)
+                if late.step_decision is not None:
+                    extra.update(step_attributes(late.step_decision))
+                if extra:  # a late span of a trace with no tool step is handed on untouched
+                    payload = self._annotate(payload, late.view, extra)
+            except Exception as exc:  # noqa: BLE001
+                self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
+            out.append(payload)
+        guarded(self.telemetry, "emit", lambda: self._emit(out))
 
     def _review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
         if self._review_sink is None:
