@@ -132,6 +132,8 @@ class LateBatch(Generic[P]):
     trace_id: str
     spans: list[Late[P]]
     plan: TracePlan | None
+    previous_class: str | None = None  # the trace's class before this batch (its review item exists if it needed one)
+    overflowing: bool = False  # a chunk of a trace past its bound whose root has not ended: more chunks will follow
 
 
 @dataclass(slots=True)
@@ -427,7 +429,7 @@ class TraceBuffer(Generic[P]):
             remembered.late_step_span_ids.add(step.span_id)
             kinds.append((view, payload, "step", step))
         plan = None
-        kept = remembered.replay_class
+        kept = previous = remembered.replay_class
         if added or changed:
             called = {s.call_id for s in added if s.call_id}
             if called:  # a requested call now recorded by its tool span
@@ -452,7 +454,7 @@ class TraceBuffer(Generic[P]):
                 out.append(Late(view, payload, kept, mine.get(id(what)) if what is not None else None, plan, True))
             else:
                 out.append(Late(view, payload, kept, None, None, partial))
-        return LateBatch(trace_id, out, plan)
+        return LateBatch(trace_id, out, plan, previous, remembered.overflow)
 
 
 __all__ = ["Decided", "Late", "LateBatch", "NormalizedTrace", "TraceBuffer"]

@@ -22,6 +22,14 @@ ids. ``tracefence.review.writes`` counts traces: ``ok`` written (at once or on
 a retry), ``failed`` held because a write failed or was queued behind failing
 ones; ``tracefence.errors`` ``error.type=review_write`` counts failed attempts;
 ``tracefence.review.pending`` is the number held.
+
+Chunks of a trace past its bound (its root not ended yet) whose review item
+exists already (its class needed review before they came) update the item at
+most once per ``REVIEW_UPDATE_INTERVAL_S``, with every step planned meanwhile,
+written by the same retry thread (and by ``flush`` and ``shutdown``): a giant
+trace handed on in many chunks costs one write a second, not one per chunk.
+Any other late batch, and the chunk with the root, is written before its spans
+are handed on, as a decided trace is.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 from opentelemetry import metrics
@@ -44,6 +53,18 @@ from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
+REVIEW_UPDATE_INTERVAL_S = 1.0  # late spans update an existing review item at most this often per trace
+
+
+def with_steps_of(plan: TracePlan, older: Sequence[Any]) -> TracePlan:
+    """``plan`` with the step decisions of ``older`` it lacks, in trace order, flagged partial: a re-plan of late
+    spans sees only a window of its trace's steps, and a review write must never lose a step planned before."""
+    have = {(d.step.span_id, d.step.call_id) for d in plan.steps}
+    extra = [d for d in older if (d.step.span_id, d.step.call_id) not in have]
+    if not extra:
+        return plan
+    steps = sorted((*plan.steps, *extra), key=lambda d: d.step.order_key)
+    return replace(plan, steps=tuple(steps), partial=True)
 
 
 class ReviewSink(Protocol):
@@ -108,6 +129,10 @@ class Fence(Generic[P]):
         self._held_lock = threading.Lock()
         self._held_generation = 0
         self._held_max = config.max_traces
+        # Review items of traces with late spans whose update waits for REVIEW_UPDATE_INTERVAL_S:
+        # trace id -> (service name, the step decisions planned meanwhile, by span and call id)
+        self._deferred_reviews: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        self._updated_at: OrderedDict[str, float] = OrderedDict()  # when late spans last updated each item (bounded)
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
@@ -169,6 +194,8 @@ class Fence(Generic[P]):
         """Decide everything held now (as partial where the root has not arrived) and hand it on;
         try once more to write the review items whose write failed."""
         self.hand_on(self.buffer.drain())
+        if self._deferred_reviews:
+            self._write_deferred_reviews()
         if self._held_reviews:
             self._write_held_reviews()
 
@@ -246,7 +273,11 @@ class Fence(Generic[P]):
         self.telemetry.spans_received.add(len(batch.spans), attrs)
         self.telemetry.spans_late.add(len(batch.spans), attrs)
         if batch.plan is not None:
-            guarded(self.telemetry, "late", lambda: self._review(batch.plan, [late.payload for late in batch.spans]))
+            payloads = [late.payload for late in batch.spans]
+            if batch.overflowing and batch.previous_class is not None and batch.previous_class in self._review_classes:
+                guarded(self.telemetry, "late", lambda: self._update_review(batch.plan, payloads))
+            else:
+                guarded(self.telemetry, "late", lambda: self._review(batch.plan, payloads))
         out = []
         for late in batch.spans:
             payload = late.payload
@@ -261,16 +292,56 @@ class Fence(Generic[P]):
             out.append(payload)
         guarded(self.telemetry, "emit", lambda: self._emit(out))
 
-    def _review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
+    def _update_review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
+        """Update an existing review item: at once when the trace's last write is older than
+        ``REVIEW_UPDATE_INTERVAL_S``, else later (its latest plan, by the writer thread or the next flush)."""
         if self._review_sink is None:
             return
-        service = next((name for name in map(self._service_name, payloads) if name), "")
+        now = time.monotonic()
+        with self._held_lock:
+            last = self._updated_at.get(plan.trace_id)
+            if last is not None and now - last < REVIEW_UPDATE_INTERVAL_S:
+                service = next((name for name in map(self._service_name, payloads) if name), "")
+                known_service, steps = self._deferred_reviews.get(plan.trace_id, ("", {}))
+                steps.update(((d.step.span_id, d.step.call_id), d) for d in plan.steps)
+                self._deferred_reviews[plan.trace_id] = (service or known_service, steps)
+                self._start_writer()
+                return
+            self._updated_at[plan.trace_id] = now
+            self._updated_at.move_to_end(plan.trace_id)
+            while len(self._updated_at) > self._held_max:
+                self._updated_at.popitem(last=False)
+        self._review(plan, payloads)
+
+    def _start_writer(self) -> None:
+        # Caller holds _held_lock.
+        if self._retry_thread is None and not self._retry_stop.is_set():
+            self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
+            self._retry_thread.start()
+
+    def _write_deferred_reviews(self) -> None:
+        """Write the review items whose update was put off, each with its trace's latest plan."""
+        with self._held_lock:
+            deferred, self._deferred_reviews = self._deferred_reviews, OrderedDict()
+            now = time.monotonic()
+            for trace_id in deferred:
+                self._updated_at[trace_id] = now
+        for trace_id, (service, steps) in deferred.items():
+            latest = self.buffer.latest_plan(trace_id)
+            if latest is not None:
+                plan = with_steps_of(latest, list(steps.values()))
+                guarded(self.telemetry, "late", lambda: self._review(plan, [], service))
+
+    def _review(self, plan: TracePlan, payloads: Sequence[P], service: str = "") -> None:
+        if self._review_sink is None:
+            return
+        service = next((name for name in map(self._service_name, payloads) if name), service)
         if self._held_reviews and self._hold_review(plan, service, failed=False):
             return  # the sink is failing: queue behind the held items, never wait on it again
         # One write at a time, of the trace's latest plan: a late span's plan written by
         # another thread in between is never overwritten by an older one.
         with self._review_lock:
-            plan = self.buffer.latest_plan(plan.trace_id) or plan
+            plan = self._latest(plan)
             if not self._needs_review(plan):
                 return
             if self._held_reviews and self._hold_review(plan, service, failed=False):
@@ -294,13 +365,18 @@ class Fence(Generic[P]):
             )
             return False
 
+    def _latest(self, plan: TracePlan) -> TracePlan:
+        """The trace's latest plan, keeping any step of ``plan`` it lacks."""
+        latest = self.buffer.latest_plan(plan.trace_id)
+        return plan if latest is None or latest is plan else with_steps_of(latest, plan.steps)
+
     def _needs_review(self, plan: TracePlan) -> bool:
         return plan.replay_class is not None and plan.replay_class.value in self._review_classes
 
     def _hold_review(self, plan: TracePlan, service: str, *, failed: bool) -> bool:
         """Keep a review item whose write ``failed``, or that would queue behind held ones, for the retry
         thread. False (nothing done) when it would queue but nothing is held any more."""
-        plan = self.buffer.latest_plan(plan.trace_id) or plan
+        plan = self._latest(plan)
         if not self._needs_review(plan):
             return True
         dropped: list[str] = []
@@ -308,13 +384,13 @@ class Fence(Generic[P]):
             if not failed and not self._held_reviews:
                 return False
             known = self._held_reviews.pop(plan.trace_id, None)
+            if known is not None:
+                plan = with_steps_of(plan, known[0].steps)
             self._held_generation += 1
             self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
             while len(self._held_reviews) > self._held_max:
                 dropped.append(self._held_reviews.popitem(last=False)[0])
-            if self._retry_thread is None and not self._retry_stop.is_set():
-                self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
-                self._retry_thread.start()
+            self._start_writer()
         if known is None:
             self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "failed"})
         if dropped:
@@ -326,26 +402,30 @@ class Fence(Generic[P]):
 
     def _run_review_retry(self) -> None:
         pause = REVIEW_RETRY_PAUSE_S[0]
-        while not self._retry_stop.wait(pause):
+        while not self._retry_stop.wait(REVIEW_UPDATE_INTERVAL_S if not self._held_reviews else pause):
+            if self._deferred_reviews:
+                self._write_deferred_reviews()
             if self._write_held_reviews():
-                return
+                with self._held_lock:
+                    if not self._deferred_reviews and not self._held_reviews:
+                        if self._retry_thread is threading.current_thread():
+                            self._retry_thread = None
+                        return
+                continue
             pause = min(pause * 2, REVIEW_RETRY_PAUSE_S[1])
 
     def _write_held_reviews(self) -> bool:
-        """Write the held review items, oldest first, stopping at the first failure; True once none is held
-        (then the retry thread, if this is it, has ended)."""
+        """Write the held review items, oldest first, stopping at the first failure; True once none is held."""
         written = 0
         while True:
             with self._held_lock:
                 if not self._held_reviews:
-                    if threading.current_thread() is self._retry_thread:
-                        self._retry_thread = None
                     if written:
                         _log.warning("tracefence %s: the review queue takes writes again: wrote %d held item(s)", self.telemetry.attributes[COMPONENT], written)
                     return True
                 trace_id, (plan, service, generation) = next(iter(self._held_reviews.items()))
             with self._review_lock:
-                plan = self.buffer.latest_plan(trace_id) or plan
+                plan = self._latest(plan)
                 ok = self._write_review(plan, service)
             if not ok:
                 return False

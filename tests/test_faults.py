@@ -56,7 +56,7 @@ from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.forward import PAUSE_AFTER_FAILURE_S, Forwarder, UpstreamTarget
 from otel_tracefence.service.otlp_spans import request_span_count
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService
-from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, wait_for
+from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, raw_tool_span, trace_stub, wait_for
 
 OK = SpanExportResult.SUCCESS
 UPSTREAM_TIMEOUT_S = 1.0  # the service's deadline per forward attempt: short, to keep the tests short
@@ -988,3 +988,74 @@ def test_stop_is_bounded_with_the_review_db_locked(start_service, upstream, clie
         if holder.in_transaction:
             holder.execute("ROLLBACK")
         holder.close()
+
+
+# -- one giant trace beside small ones (issue 9, item 3) ------------------------------------------------
+
+
+def _giant_trace_requests(trace_id: bytes, spans: int, per_request: int) -> list:
+    """``spans`` spans of one trace with no root (their parent never comes), every third a read tool span with
+    its own call id, cut into requests of ``per_request`` spans."""
+    parent = b"\xee" * 8
+    made = [
+        raw_tool_span(trace_id, (i + 1).to_bytes(8, "big"), "kb.lookup", parent=parent, **{"gen_ai.tool.call.id": f"call-{i}"})
+        if i % 3 == 0
+        else raw_span(trace_id, (i + 1).to_bytes(8, "big"), "think", parent)
+        for i in range(spans)
+    ]
+    return [raw_request(*made[i : i + per_request], service_name="giant-agent") for i in range(0, spans, per_request)]
+
+
+def test_a_giant_trace_beside_a_small_one_the_small_one_is_delivered_while_the_giant_one_is_in_flight(start_service, upstream, tmp_path):
+    """30,500 spans of one trace whose root comes last, acknowledged first, then a small trace from another
+    client: the small one is delivered with its own decisions while the giant one is still in flight (its
+    last chunk held, as a trace's spans are, until its root ends). The giant one is decided on its bound
+    (1,000 spans, partial) and every later span is handed on late in batches, every late tool step fenced
+    (``decided_before_complete``); its review item keeps every one of its 10,167 steps."""
+    service, _ = start_service(upstream.port)
+    giant_id, small_id = "9a" * 16, "5b" * 16
+    total = 30_500
+    giant_channel, giant = trace_stub(f"127.0.0.1:{service.port}")
+    small_channel, small = trace_stub(f"127.0.0.1:{service.port}")
+    try:
+        for request in _giant_trace_requests(bytes.fromhex(giant_id), total, 1_500):
+            giant.Export(request, timeout=10)  # acknowledged: queued in the intake
+        tid = bytes.fromhex(small_id)
+        small.Export(
+            raw_request(
+                raw_tool_span(tid, b"\x00" * 7 + b"\x02", "accounts.get_balance", parent=b"\x00" * 7 + b"\x01", **{"gen_ai.tool.call.id": "c-1"}),
+                raw_tool_span(tid, b"\x00" * 7 + b"\x03", "payments.charge", effect="write", parent=b"\x00" * 7 + b"\x01",
+                              **{"gen_ai.tool.call.id": "c-2", "tracefence.idempotency_key": "order-9"}),
+                raw_span(tid, b"\x00" * 7 + b"\x01", "invoke_agent billing"),
+                service_name="small-agent",
+            ),
+            timeout=10,
+        )
+        delivered = upstream.wait_spans(3, small_id, timeout=20)
+        assert {s.name: (s.tf.get("tracefence.replay.class"), s.tf.get("tracefence.step.decision")) for s in delivered} == {
+            "invoke_agent billing": ("static", None),
+            "execute_tool accounts.get_balance": ("static", "replay"),
+            "execute_tool payments.charge": ("static", "skip"),
+        }
+        assert len(upstream.trace(giant_id)) < total  # the giant one is still in flight
+        upstream.wait_spans(total - 1_000, giant_id, timeout=20)
+        wait_for(lambda: service.intake.depth == 0 and not service.forwarders[0].depth, what="the giant trace read and forwarded")
+        time.sleep(0.3)
+        held_back = total - len(upstream.trace(giant_id))
+        assert 0 < held_back < 1_000 and held_back == len(service.fence.buffer._held[giant_id].spans)  # its last chunk waits for its root
+        giant.Export(raw_request(raw_span(bytes.fromhex(giant_id), b"\xee" * 8, "invoke_agent giant"), service_name="giant-agent"), timeout=10)
+        got = upstream.wait_spans(total + 1, giant_id, timeout=20)
+    finally:
+        giant_channel.close()
+        small_channel.close()
+    assert len({s.span_id for s in got}) == total + 1 == len(got)
+    first = [s for s in got if not s.tf.get("tracefence.trace.late")]
+    late = [s for s in got if s.tf.get("tracefence.trace.late")]
+    assert (len(first), len(late)) == (1_000, 29_501)
+    assert {(s.tf["tracefence.replay.class"], s.tf["tracefence.trace.partial"]) for s in first} == {("dynamic", True)}
+    assert {(s.tf["tracefence.replay.class"], s.tf["tracefence.trace.partial"]) for s in late} == {("review", True)}
+    late_tools = [s for s in late if s.name.startswith("execute_tool")]
+    assert len(late_tools) == 10_167 - 334  # every third span is a tool span; 334 of them among the first 1,000
+    assert {(s.tf["tracefence.step.decision"], s.tf["tracefence.step.reasons"][0]) for s in late_tools} == {("review", "decided_before_complete")}
+    wait_for(lambda: service.store.get(giant_id) is not None and len(service.store.get(giant_id).plan.steps) == 10_167, timeout=20,
+             what="the giant trace's review item with its 10,167 steps")
