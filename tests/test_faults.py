@@ -1059,3 +1059,37 @@ def test_a_giant_trace_beside_a_small_one_the_small_one_is_delivered_while_the_g
     assert {(s.tf["tracefence.step.decision"], s.tf["tracefence.step.reasons"][0]) for s in late_tools} == {("review", "decided_before_complete")}
     wait_for(lambda: service.store.get(giant_id) is not None and len(service.store.get(giant_id).plan.steps) == 10_167, timeout=20,
              what="the giant trace's review item with its 10,167 steps")
+
+
+def test_the_intake_reads_sources_in_turns_a_slice_at_a_time_and_one_source_in_order():
+    """A giant request from one client and a small one from another: the small one is read after one slice of
+    the giant one, not after all of it; two requests of one client are read in the order they came."""
+    from otel_tracefence.service.intake import SLICE_SPANS, Intake
+    from otel_tracefence.service.otlp_spans import Origin, OtlpItem
+
+    gate = threading.Event()
+    seen: list[tuple[str, int]] = []
+
+    class Recording:
+        def add_batch(self, batch):
+            seen.append((batch[0][0].trace_id, len(batch)))
+            gate.wait(10)  # the worker is on its first slice while the other requests are queued
+
+        def pass_through(self, items, why, exc=None):
+            raise AssertionError(f"{why}: {exc!r}")
+
+    origin = Origin(raw_request().resource_spans[0].resource, "", raw_request().resource_spans[0].scope_spans[0].scope, "")
+
+    def items(trace: str, count: int) -> list:
+        return [OtlpItem(origin, raw_span(bytes.fromhex(trace), (i + 1).to_bytes(8, "big"), parent=b"\x01" * 8)) for i in range(count)]
+
+    intake = Intake(Recording(), max_spans=10_000)  # type: ignore[arg-type]
+    intake.put(items("aa" * 16, 3 * SLICE_SPANS), source="ipv4:127.0.0.1:1000")
+    wait_for(lambda: seen, what="the first slice")
+    intake.put(items("bb" * 16, 2 * SLICE_SPANS), source="ipv4:127.0.0.1:1000")
+    intake.put(items("cc" * 16, 5), source="ipv4:127.0.0.1:2000")
+    gate.set()
+    assert intake.drain(timeout_s=10) == 0
+    a, b, c = "aa" * 16, "bb" * 16, "cc" * 16
+    assert seen == [(a, SLICE_SPANS), (c, 5), (a, SLICE_SPANS), (a, SLICE_SPANS), (b, SLICE_SPANS), (b, SLICE_SPANS)]
+    assert (intake.depth, intake.handed_spans) == (0, 5 * SLICE_SPANS + 5)

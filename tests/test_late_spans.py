@@ -538,3 +538,45 @@ def test_late_tool_activity_no_convention_reads_fails_closed_too(tmp_path):
     assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
     assert root.get_span_context().trace_id == int(item.trace_id, 16)
     provider.shutdown()
+
+
+# -- linear cost past the bounds (issue 9) ---------------------------------------------------------
+
+
+def test_processor_past_max_spans_per_trace_plans_once_per_chunk_not_per_span(tmp_path, monkeypatch):
+    """450 tool spans end under a root still open, with ``max_spans_per_trace`` 100: the trace is planned at its
+    bound, then once per chunk of 100 later spans and once for the last chunk with the root: 5 planner calls,
+    not one per late span. Every span is handed on once; every tool span past the bound is fenced."""
+    import otel_tracefence.buffer as buffer_module
+    import otel_tracefence.pipeline as pipeline_module
+
+    calls: list[int] = []
+
+    def counting(real):
+        def plan(trace_id, steps, **kwargs):
+            steps = list(steps)
+            calls.append(len(steps))
+            return real(trace_id, steps, **kwargs)
+
+        return plan
+
+    monkeypatch.setattr(buffer_module, "plan_trace", counting(buffer_module.plan_trace))
+    monkeypatch.setattr(pipeline_module, "plan_trace", counting(pipeline_module.plan_trace))
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=60_000, max_spans_per_trace=100)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("giant")
+    with tracer.start_as_current_span("invoke_agent giant"):
+        for i in range(450):
+            with tool_call("kb.lookup", effect="read", call_id=f"call-{i}", tracer_provider=provider):
+                pass
+    assert calls == [100, 200, 200, 200, 150]  # the first plan: 100 steps; each re-plan: a window of the latest 100 and its chunk
+    spans = list(exporter.get_finished_spans())
+    assert len(spans) == 451 and len({s.context.span_id for s in spans}) == 451
+    tools = [_attrs(s) for s in spans if s.name.startswith("execute_tool")]
+    late = [a for a in tools if a.get(LATE)]
+    assert len(late) == 350
+    assert {(a[CLASS], a[DECISION], a[REASONS][0]) for a in late} == {("review", "review", "decided_before_complete")}
+    (item,) = store.list()[0]
+    assert len(item.plan.steps) == 450 and item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    processor.shutdown()

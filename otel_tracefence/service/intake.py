@@ -144,7 +144,6 @@ class Intake:
                 if not self._sources or self._abandoned:
                     return
                 source, entries = next(iter(self._sources.items()))
-                self._sources.move_to_end(source)  # the next source's turn after this slice
                 entry = entries[0]
                 self._busy = True
                 self._current = entry
@@ -152,13 +151,14 @@ class Intake:
                 self._hold(entry.items[entry.done : entry.done + SLICE_SPANS])
             finally:
                 with self._cond:
-                    if entry.done >= len(entry.items) or self._abandoned:
-                        if entries and entries[0] is entry and not self._abandoned:
-                            entries.popleft()
-                            if not entries and self._sources.get(source) is entries:
-                                del self._sources[source]
-                            self.depth -= entry.reservation.spans
-                            self.depth_bytes -= entry.reservation.bytes
+                    if entry.done >= len(entry.items) and not self._abandoned and entries and entries[0] is entry:
+                        entries.popleft()
+                        if not entries and self._sources.get(source) is entries:
+                            del self._sources[source]
+                        self.depth -= entry.reservation.spans
+                        self.depth_bytes -= entry.reservation.bytes
+                    if source in self._sources:
+                        self._sources.move_to_end(source)  # the next source's turn
                     self._busy = False
                     self._current = None
                     self._cond.notify_all()
