@@ -28,7 +28,7 @@ keeps every step an item ever had). A trace decided because it reached
 ``max_spans_per_trace`` before its root ended is *overflowing*: its later spans
 are held again, in chunks bounded like a trace (same bound, same waits, same
 eviction), and each chunk is handed on as one :class:`LateBatch` with one
-re-plan.
+re-plan, which sees the chunk's steps and as many earlier ones.
 
 The buffer is generic over what a door carries beside each :class:`SpanView`
 (an SDK ``ReadableSpan``, an OTLP protobuf span with its resource and scope).
@@ -434,7 +434,10 @@ class TraceBuffer(Generic[P]):
             called = {s.call_id for s in added if s.call_id}
             if called:  # a requested call now recorded by its tool span
                 steps[:] = [s for s in steps if not (s.requested_only and s.call_id in called)]
-            plan = fail_closed(plan_trace(trace_id, steps, partial=True, limits=self._config.limits), remembered.late_step_span_ids)
+            # A chunk of an overflowing trace is planned beside as many earlier steps as it brings, so each step
+            # costs a bounded share of planning however long the trace; other late batches see every remembered step.
+            window = steps[-2 * len(added) :] if remembered.overflow and added else steps
+            plan = fail_closed(plan_trace(trace_id, window, partial=True, limits=self._config.limits), remembered.late_step_span_ids)
             planned = plan.replay_class.value if plan.replay_class else None
             kept = most_restrictive(planned, remembered.replay_class)
             if kept != planned:  # never below a class already handed on for this trace

@@ -24,10 +24,12 @@ ones; ``tracefence.errors`` ``error.type=review_write`` counts failed attempts;
 ``tracefence.review.pending`` is the number held.
 
 Chunks of a trace past its bound (its root not ended yet) whose review item
-exists already (its class needed review before they came) update the item at
-most once per ``REVIEW_UPDATE_INTERVAL_S``, with every step planned meanwhile,
-written by the same retry thread (and by ``flush`` and ``shutdown``): a giant
-trace handed on in many chunks costs one write a second, not one per chunk.
+exists already (its class needed review before they came) update the item
+after ``REVIEW_UPDATE_INTERVAL_S`` at first, the interval doubling after each
+write (up to ``REVIEW_UPDATE_MAX_INTERVAL_S``), with every step planned
+meanwhile, written by the same retry thread (and by ``flush`` and
+``shutdown``): a giant trace handed on in many chunks costs a few writes, not
+one per chunk.
 Any other late batch, and the chunk with the root, is written before its spans
 are handed on, as a decided trace is.
 """
@@ -53,7 +55,8 @@ from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
-REVIEW_UPDATE_INTERVAL_S = 1.0  # late spans update an existing review item at most this often per trace
+REVIEW_UPDATE_INTERVAL_S = 1.0  # chunks of a giant trace update its review item at most this often at first...
+REVIEW_UPDATE_MAX_INTERVAL_S = 60.0  # ...the interval doubling after each such write, up to this
 
 
 def with_steps_of(plan: TracePlan, older: Sequence[Any]) -> TracePlan:
@@ -132,7 +135,7 @@ class Fence(Generic[P]):
         # Review items of traces with late spans whose update waits for REVIEW_UPDATE_INTERVAL_S:
         # trace id -> (service name, the step decisions planned meanwhile, by span and call id)
         self._deferred_reviews: OrderedDict[str, tuple[str, dict]] = OrderedDict()
-        self._updated_at: OrderedDict[str, float] = OrderedDict()  # when late spans last updated each item (bounded)
+        self._updated_at: OrderedDict[str, tuple[float, float]] = OrderedDict()  # trace -> (last chunk update, interval)
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
@@ -195,7 +198,7 @@ class Fence(Generic[P]):
         try once more to write the review items whose write failed."""
         self.hand_on(self.buffer.drain())
         if self._deferred_reviews:
-            self._write_deferred_reviews()
+            self._write_deferred_reviews(all_now=True)
         if self._held_reviews:
             self._write_held_reviews()
 
@@ -299,15 +302,15 @@ class Fence(Generic[P]):
             return
         now = time.monotonic()
         with self._held_lock:
-            last = self._updated_at.get(plan.trace_id)
-            if last is not None and now - last < REVIEW_UPDATE_INTERVAL_S:
+            last, interval = self._updated_at.get(plan.trace_id, (None, REVIEW_UPDATE_INTERVAL_S))
+            if last is not None and now - last < interval:
                 service = next((name for name in map(self._service_name, payloads) if name), "")
                 known_service, steps = self._deferred_reviews.get(plan.trace_id, ("", {}))
                 steps.update(((d.step.span_id, d.step.call_id), d) for d in plan.steps)
                 self._deferred_reviews[plan.trace_id] = (service or known_service, steps)
                 self._start_writer()
                 return
-            self._updated_at[plan.trace_id] = now
+            self._updated_at[plan.trace_id] = (now, interval)
             self._updated_at.move_to_end(plan.trace_id)
             while len(self._updated_at) > self._held_max:
                 self._updated_at.popitem(last=False)
@@ -319,13 +322,18 @@ class Fence(Generic[P]):
             self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
             self._retry_thread.start()
 
-    def _write_deferred_reviews(self) -> None:
-        """Write the review items whose update was put off, each with its trace's latest plan."""
+    def _write_deferred_reviews(self, *, all_now: bool = False) -> None:
+        """Write the review items whose update was put off and is due (``all_now``: every one), each with its
+        trace's latest plan and every step planned meanwhile. Each write doubles the trace's interval (up to
+        ``REVIEW_UPDATE_MAX_INTERVAL_S``): an item's write costs in proportion to its steps, so a trace that
+        keeps growing is written a logarithmic number of times, not once a second."""
         with self._held_lock:
-            deferred, self._deferred_reviews = self._deferred_reviews, OrderedDict()
             now = time.monotonic()
+            due = [t for t in self._deferred_reviews if all_now or now - self._updated_at.get(t, (0.0, 0.0))[0] >= self._updated_at.get(t, (0.0, 0.0))[1]]
+            deferred = {t: self._deferred_reviews.pop(t) for t in due}
             for trace_id in deferred:
-                self._updated_at[trace_id] = now
+                interval = self._updated_at.get(trace_id, (0.0, REVIEW_UPDATE_INTERVAL_S))[1]
+                self._updated_at[trace_id] = (now, min(2 * interval, REVIEW_UPDATE_MAX_INTERVAL_S))
         for trace_id, (service, steps) in deferred.items():
             latest = self.buffer.latest_plan(trace_id)
             if latest is not None:
