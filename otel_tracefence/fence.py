@@ -193,6 +193,11 @@ class Fence(Generic[P]):
         self.telemetry.error(why, f"{why} failed, spans handed on unannotated: {exc!r}", exc)
         guarded(self.telemetry, "emit", lambda: self._emit(payloads))
 
+    def pending_reviews(self) -> int:
+        """Review items not written yet: held after a failed write, or put off (chunks of a giant trace)."""
+        with self._held_lock:
+            return len(self._held_reviews) + len(self._deferred_reviews)
+
     def flush(self) -> None:
         """Decide everything held now (as partial where the root has not arrived) and hand it on;
         try once more to write the review items whose write failed."""

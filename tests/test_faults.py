@@ -1093,3 +1093,102 @@ def test_the_intake_reads_sources_in_turns_a_slice_at_a_time_and_one_source_in_o
     a, b, c = "aa" * 16, "bb" * 16, "cc" * 16
     assert seen == [(a, SLICE_SPANS), (c, 5), (a, SLICE_SPANS), (a, SLICE_SPANS), (b, SLICE_SPANS), (b, SLICE_SPANS)]
     assert (intake.depth, intake.handed_spans) == (0, 5 * SLICE_SPANS + 5)
+
+
+# -- the processor's flush and shutdown are bounded (issue 9, item 5) ---------------------------------
+
+
+def test_processor_force_flush_with_the_review_db_locked_returns_false_within_its_timeout(tmp_path):
+    """``force_flush(500)`` while another connection holds the review database locked (past the store's 5 s
+    busy timeout): it returns False within its bound instead of waiting the busy timeout out; once the lock
+    is gone, a flush writes the item and returns True, and every span is handed on once, annotated."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence.instrument import tool_call
+    from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+    db = tmp_path / "review.db"
+    store = SQLiteReviewStore(db)
+    exporter = InMemorySpanExporter()
+    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=store, decision_wait_ms=60_000)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    root = tracer.start_span("invoke_agent billing")  # still open: the trace is held
+    with trace_api_use(root):
+        try:
+            with tool_call("payments.charge", effect="write", idempotency_key="order-17", call_id="c-1", tracer_provider=provider):
+                raise TimeoutError("no answer")
+        except TimeoutError:
+            pass
+    holder = sqlite3.connect(db, isolation_level=None, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        flushed = processor.force_flush(500)
+        took = time.monotonic() - started
+        assert flushed is False
+        assert took < 3, f"force_flush(500) took {took:.1f}s"  # generous: the busy timeout alone is 5 s
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert processor.force_flush(15_000) is True
+    with SQLiteReviewStore(db, create=False) as check:
+        item = check.get(format(root.get_span_context().trace_id, "032x"))
+    assert item is not None and item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    spans = exporter.get_finished_spans()
+    assert [(s.name, s.attributes.get("tracefence.replay.class")) for s in spans] == [("execute_tool payments.charge", "review")]
+    root.end()  # late: handed on at once, with the trace's class
+    processor.shutdown(timeout_millis=5_000)
+    assert sorted((s.name, s.attributes.get("tracefence.replay.class")) for s in exporter.get_finished_spans()) == [
+        ("execute_tool payments.charge", "review"),
+        ("invoke_agent billing", "review"),
+    ]
+
+
+def test_processor_shutdown_with_the_review_db_locked_returns_within_its_timeout(tmp_path):
+    """``shutdown(timeout_millis=500)`` with the review database locked: it returns within its bound, counts the
+    overrun, and still shuts the downstream processors down."""
+    from opentelemetry.sdk.metrics import MeterProvider as Meters
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence.instrument import tool_call
+    from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+    db = tmp_path / "review.db"
+    reader = InMemoryMetricReader()
+    exporter = InMemorySpanExporter()
+    processor = TraceFenceSpanProcessor(
+        SimpleSpanProcessor(exporter), review_sink=SQLiteReviewStore(db), decision_wait_ms=60_000, meter_provider=Meters(metric_readers=[reader])
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    root = provider.get_tracer("agent").start_span("invoke_agent billing")
+    with trace_api_use(root):
+        try:
+            with tool_call("payments.charge", effect="write", idempotency_key="order-17", call_id="c-1", tracer_provider=provider):
+                raise TimeoutError("no answer")
+        except TimeoutError:
+            pass
+    holder = sqlite3.connect(db, isolation_level=None, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        processor.shutdown(timeout_millis=500)
+        took = time.monotonic() - started
+        assert took < 3, f"shutdown(500 ms) took {took:.1f}s"
+        assert metric(reader, "tracefence.errors", {"error.type": "shutdown_timeout"}) == 1
+        assert exporter._stopped is True  # the downstream processor was shut down all the same
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def trace_api_use(span):
+    from opentelemetry import trace as trace_api
+
+    return trace_api.use_span(span, end_on_exit=False)
