@@ -1192,3 +1192,78 @@ def trace_api_use(span):
     from opentelemetry import trace as trace_api
 
     return trace_api.use_span(span, end_on_exit=False)
+
+
+# -- the opt-in persistent queue (issue 9, item 4) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm-drain-runs-out"])
+def test_persistent_queue_every_acknowledged_span_is_delivered_after_a_restart(tmp_path, clients, how):
+    """``tracefence serve --persistent-queue-dir`` under load from three real OTLP exporters, its upstream down
+    (nothing can be forwarded), then SIGKILL, or SIGTERM with a 1 s drain. Restarted on the same folder with
+    the upstream up: every acknowledged span (by span id) reaches the upstream. Without the persistent queue
+    none would: they were only in the killed process's memory. After SIGTERM the stop line says what was kept
+    on disk, and nothing is counted as dropped."""
+    queue_dir = tmp_path / "queue"
+    up_port = free_port()
+    (tmp_path / "tracefence.yaml").write_text("service:\n  drain_timeout_s: 1\n")
+
+    def serve() -> ServeProcess:
+        return ServeProcess(
+            "--config", str(tmp_path / "tracefence.yaml"),
+            "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{up_port}", "--review-db", str(tmp_path / "review.db"),
+            "--decision-wait-ms", "0", "--max-wait-ms", "1000", "--persistent-queue-dir", str(queue_dir),
+            cwd=tmp_path,
+        )  # fmt: skip
+
+    first = serve()
+    stop = threading.Event()
+    acked: list[set[str]] = [set() for _ in range(3)]
+    attempted: set[str] = set()
+    try:
+        port = first.log("tracefence serve listening")["port"]
+
+        def send_loop(index: int) -> None:
+            client = clients(port, f"agent-{index}", timeout_s=3)
+            done = 0
+            while not stop.is_set():
+                agent_trace(client, review=index % 2 == 0)
+                agent_trace(client, review=index % 2 == 1, end_root=False)  # held: its root never comes
+                batch = [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()[done:]]
+                done += len(batch)
+                attempted.update(batch)
+                if client.send() is not OK:
+                    return
+                acked[index].update(batch)
+
+        threads = [threading.Thread(target=send_loop, args=(i,), daemon=True) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: all(len(a) >= 60 for a in acked), timeout=20, what="every client acknowledged a while")
+        first.proc.send_signal(how)
+        assert first.proc.wait(timeout=30) == (0 if how == signal.SIGTERM else -signal.SIGKILL), first.stderr()
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=15)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        stop.set()
+        first.stop()
+    every_acked = set().union(*acked)
+    if how == signal.SIGTERM:
+        stopped = first.log("tracefence serve stopped", timeout=1)
+        assert stopped["dropped_spans"] == 0 and stopped["forwarded_all"] is False
+        assert stopped["kept_spans"] >= len(every_acked)
+    up = RecordingUpstream()
+    up.start(up_port)
+    second = serve()
+    try:
+        second.log("tracefence serve listening")
+        wait_for(lambda: every_acked <= {r.span_id for r in up.spans()}, timeout=30,
+                 what=f"every acknowledged span upstream (have {len(every_acked & {r.span_id for r in up.spans()})} of {len(every_acked)})")
+        assert second.log("persistent queue: replayed what an earlier run acknowledged")["spans"] >= len(every_acked)
+    finally:
+        second.stop()
+        up.stop()
+    assert {r.span_id for r in up.spans()} <= attempted  # nothing invented
+    assert "Traceback" not in first.stderr() + second.stderr()

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
 from otel_tracefence.normalize import SpanView, from_otlp
-from otel_tracefence.service.otlp_spans import OtlpItem
+from otel_tracefence.service.otlp_spans import OtlpItem, to_request
+from otel_tracefence.service.persistent_queue import PersistentQueue
 
 SLICE_SPANS = 512  # spans read from one source's request before the next source's turn
 
@@ -58,7 +59,8 @@ class _Entry:
 class Intake:
     """A bounded queue of received spans for one :class:`~otel_tracefence.fence.Fence`, drained by a thread."""
 
-    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None) -> None:
+    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None, persistent: PersistentQueue | None = None) -> None:
+        self.persistent = persistent  # every request written there before put() returns (before the acknowledgement)
         self.max_spans = max_spans
         self.max_bytes = max_bytes
         self.depth = 0  # spans queued or reserved
@@ -121,10 +123,12 @@ class Intake:
             self.depth_bytes -= reservation.bytes
             self._cond.notify_all()
 
-    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "") -> None:
-        """Queue one Export call's valid spans (never blocks), in the room ``reservation`` took (without one,
-        room is taken now, past the bound if need be). ``source``: who sent them (requests of one source are
-        read in order; sources take turns)."""
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", *, persisted: bool = False) -> None:
+        """Queue one Export call's valid spans, in the room ``reservation`` took (without one, room is taken now,
+        past the bound if need be). ``source``: who sent them (requests of one source are read in order; sources
+        take turns). With a persistent queue, the spans are written to it first (``persisted``: they are
+        there already, replayed); when that write fails, the room is given back and :class:`IntakeRefusal`
+        is raised (not permanent: the client retries), so nothing unwritten is acknowledged."""
         if reservation is None:
             reservation = Reservation(len(items), 0)
             with self._cond:
@@ -132,6 +136,12 @@ class Intake:
         if not items:
             self.release(reservation)
             return
+        if self.persistent is not None and not persisted:
+            try:
+                self.persistent.append(to_request(items)[0], (item.span for item in items))
+            except Exception as exc:  # noqa: BLE001 - a full or unwritable disk: refuse rather than acknowledge
+                self.release(reservation)
+                raise IntakeRefusal(f"the persistent queue cannot take the request ({exc}); retry later", permanent=False) from exc
         with self._cond:
             self._sources.setdefault(source, deque()).append(_Entry(items, reservation))
             self._cond.notify()

@@ -130,7 +130,7 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         except BaseException:
             self._intake.release(reservation)
             raise
-        self._intake.put(accepted, reservation, source=context.peer() or "")
+        self._check(lambda: self._intake.put(accepted, reservation, source=context.peer() or ""), context)
         for view in stand_ins:
             self._intake.stand_in(view)
         response = trace_service_pb2.ExportTraceServiceResponse()
