@@ -1272,3 +1272,23 @@ def test_persistent_queue_every_acknowledged_span_is_delivered_after_a_restart(t
         up.stop()
     assert {r.span_id for r in up.spans()} <= attempted  # nothing invented
     assert "Traceback" not in first.stderr() + second.stderr()
+
+
+def test_persistent_queue_file_is_private_and_a_settled_request_leaves_it(tmp_path):
+    """The queue file holds spans as received (values and all): mode 0600, as are its -wal and -shm files. A
+    request is deleted once every forward queue has settled every one of its spans, not before."""
+    from otel_tracefence.service.persistent_queue import PersistentQueue
+
+    queue = PersistentQueue(tmp_path / "q", targets=2)
+    spans = [raw_span(b"\x01" * 16, bytes([0] * 7 + [i])) for i in (1, 2)]
+    request = raw_request(*spans)
+    queue.append(request, request.resource_spans[0].scope_spans[0].spans)
+    for name in ("tracefence-queue.db", "tracefence-queue.db-wal", "tracefence-queue.db-shm"):
+        assert (tmp_path / "q" / name).stat().st_mode & 0o777 == 0o600, name
+    queue.settle(0, spans)
+    queue.settle(1, spans[:1])
+    assert queue.pending() == (1, 2)  # the second upstream has not taken span 2 yet
+    queue.settle(1, spans[1:])
+    assert queue.pending() == (0, 0)
+    queue.close()
+    assert PersistentQueue.count(tmp_path / "q" / "tracefence-queue.db") == (0, 0)

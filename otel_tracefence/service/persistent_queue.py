@@ -24,9 +24,9 @@ batches by a background thread.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
-from collections import deque
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -43,23 +43,27 @@ def _key(span: Span) -> bytes:
 
 
 class PersistentQueue:
-    """Acknowledged requests in ``directory``/``tracefence-queue.db`` until ``targets`` forward queues settled them.
+    """Acknowledged requests in ``directory``/``tracefence-queue.db`` (mode 0600; the folder is created 0700) until
+    ``targets`` forward queues settled them.
 
     Raises ``OSError`` or ``sqlite3.Error`` when the folder or the file cannot be opened for writing.
     Thread-safe."""
 
     def __init__(self, directory: str | Path, targets: int) -> None:
         folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path = folder / FILE_NAME
+        # The spans as received, values and all: readable by this user only (SQLite gives -wal and -shm the same mode).
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._targets = targets
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=5.0)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, spans INTEGER NOT NULL, body BLOB NOT NULL)")
         self._lock = threading.Lock()  # the connection, and the bookkeeping below
-        # Per forward queue: span (trace id + span id) -> the rows it is in, oldest first (a span sent twice is in two).
-        self._rows_of: list[dict[bytes, deque[int]]] = [{} for _ in range(targets)]
+        # Per forward queue: span (trace id + span id) -> the row it is in, or the rows, oldest first, when it came
+        # more than once (a client's retry). An int, not a list, in the usual case: this is per span in flight.
+        self._rows_of: list[dict[bytes, int | list[int]]] = [{} for _ in range(targets)]
         self._remaining: dict[int, int] = {}  # row -> spans x targets not settled yet
         self._settled: list[int] = []  # rows to delete
         self._stop = threading.Event()
@@ -84,7 +88,14 @@ class PersistentQueue:
         self._remaining[row] = len(spans) * self._targets
         for rows_of in self._rows_of:
             for span in spans:
-                rows_of.setdefault(_key(span), deque()).append(row)
+                key = _key(span)
+                known = rows_of.get(key)
+                if known is None:
+                    rows_of[key] = row
+                elif isinstance(known, list):
+                    known.append(row)
+                else:
+                    rows_of[key] = [known, row]
 
     def settle(self, target: int, spans: Iterable[Span]) -> None:
         """Forward queue ``target`` is done with ``spans`` (sent, or dropped for good)."""
@@ -93,10 +104,14 @@ class PersistentQueue:
             for span in spans:
                 key = _key(span)
                 rows = rows_of.get(key)
-                if not rows:
+                if rows is None:
                     continue  # not from the queue (a stand-in), or settled already
-                row = rows.popleft()
-                if not rows:
+                if isinstance(rows, list):
+                    row = rows.pop(0)
+                    if len(rows) == 1:
+                        rows_of[key] = rows[0]
+                else:
+                    row = rows
                     del rows_of[key]
                 left = self._remaining.get(row, 0) - 1
                 if left <= 0:
