@@ -63,7 +63,9 @@ def with_steps_of(plan: TracePlan, older: Sequence[Any]) -> TracePlan:
     """``plan`` with the step decisions of ``older`` it lacks, in trace order, flagged partial: a re-plan of late
     spans sees only a window of its trace's steps, and a review write must never lose a step planned before."""
     have = {(d.step.span_id, d.step.call_id) for d in plan.steps}
-    extra = [d for d in older if (d.step.span_id, d.step.call_id) not in have]
+    called = {d.step.call_id for d in plan.steps if d.step.call_id}
+    # A requested call the newer plan has as a recorded step (its tool span came late) is not kept beside it.
+    extra = [d for d in older if (d.step.span_id, d.step.call_id) not in have and not (d.step.requested_only and d.step.call_id in called)]
     if not extra:
         return plan
     steps = sorted((*plan.steps, *extra), key=lambda d: d.step.order_key)
