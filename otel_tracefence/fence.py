@@ -48,14 +48,14 @@ from opentelemetry import metrics
 from otel_tracefence import annotate
 from otel_tracefence.buffer import Decided, LateBatch, TraceBuffer
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import TracePlan
+from otel_tracefence.model import ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
-REVIEW_UPDATE_INTERVAL_S = 1.0  # chunks of a giant trace update its review item at most this often at first...
+REVIEW_UPDATE_INTERVAL_S = 5.0  # chunks of a giant trace update its review item at most this often at first...
 REVIEW_UPDATE_MAX_INTERVAL_S = 60.0  # ...the interval doubling after each such write, up to this
 
 
@@ -343,14 +343,24 @@ class Fence(Generic[P]):
                 self._updated_at[trace_id] = (now, min(2 * interval, REVIEW_UPDATE_MAX_INTERVAL_S))
         for trace_id, (service, steps) in deferred.items():
             latest = self.buffer.latest_plan(trace_id)
-            if latest is not None:
+            if latest is None:  # forgotten meanwhile: the steps planned since the last write, fenced (they were late)
+                ordered = tuple(sorted(steps.values(), key=lambda d: d.step.order_key))
+                latest = TracePlan(trace_id=trace_id, replay_class=ReplayClass.REVIEW, steps=(), partial=True)
+                plan = replace(latest, steps=ordered)
+            else:
                 plan = with_steps_of(latest, list(steps.values()))
-                guarded(self.telemetry, "late", lambda: self._review(plan, [], service))
+            guarded(self.telemetry, "late", lambda: self._review(plan, [], service))
 
     def _review(self, plan: TracePlan, payloads: Sequence[P], service: str = "") -> None:
         if self._review_sink is None:
             return
         service = next((name for name in map(self._service_name, payloads) if name), service)
+        if self._deferred_reviews:  # a write of this trace now takes the steps whose write was put off
+            with self._held_lock:
+                put_off = self._deferred_reviews.pop(plan.trace_id, None)
+            if put_off is not None:
+                plan = with_steps_of(plan, list(put_off[1].values()))
+                service = service or put_off[0]
         if self._held_reviews and self._hold_review(plan, service, failed=False):
             return  # the sink is failing: queue behind the held items, never wait on it again
         # One write at a time, of the trace's latest plan: a late span's plan written by
