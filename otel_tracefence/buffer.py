@@ -20,11 +20,12 @@ door (processor, exporter, service) goes through it.
 
 Cost stays linear in the spans of a trace, however large (issue 9). Late spans
 are taken in batches (:meth:`TraceBuffer.add_batch`: the service gives one per
-Export request): a trace is re-planned at most once per batch, its remembered
-state is changed in place, never copied per span, and the re-plan sees at most
-the trace's latest ``max_spans_per_trace`` steps beside the batch's own
-(:data:`Late` steps fail closed whatever the window holds; the review store
-keeps every step an item ever had). A trace decided because it reached
+intake slice of at most 512 spans, the exporter one per export): a trace is
+re-planned at most once per batch (in slices of at most ``max_spans_per_trace``
+spans), its remembered state is changed in place, never copied per span, and
+it remembers at most its latest ``max_spans_per_trace`` steps (late tool steps
+fail closed whatever a re-plan sees; the review store keeps every step an item
+ever had, docs/DECISIONS.md 71-73). A trace decided because it reached
 ``max_spans_per_trace`` before its root ended is *overflowing*: its later spans
 are held again, in chunks bounded like a trace (same bound, same waits, same
 eviction), and each chunk is handed on as one :class:`LateBatch` with one
