@@ -580,3 +580,29 @@ def test_processor_past_max_spans_per_trace_plans_once_per_chunk_not_per_span(tm
     (item,) = store.list()[0]
     assert len(item.plan.steps) == 450 and item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
     processor.shutdown()
+
+
+def test_late_spans_of_one_trace_arriving_together_are_one_batch_and_one_re_plan(monkeypatch):
+    """A trace decided at its root, then four late spans of it in one batch (three tool spans, one redelivered
+    span): one re-plan for the batch, one LateBatch, each late tool step fenced, the redelivered span the same
+    call as before."""
+    import otel_tracefence.buffer as buffer_module
+    from otel_tracefence.buffer import LateBatch, TraceBuffer
+
+    calls: list[int] = []
+    real = buffer_module.plan_trace
+    monkeypatch.setattr(buffer_module, "plan_trace", lambda trace_id, steps, **kw: calls.append(len(list(steps))) or real(trace_id, steps, **kw))
+    buffer = TraceBuffer(TraceFenceConfig(review_db=""), decision_wait_ms=0)
+    t = "ab" * 16
+    assert _decided(buffer.add(_view(t, "2" * 16, "1" * 16), None, local_root=False)) == []
+    assert _decided(buffer.add(_view(t, "1" * 16), None, local_root=True)) == [(t, False)]
+    late = [(_view(t, f"{i}" * 16, "1" * 16), None, False) for i in (3, 4, 5)] + [(_view(t, "2" * 16, "1" * 16), None, False)]
+    (batch,) = buffer.add_batch(late)
+    assert isinstance(batch, LateBatch) and calls == [4]  # one re-plan: the decided step and the three late ones
+    assert [(s.view.span_id, s.replay_class, s.step_decision.decision.value, s.step_decision.reasons[0]) for s in batch.spans[:3]] == [
+        (f"{i}" * 16, "review", "review", "decided_before_complete") for i in (3, 4, 5)
+    ]
+    again = batch.spans[3]
+    # Its class is the trace's latest (review, after the late steps), its step decision the one it had.
+    assert (again.view.span_id, again.replay_class, again.step_decision.decision.value) == ("2" * 16, "review", "replay")
+    assert [d.step.span_id for d in batch.plan.steps] == ["2" * 16, "3" * 16, "4" * 16, "5" * 16]
