@@ -1009,14 +1009,14 @@ def _giant_trace_requests(trace_id: bytes, spans: int, per_request: int) -> list
 
 
 def test_a_giant_trace_beside_a_small_one_the_small_one_is_delivered_while_the_giant_one_is_in_flight(start_service, upstream, tmp_path):
-    """30,500 spans (100,500 under ``make chaos``) of one trace whose root comes last, acknowledged first, then a small trace from another
+    """12,500 spans (100,500 under ``make chaos``) of one trace whose root comes last, acknowledged first, then a small trace from another
     client: the small one is delivered with its own decisions while the giant one is still in flight (its
     last chunk held, as a trace's spans are, until its root ends). The giant one is decided on its bound
     (1,000 spans, partial) and every later span is handed on late in batches, every late tool step fenced
     (``decided_before_complete``); its review item keeps every one of its steps (a third of the spans)."""
     service, _ = start_service(upstream.port)
     giant_id, small_id = "9a" * 16, "5b" * 16
-    total = 100_500 if CHAOS else 30_500
+    total = 100_500 if CHAOS else 12_500
     tools = -(-total // 3)  # every third span is a tool span
     scale = 4 if CHAOS else 1
     giant_channel, giant = trace_stub(f"127.0.0.1:{service.port}")
