@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
-.PHONY: setup demo test proto bench soak fuzz clean
+.PHONY: setup demo test proto bench soak chaos fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,16 @@ bench: setup
 SOAK_SECONDS ?= 300
 soak: setup
 	SOAK_SECONDS=$(SOAK_SECONDS) $(PY) bench/soak.py
+
+# The larger versions of the fault tests (issue 9; not in `make test`): a 100,500-span trace beside a small one,
+# SIGKILL/SIGTERM with the persistent queue after minutes' worth of load; then the issue's own reproductions:
+# a 100k-span trace against 1k-span traces (cost per span, a small trace's delivery meanwhile), the poison
+# batch against a 4 MiB upstream, and one 1M-span Export against the intake bound (memory).
+chaos: setup
+	TRACEFENCE_CHAOS=1 $(PY) -m pytest tests/test_faults.py -q -k "giant or persistent_queue or poison or processor_ or sigterm or sigkill"
+	$(PY) bench/giant_trace.py --rounds 1
+	$(PY) bench/poison.py
+	$(PY) bench/intake_memory.py
 
 # Coverage-guided fuzzing (atheris) of the OTLP protobuf and CSV entry points, FUZZ_SECONDS each
 # (default 60; `make fuzz FUZZ_SECONDS=600`). Not part of `make test` nor of CI.

@@ -244,7 +244,7 @@ def stop_process(process: subprocess.Popen, timeout_s: float) -> float:
 class Service:
     """``python -m otel_tracefence serve`` in a subprocess; its stderr (JSON log lines) is read by a thread."""
 
-    def __init__(self, workdir: Path, upstream_port: int, *, max_wait_ms: float, max_traces: int) -> None:
+    def __init__(self, workdir: Path, upstream_port: int, *, max_wait_ms: float, max_traces: int, extra_args: tuple[str, ...] = ()) -> None:
         env = {**os.environ, "OTEL_TRACEFENCE_MAX_TRACES": str(max_traces)}
         command = [
             sys.executable, "-m", "otel_tracefence", "serve",
@@ -254,6 +254,7 @@ class Service:
             "--review-db", str(workdir / "review.db"),
             "--decision-wait-ms", "0",
             "--max-wait-ms", str(max_wait_ms),
+            *extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []

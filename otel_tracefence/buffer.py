@@ -18,6 +18,19 @@ partial), and a late span never carries a class less restrictive than one
 already handed on for its trace. This is the one place that rule lives; every
 door (processor, exporter, service) goes through it.
 
+Cost stays linear in the spans of a trace, however large (issue 9). Late spans
+are taken in batches (:meth:`TraceBuffer.add_batch`: the service gives one per
+intake slice of at most 512 spans, the exporter one per export): a trace is
+re-planned at most once per batch (in slices of at most ``max_spans_per_trace``
+spans), its remembered state is changed in place, never copied per span, and
+it remembers at most its latest ``max_spans_per_trace`` steps (late tool steps
+fail closed whatever a re-plan sees; the review store keeps every step an item
+ever had, docs/DECISIONS.md 71-73). A trace decided because it reached
+``max_spans_per_trace`` before its root ended is *overflowing*: its later spans
+are held again, in chunks bounded like a trace (same bound, same waits, same
+eviction), and each chunk is handed on as one :class:`LateBatch` with one
+re-plan, which sees the chunk's steps and as many earlier ones.
+
 The buffer is generic over what a door carries beside each :class:`SpanView`
 (an SDK ``ReadableSpan``, an OTLP protobuf span with its resource and scope).
 It is thread-safe; planning runs outside its lock.
@@ -29,7 +42,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
@@ -80,6 +93,7 @@ class _Held(Generic[P]):
     first_seen: float
     spans: list[tuple[SpanView, P]] = field(default_factory=list)
     deadline: float | None = None  # monotonic seconds; set once a local root span has ended
+    late: bool = False  # a chunk of an overflowing trace (decided already): handed on as one LateBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +125,28 @@ class Late(Generic[P]):
     partial: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class LateBatch(Generic[P]):
+    """Late spans of one trace handed on together: ``spans`` in arrival order; ``plan`` is the trace's new plan
+    when the batch held tool steps (re-planned once for the whole batch), else ``None``."""
+
+    trace_id: str
+    spans: list[Late[P]]
+    plan: TracePlan | None
+    previous_class: str | None = None  # the trace's class before this batch (its review item exists if it needed one)
+    overflowing: bool = False  # a chunk of a trace past its bound whose root has not ended: more chunks will follow
+
+
 @dataclass(slots=True)
 class _Remembered:
     replay_class: str | None
-    steps: list[ToolStep]
+    steps: list[ToolStep]  # the latest max_spans_per_trace steps at most: what a re-plan sees beside a batch
     plan: TracePlan | None = None  # the trace's latest plan
     span_ids: set[str] = field(default_factory=set)  # every span seen: a redelivered one is not a new call
     late_step_span_ids: set[str] = field(default_factory=set)  # steps recorded (or dispatched again) by late spans
     dispatched: set[str] = field(default_factory=set)  # steps (span ids) with dispatch attempt spans seen
+    overflow: bool = False  # decided on max_spans_per_trace before its root ended: later spans are held in chunks
+    root_ended: bool = False  # its local root span has been seen
 
 
 class TraceBuffer(Generic[P]):
@@ -172,8 +200,9 @@ class TraceBuffer(Generic[P]):
     def started(self, trace_id: str, span_id: str) -> None:
         """A span of ``trace_id`` started in this process: its trace is not complete until it ends."""
         with self._lock:
-            if trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten:
-                return  # it will be late whatever happens
+            known = trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten
+            if known and trace_id not in self._open:
+                return  # it will be late whatever happens (an overflowing trace keeps its open spans tracked)
             if trace_id not in self._open:
                 self._open[trace_id] = set()
                 while len(self._open) > self._config.max_traces:
@@ -196,42 +225,69 @@ class TraceBuffer(Generic[P]):
         ids = self._open[trace_id]
         return ids is None or bool(ids)
 
-    def add(self, view: SpanView, payload: P, *, local_root: bool) -> list[Decided[P] | Late[P]]:
+    def add(self, view: SpanView, payload: P, *, local_root: bool) -> list[Decided[P] | LateBatch[P]]:
         """Hold one finished span; returns whatever can be handed on now (decided traces, or this span if late)."""
-        to_decide: list[tuple[str, list[tuple[SpanView, P]], bool]] = []
+        return self.add_batch([(view, payload, local_root)])
+
+    def add_batch(self, items: Sequence[tuple[SpanView, P, bool]]) -> list[Decided[P] | LateBatch[P]]:
+        """Hold finished spans ``(view, payload, local_root)``, in order; returns whatever can be handed on now.
+
+        Late spans of one trace in ``items`` come back as one :class:`LateBatch` (one re-plan), in slices of at
+        most ``max_spans_per_trace`` spans."""
+        to_decide: list[tuple[str, _Held[P], bool, bool]] = []
+        late: dict[str, list[tuple[SpanView, P]]] = {}
+        waits: dict[str, threading.Event] = {}
+        cap = self._config.max_spans_per_trace
         with self._lock:
-            remembered = self._decided.get(view.trace_id)
-            if remembered is None and view.trace_id in self._forgotten:
-                # Decided long ago and forgotten but for its class: late all the same.
-                remembered = self._decided[view.trace_id] = _Remembered(self._forgotten.pop(view.trace_id), [])
-                self._trim_decided()
-            deciding = self._deciding.get(view.trace_id) if remembered is None else None
-            if remembered is not None:
-                self._decided.move_to_end(view.trace_id)
-            elif deciding is None:
-                open_ids = self._open.get(view.trace_id)
+            for view, payload, local_root in items:
+                trace_id = view.trace_id
+                remembered = self._decided.get(trace_id)
+                if remembered is None and trace_id in self._forgotten:
+                    # Decided long ago and forgotten but for its class: late all the same.
+                    remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
+                    self._trim_decided()
+                deciding = self._deciding.get(trace_id) if remembered is None else None
+                if remembered is not None:
+                    self._decided.move_to_end(trace_id)
+                if deciding is not None or (remembered is not None and not remembered.overflow):
+                    if deciding is not None:
+                        waits[trace_id] = deciding
+                    group = late.setdefault(trace_id, [])
+                    group.append((view, payload))
+                    continue
+                open_ids = self._open.get(trace_id)
                 if open_ids:
                     open_ids.discard(view.span_id)
-                held = self._held.get(view.trace_id)
+                held = self._held.get(trace_id)
                 if held is None:
-                    held = self._held[view.trace_id] = _Held(self._clock())
+                    held = self._held[trace_id] = _Held(self._clock(), late=remembered is not None)
+                    if remembered is not None and remembered.root_ended:
+                        held.deadline = self._clock() + self._wait_s
                 held.spans.append((view, payload))
                 if local_root:
                     held.deadline = self._clock() + self._wait_s
                 # Complete: the root ended with no wait, or it ended and so has every span started here.
-                complete = (local_root and self._wait_s <= 0) or (held.deadline is not None and open_ids is not None and not open_ids)
+                root_ended = held.deadline is not None
+                complete = (root_ended and self._wait_s <= 0) or (root_ended and open_ids is not None and not open_ids)
                 if complete:
                     # Complete as it stands, even when this span reaches the bound: not partial.
-                    to_decide.append((view.trace_id, self._pop(view.trace_id), False))
-                elif len(held.spans) >= self._config.max_spans_per_trace:
-                    to_decide.append((view.trace_id, self._pop(view.trace_id), True))
+                    to_decide.append((trace_id, self._pop(trace_id), False, False))
+                elif len(held.spans) >= cap:
+                    # The bound: decided as it stands; an overflowing trace keeps its open spans tracked.
+                    to_decide.append((trace_id, self._pop(trace_id, keep_open=not root_ended), True, not root_ended))
                 while len(self._held) > self._config.max_traces:
                     oldest, evicted = next(iter(self._held.items()))
                     partial = self._incomplete(oldest, evicted)
-                    to_decide.append((oldest, self._pop(oldest), partial))
-        if remembered is not None or deciding is not None:
-            return [self._late_span(view, payload, deciding)]
-        return [self._decide(*item) for item in to_decide]
+                    to_decide.append((oldest, self._pop(oldest), partial, False))
+        out: list[Decided[P] | LateBatch[P]] = []
+        for trace_id, held, partial, overflow in to_decide:
+            out.extend(self._decide(trace_id, held, partial, overflow))
+        for trace_id, spans in late.items():
+            if trace_id in waits:
+                waits[trace_id].wait(timeout=5.0)  # its trace is being planned: be late against that plan
+            for start in range(0, len(spans), cap):
+                out.append(self._late_batch(trace_id, spans[start : start + cap]))
+        return out
 
     def latest_plan(self, trace_id: str) -> TracePlan | None:
         """The trace's latest plan (late spans included), while it is remembered."""
@@ -245,13 +301,13 @@ class TraceBuffer(Generic[P]):
             return limit
         return held.deadline if limit is None else min(held.deadline, limit)
 
-    def due(self) -> list[Decided[P]]:
+    def due(self) -> list[Decided[P] | LateBatch[P]]:
         """Decide every trace whose decision wait or maximum wait has run out."""
         now = self._clock()
         with self._lock:
             ready = [(tid, held) for tid, held in self._held.items() if (d := self._deadline(held)) is not None and d <= now]
             items = [(tid, partial, self._pop(tid)) for tid, held in ready for partial in [self._incomplete(tid, held)]]
-        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
+        return [out for tid, partial, held in items for out in self._decide(tid, held, partial)]
 
     def next_deadline(self) -> float | None:
         """The earliest moment (``clock`` seconds) a held trace becomes due, or ``None``."""
@@ -259,55 +315,71 @@ class TraceBuffer(Generic[P]):
             deadlines = [d for held in self._held.values() if (d := self._deadline(held)) is not None]
         return min(deadlines) if deadlines else None
 
-    def drain(self) -> list[Decided[P]]:
+    def drain(self) -> list[Decided[P] | LateBatch[P]]:
         """Decide everything held: traces whose local root has not ended are flagged partial."""
         with self._lock:
             items = [(tid, partial, self._pop(tid)) for tid, held in list(self._held.items()) for partial in [self._incomplete(tid, held)]]
-        return [self._decide(tid, spans, partial) for tid, partial, spans in items]
+        return [out for tid, partial, held in items for out in self._decide(tid, held, partial)]
 
-    def _pop(self, trace_id: str) -> list[tuple[SpanView, P]]:
+    def _pop(self, trace_id: str, *, keep_open: bool = False) -> _Held[P]:
         # Caller holds the lock and decides the trace next (_decide). The held entry stays readable until popped.
         held = self._held.pop(trace_id, None)
-        self._open.pop(trace_id, None)
+        if not keep_open:
+            self._open.pop(trace_id, None)
         if held is None:
-            return []
-        self._deciding.setdefault(trace_id, threading.Event())
-        return held.spans
+            return _Held(self._clock())
+        if not held.late:
+            self._deciding.setdefault(trace_id, threading.Event())
+        return held
 
-    def _decide(self, trace_id: str, spans: list[tuple[SpanView, P]], partial: bool) -> Decided[P]:
+    def _decide(self, trace_id: str, held: _Held[P], partial: bool, overflow: bool = False) -> list[Decided[P] | LateBatch[P]]:
+        spans = held.spans
+        if held.late:  # a chunk of an overflowing trace: one re-plan for all of it; it overflows on until its root ends
+            batch = self._late_batch(trace_id, spans, root_ended=held.deadline is not None, overflow=held.deadline is None)
+            return [batch] if batch.spans else []
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
-            self._remember(trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()))
+            self._remember(
+                trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()),
+                overflow=overflow, root_ended=held.deadline is not None,
+            )
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
-            return Decided(trace_id, spans, None, exc)
+            return [Decided(trace_id, spans, None, exc)]
         finally:
             with self._lock:
                 deciding = self._deciding.pop(trace_id, None)
             if deciding is not None:
                 deciding.set()
-        return Decided(trace_id, spans, planned)
+        return [Decided(trace_id, spans, planned)]
 
-    def _late_span(self, view: SpanView, payload: P, deciding: threading.Event | None) -> Late[P]:
-        if deciding is not None:
-            deciding.wait(timeout=5.0)  # its trace is being planned: be late against that plan
+    def _late_batch(
+        self, trace_id: str, spans: list[tuple[SpanView, P]], *, root_ended: bool = False, overflow: bool | None = None
+    ) -> LateBatch[P]:
+        """Hand on late spans of one trace; ``root_ended``/``overflow``: what a chunk tells of the trace."""
         with self._late_lock:
             with self._lock:
-                remembered = self._decided.get(view.trace_id)
+                remembered = self._decided.get(trace_id)
+                if remembered is not None:
+                    remembered.root_ended = remembered.root_ended or root_ended
+                    if overflow is not None:
+                        remembered.overflow = overflow
             if remembered is None:  # the trace's planning failed: nothing is known of it
-                return Late(view, payload, None, None, None)
+                return LateBatch(trace_id, [Late(view, payload, None, None, None) for view, payload in spans], None)
             try:
-                return self._late(view, payload, remembered)
-            except Exception:  # noqa: BLE001 - hand the span on with what is known
-                # It may be a tool step nobody planned: fail closed (a trace with tool steps says review).
+                return self._late(trace_id, spans, remembered)
+            except Exception:  # noqa: BLE001 - hand the spans on with what is known
+                # They may hold a tool step nobody planned: fail closed (a trace with tool steps says review).
                 fenced = ReplayClass.REVIEW.value if remembered.replay_class is not None else None
-                return Late(view, payload, fenced, None, None, True)
+                return LateBatch(trace_id, [Late(view, payload, fenced, None, None, True) for view, payload in spans], None)
 
     def _remember(
-        self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None
+        self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None,
+        *, overflow: bool = False, root_ended: bool = False,
     ) -> None:
         with self._lock:
             self._decided[trace_id] = _Remembered(
-                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set(), dispatched or set()
+                plan.replay_class.value if plan.replay_class else None, [d.step for d in plan.steps], plan, span_ids, late_steps or set(),
+                dispatched or set(), overflow, root_ended,
             )
             self._decided.move_to_end(trace_id)
             self._forgotten.pop(trace_id, None)
@@ -321,41 +393,72 @@ class TraceBuffer(Generic[P]):
         while len(self._forgotten) > FORGOTTEN_FACTOR * self._config.decided_cache_size:
             self._forgotten.popitem(last=False)
 
-    def _late(self, view: SpanView, payload: P, remembered: _Remembered) -> Late[P]:
+    def _late(self, trace_id: str, spans: list[tuple[SpanView, P]], remembered: _Remembered) -> LateBatch[P]:
+        # Caller holds _late_lock: the remembered state is changed in place, never copied per span.
         partial = remembered.plan is not None and remembered.plan.partial
-        if view.span_id in remembered.span_ids:
-            # Redelivered (a client or collector retry): the same call, never a second execution.
-            known = remembered.plan.steps if remembered.plan is not None else ()
-            mine = next((d for d in known if d.step.span_id == view.span_id), None)
-            return Late(view, payload, remembered.replay_class, mine, None, partial)
-        span_ids = remembered.span_ids | {view.span_id}
-        # Tool activity no convention reads fails closed when late too.
-        step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
-        if step is None:
-            remembered.span_ids = span_ids
-            return Late(view, payload, remembered.replay_class, None, None, partial)
-        steps = list(remembered.steps)
-        late_steps = set(remembered.late_step_span_ids)
-        owner = next((i for i, s in enumerate(steps) if s.span_id and s.span_id == view.parent_span_id), None)
-        dispatched = set(remembered.dispatched)
-        if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
-            owner_id = steps[owner].span_id
-            if owner_id in dispatched:  # one more attempt; a first attempt span is the step's one dispatch
-                steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
-            dispatched.add(owner_id)
-            late_steps.add(owner_id)
-            step = None
-        else:
-            steps = [s for s in steps if not (s.requested_only and s.call_id == step.call_id)] + [step]
-            late_steps.add(step.span_id)
-        plan = fail_closed(plan_trace(view.trace_id, steps, partial=True, limits=self._config.limits), late_steps)
-        planned = plan.replay_class.value if plan.replay_class else None
-        kept = most_restrictive(planned, remembered.replay_class)
-        if kept != planned:  # never below a class already handed on for this trace
-            plan = replace(plan, replay_class=ReplayClass(kept))
-        self._remember(view.trace_id, plan, span_ids, late_steps, dispatched)
-        mine = next((d for d in plan.steps if d.step is step), None) if step is not None else None
-        return Late(view, payload, kept, mine, plan, True)
+        known = {d.step.span_id: d for d in remembered.plan.steps} if remembered.plan is not None else {}
+        steps = remembered.steps
+        by_span = {s.span_id: i for i, s in enumerate(steps) if s.span_id}
+        added: list[ToolStep] = []
+        changed = False  # a step added or dispatched again: the trace is re-planned, once for the batch
+        kinds: list[tuple[SpanView, P, str, Any]] = []  # (view, payload, kind, step or known decision)
+        for view, payload in spans:
+            if view.span_id in remembered.span_ids:
+                # Redelivered (a client or collector retry): the same call, never a second execution.
+                kinds.append((view, payload, "again", known.get(view.span_id)))
+                continue
+            remembered.span_ids.add(view.span_id)
+            # Tool activity no convention reads fails closed when late too.
+            step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
+            if step is None:
+                kinds.append((view, payload, "plain", None))
+                continue
+            owner = by_span.get(view.parent_span_id) if view.parent_span_id else None
+            if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
+                owner_id = steps[owner].span_id
+                if owner_id in remembered.dispatched:  # one more attempt; a first attempt span is the step's one dispatch
+                    steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
+                remembered.dispatched.add(owner_id)
+                remembered.late_step_span_ids.add(owner_id)
+                kinds.append((view, payload, "attempt", None))
+                changed = True
+                continue
+            if step.span_id:
+                by_span[step.span_id] = len(steps)
+            steps.append(step)
+            added.append(step)
+            remembered.late_step_span_ids.add(step.span_id)
+            kinds.append((view, payload, "step", step))
+        plan = None
+        kept = previous = remembered.replay_class
+        if added or changed:
+            called = {s.call_id for s in added if s.call_id}
+            if called:  # a requested call now recorded by its tool span
+                steps[:] = [s for s in steps if not (s.requested_only and s.call_id in called)]
+            # A chunk of an overflowing trace is planned beside as many earlier steps as it brings, so each step
+            # costs a bounded share of planning however long the trace; other late batches see every remembered step.
+            window = steps[-2 * len(added) :] if remembered.overflow and added else steps
+            plan = fail_closed(plan_trace(trace_id, window, partial=True, limits=self._config.limits), remembered.late_step_span_ids)
+            planned = plan.replay_class.value if plan.replay_class else None
+            kept = most_restrictive(planned, remembered.replay_class)
+            if kept != planned:  # never below a class already handed on for this trace
+                plan = replace(plan, replay_class=ReplayClass(kept))
+            with self._lock:
+                remembered.plan, remembered.replay_class = plan, kept
+                # The next re-plan sees the latest max_spans_per_trace steps beside its batch, never the whole trace.
+                if len(steps) > self._config.max_spans_per_trace:
+                    del steps[: len(steps) - self._config.max_spans_per_trace]
+            partial = True
+        mine = {id(d.step): d for d in plan.steps} if plan is not None else {}
+        out = []
+        for view, payload, kind, what in kinds:
+            if kind == "again":
+                out.append(Late(view, payload, remembered.replay_class, what, None, partial))
+            elif kind in ("step", "attempt"):
+                out.append(Late(view, payload, kept, mine.get(id(what)) if what is not None else None, plan, True))
+            else:
+                out.append(Late(view, payload, kept, None, None, partial))
+        return LateBatch(trace_id, out, plan, previous, remembered.overflow)
 
 
-__all__ = ["Decided", "Late", "NormalizedTrace", "TraceBuffer"]
+__all__ = ["Decided", "Late", "LateBatch", "NormalizedTrace", "TraceBuffer"]

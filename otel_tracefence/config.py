@@ -217,6 +217,10 @@ class ServiceSettings(BaseModel):
     """On SIGTERM, the whole shutdown's time in seconds: in-flight calls, deciding what is held, draining the forward
     queues. ``tracefence serve`` exits within it and about two seconds more (the default fits ``docker stop``'s 10 s;
     keep Kubernetes' terminationGracePeriodSeconds above preStop + this + 2). What is not forwarded then is counted."""
+    persistent_queue_dir: str = ""
+    """Opt-in persistent queue: a folder where every acknowledged request is written (SQLite, WAL) before the Export
+    is acknowledged and kept until forwarded, so a crash or SIGKILL loses nothing acknowledged and what a SIGTERM's
+    drain could not forward is sent at the next start. Empty (the default): spans are kept in memory only."""
     max_workers: int = Field(default=8, gt=0)
     """Threads serving gRPC calls."""
     tls_certificate_file: str | None = None

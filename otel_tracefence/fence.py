@@ -22,6 +22,16 @@ ids. ``tracefence.review.writes`` counts traces: ``ok`` written (at once or on
 a retry), ``failed`` held because a write failed or was queued behind failing
 ones; ``tracefence.errors`` ``error.type=review_write`` counts failed attempts;
 ``tracefence.review.pending`` is the number held.
+
+Chunks of a trace past its bound (its root not ended yet) whose review item
+exists already (its class needed review before they came) update the item
+after ``REVIEW_UPDATE_INTERVAL_S`` at first, the interval doubling after each
+write (up to ``REVIEW_UPDATE_MAX_INTERVAL_S``), with every step planned
+meanwhile, written by the same retry thread (and by ``flush`` and
+``shutdown``): a giant trace handed on in many chunks costs a few writes, not
+one per chunk.
+Any other late batch, and the chunk with the root, is written before its spans
+are handed on, as a decided trace is.
 """
 
 from __future__ import annotations
@@ -30,20 +40,36 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 from opentelemetry import metrics
 
 from otel_tracefence import annotate
-from otel_tracefence.buffer import Decided, Late, TraceBuffer
+from otel_tracefence.buffer import Decided, LateBatch, TraceBuffer
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import TracePlan
+from otel_tracefence.model import ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
+REVIEW_UPDATE_INTERVAL_S = 5.0  # chunks of a giant trace update its review item at most this often at first...
+REVIEW_UPDATE_MAX_INTERVAL_S = 60.0  # ...the interval doubling after each such write, up to this
+
+
+def with_steps_of(plan: TracePlan, older: Sequence[Any]) -> TracePlan:
+    """``plan`` with the step decisions of ``older`` it lacks, in trace order, flagged partial: a re-plan of late
+    spans sees only a window of its trace's steps, and a review write must never lose a step planned before."""
+    have = {(d.step.span_id, d.step.call_id) for d in plan.steps}
+    called = {d.step.call_id for d in plan.steps if d.step.call_id}
+    # A requested call the newer plan has as a recorded step (its tool span came late) is not kept beside it.
+    extra = [d for d in older if (d.step.span_id, d.step.call_id) not in have and not (d.step.requested_only and d.step.call_id in called)]
+    if not extra:
+        return plan
+    steps = sorted((*plan.steps, *extra), key=lambda d: d.step.order_key)
+    return replace(plan, steps=tuple(steps), partial=True)
 
 
 class ReviewSink(Protocol):
@@ -109,6 +135,10 @@ class Fence(Generic[P]):
         self._held_lock = threading.Lock()
         self._held_generation = 0
         self._held_max = config.max_traces
+        # Review items of traces with late spans whose update waits for REVIEW_UPDATE_INTERVAL_S:
+        # trace id -> (service name, the step decisions planned meanwhile, by span and call id)
+        self._deferred_reviews: OrderedDict[str, tuple[str, dict]] = OrderedDict()
+        self._updated_at: OrderedDict[str, tuple[float, float]] = OrderedDict()  # trace -> (last chunk update, interval)
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
@@ -144,6 +174,16 @@ class Fence(Generic[P]):
             return
         self.hand_on(ready)
 
+    def add_batch(self, items: Sequence[tuple[SpanView, P, bool]]) -> None:
+        """Take finished spans ``(view, payload, local_root)`` received together: late spans of one trace among them
+        are re-planned once and handed on together. Never raises; on failure the spans are handed on unannotated."""
+        try:
+            ready = self.buffer.add_batch(items)
+        except Exception as exc:  # noqa: BLE001
+            self.pass_through([payload for _, payload, _ in items], "intake", exc)
+            return
+        self.hand_on(ready)
+
     def started(self, trace_id: str, span_id: str) -> None:
         """A span started (doors that see starts): its trace waits for it. Never raises."""
         try:
@@ -156,10 +196,17 @@ class Fence(Generic[P]):
         self.telemetry.error(why, f"{why} failed, spans handed on unannotated: {exc!r}", exc)
         guarded(self.telemetry, "emit", lambda: self._emit(payloads))
 
+    def pending_reviews(self) -> int:
+        """Review items not written yet: held after a failed write, or put off (chunks of a giant trace)."""
+        with self._held_lock:
+            return len(self._held_reviews) + len(self._deferred_reviews)
+
     def flush(self) -> None:
         """Decide everything held now (as partial where the root has not arrived) and hand it on;
         try once more to write the review items whose write failed."""
         self.hand_on(self.buffer.drain())
+        if self._deferred_reviews:
+            self._write_deferred_reviews(all_now=True)
         if self._held_reviews:
             self._write_held_reviews()
 
@@ -202,9 +249,9 @@ class Fence(Generic[P]):
             guarded(self.telemetry, "decision_wait", lambda: self.hand_on(self.buffer.due()))
 
     # -- hand on -----------------------------------------------------------------
-    def hand_on(self, ready: Sequence[Decided[P] | Late[P]]) -> None:
+    def hand_on(self, ready: Sequence[Decided[P] | LateBatch[P]]) -> None:
         for item in ready:
-            if isinstance(item, Late):
+            if isinstance(item, LateBatch):
                 self._hand_on_late(item)
             else:
                 self._hand_on_decided(item)
@@ -231,32 +278,96 @@ class Fence(Generic[P]):
             out = originals
         guarded(self.telemetry, "emit", lambda: self._emit(out))
 
-    def _hand_on_late(self, late: Late[P]) -> None:
-        payload = late.payload
-        try:
-            self.telemetry.spans_received.add(1, self.telemetry.attributes)
-            self.telemetry.spans_late.add(1, self.telemetry.attributes)
-            extra = annotate.late_attributes(late.replay_class, partial=late.partial)
-            if late.step_decision is not None:
-                extra.update(step_attributes(late.step_decision))
-            if late.plan is not None:
-                self._review(late.plan, [payload])
-            if extra:  # a late span of a trace with no tool step is handed on untouched
-                payload = self._annotate(payload, late.view, extra)
-        except Exception as exc:  # noqa: BLE001
-            self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
-        guarded(self.telemetry, "emit", lambda: self._emit([payload]))
+    def _hand_on_late(self, batch: LateBatch[P]) -> None:
+        """Hand on late spans of one trace together: one review write for the batch's plan, one ``emit``."""
+        attrs = self.telemetry.attributes
+        self.telemetry.spans_received.add(len(batch.spans), attrs)
+        self.telemetry.spans_late.add(len(batch.spans), attrs)
+        if batch.plan is not None:
+            payloads = [late.payload for late in batch.spans]
+            if batch.overflowing and batch.previous_class is not None and batch.previous_class in self._review_classes:
+                guarded(self.telemetry, "late", lambda: self._update_review(batch.plan, payloads))
+            else:
+                guarded(self.telemetry, "late", lambda: self._review(batch.plan, payloads))
+        out = []
+        for late in batch.spans:
+            payload = late.payload
+            try:
+                extra = annotate.late_attributes(late.replay_class, partial=late.partial)
+                if late.step_decision is not None:
+                    extra.update(step_attributes(late.step_decision))
+                if extra:  # a late span of a trace with no tool step is handed on untouched
+                    payload = self._annotate(payload, late.view, extra)
+            except Exception as exc:  # noqa: BLE001
+                self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
+            out.append(payload)
+        guarded(self.telemetry, "emit", lambda: self._emit(out))
 
-    def _review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
+    def _update_review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
+        """Update an existing review item: at once when the trace's last write is older than
+        ``REVIEW_UPDATE_INTERVAL_S``, else later (its latest plan, by the writer thread or the next flush)."""
         if self._review_sink is None:
             return
-        service = next((name for name in map(self._service_name, payloads) if name), "")
+        now = time.monotonic()
+        with self._held_lock:
+            last, interval = self._updated_at.get(plan.trace_id, (None, REVIEW_UPDATE_INTERVAL_S))
+            if last is not None and now - last < interval:
+                service = next((name for name in map(self._service_name, payloads) if name), "")
+                known_service, steps = self._deferred_reviews.get(plan.trace_id, ("", {}))
+                steps.update(((d.step.span_id, d.step.call_id), d) for d in plan.steps)
+                self._deferred_reviews[plan.trace_id] = (service or known_service, steps)
+                self._start_writer()
+                return
+            self._updated_at[plan.trace_id] = (now, interval)
+            self._updated_at.move_to_end(plan.trace_id)
+            while len(self._updated_at) > self._held_max:
+                self._updated_at.popitem(last=False)
+        self._review(plan, payloads)
+
+    def _start_writer(self) -> None:
+        # Caller holds _held_lock.
+        if self._retry_thread is None and not self._retry_stop.is_set():
+            self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
+            self._retry_thread.start()
+
+    def _write_deferred_reviews(self, *, all_now: bool = False) -> None:
+        """Write the review items whose update was put off and is due (``all_now``: every one), each with its
+        trace's latest plan and every step planned meanwhile. Each write doubles the trace's interval (up to
+        ``REVIEW_UPDATE_MAX_INTERVAL_S``): an item's write costs in proportion to its steps, so a trace that
+        keeps growing is written a logarithmic number of times, not once a second."""
+        with self._held_lock:
+            now = time.monotonic()
+            due = [t for t in self._deferred_reviews if all_now or now - self._updated_at.get(t, (0.0, 0.0))[0] >= self._updated_at.get(t, (0.0, 0.0))[1]]
+            deferred = {t: self._deferred_reviews.pop(t) for t in due}
+            for trace_id in deferred:
+                interval = self._updated_at.get(trace_id, (0.0, REVIEW_UPDATE_INTERVAL_S))[1]
+                self._updated_at[trace_id] = (now, min(2 * interval, REVIEW_UPDATE_MAX_INTERVAL_S))
+        for trace_id, (service, steps) in deferred.items():
+            latest = self.buffer.latest_plan(trace_id)
+            if latest is None:  # forgotten meanwhile: the steps planned since the last write, fenced (they were late)
+                ordered = tuple(sorted(steps.values(), key=lambda d: d.step.order_key))
+                latest = TracePlan(trace_id=trace_id, replay_class=ReplayClass.REVIEW, steps=(), partial=True)
+                plan = replace(latest, steps=ordered)
+            else:
+                plan = with_steps_of(latest, list(steps.values()))
+            guarded(self.telemetry, "late", lambda: self._review(plan, [], service))
+
+    def _review(self, plan: TracePlan, payloads: Sequence[P], service: str = "") -> None:
+        if self._review_sink is None:
+            return
+        service = next((name for name in map(self._service_name, payloads) if name), service)
+        if self._deferred_reviews:  # a write of this trace now takes the steps whose write was put off
+            with self._held_lock:
+                put_off = self._deferred_reviews.pop(plan.trace_id, None)
+            if put_off is not None:
+                plan = with_steps_of(plan, list(put_off[1].values()))
+                service = service or put_off[0]
         if self._held_reviews and self._hold_review(plan, service, failed=False):
             return  # the sink is failing: queue behind the held items, never wait on it again
         # One write at a time, of the trace's latest plan: a late span's plan written by
         # another thread in between is never overwritten by an older one.
         with self._review_lock:
-            plan = self.buffer.latest_plan(plan.trace_id) or plan
+            plan = self._latest(plan)
             if not self._needs_review(plan):
                 return
             if self._held_reviews and self._hold_review(plan, service, failed=False):
@@ -280,13 +391,18 @@ class Fence(Generic[P]):
             )
             return False
 
+    def _latest(self, plan: TracePlan) -> TracePlan:
+        """The trace's latest plan, keeping any step of ``plan`` it lacks."""
+        latest = self.buffer.latest_plan(plan.trace_id)
+        return plan if latest is None or latest is plan else with_steps_of(latest, plan.steps)
+
     def _needs_review(self, plan: TracePlan) -> bool:
         return plan.replay_class is not None and plan.replay_class.value in self._review_classes
 
     def _hold_review(self, plan: TracePlan, service: str, *, failed: bool) -> bool:
         """Keep a review item whose write ``failed``, or that would queue behind held ones, for the retry
         thread. False (nothing done) when it would queue but nothing is held any more."""
-        plan = self.buffer.latest_plan(plan.trace_id) or plan
+        plan = self._latest(plan)
         if not self._needs_review(plan):
             return True
         dropped: list[str] = []
@@ -294,13 +410,13 @@ class Fence(Generic[P]):
             if not failed and not self._held_reviews:
                 return False
             known = self._held_reviews.pop(plan.trace_id, None)
+            if known is not None:
+                plan = with_steps_of(plan, known[0].steps)
             self._held_generation += 1
             self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
             while len(self._held_reviews) > self._held_max:
                 dropped.append(self._held_reviews.popitem(last=False)[0])
-            if self._retry_thread is None and not self._retry_stop.is_set():
-                self._retry_thread = threading.Thread(target=self._run_review_retry, name="tracefence-review-retry", daemon=True)
-                self._retry_thread.start()
+            self._start_writer()
         if known is None:
             self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "failed"})
         if dropped:
@@ -312,26 +428,30 @@ class Fence(Generic[P]):
 
     def _run_review_retry(self) -> None:
         pause = REVIEW_RETRY_PAUSE_S[0]
-        while not self._retry_stop.wait(pause):
+        while not self._retry_stop.wait(REVIEW_UPDATE_INTERVAL_S if not self._held_reviews else pause):
+            if self._deferred_reviews:
+                self._write_deferred_reviews()
             if self._write_held_reviews():
-                return
+                with self._held_lock:
+                    if not self._deferred_reviews and not self._held_reviews:
+                        if self._retry_thread is threading.current_thread():
+                            self._retry_thread = None
+                        return
+                continue
             pause = min(pause * 2, REVIEW_RETRY_PAUSE_S[1])
 
     def _write_held_reviews(self) -> bool:
-        """Write the held review items, oldest first, stopping at the first failure; True once none is held
-        (then the retry thread, if this is it, has ended)."""
+        """Write the held review items, oldest first, stopping at the first failure; True once none is held."""
         written = 0
         while True:
             with self._held_lock:
                 if not self._held_reviews:
-                    if threading.current_thread() is self._retry_thread:
-                        self._retry_thread = None
                     if written:
                         _log.warning("tracefence %s: the review queue takes writes again: wrote %d held item(s)", self.telemetry.attributes[COMPONENT], written)
                     return True
                 trace_id, (plan, service, generation) = next(iter(self._held_reviews.items()))
             with self._review_lock:
-                plan = self.buffer.latest_plan(trace_id) or plan
+                plan = self._latest(plan)
                 ok = self._write_review(plan, service)
             if not ok:
                 return False

@@ -538,3 +538,71 @@ def test_late_tool_activity_no_convention_reads_fails_closed_too(tmp_path):
     assert item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
     assert root.get_span_context().trace_id == int(item.trace_id, 16)
     provider.shutdown()
+
+
+# -- linear cost past the bounds (issue 9) ---------------------------------------------------------
+
+
+def test_processor_past_max_spans_per_trace_plans_once_per_chunk_not_per_span(tmp_path, monkeypatch):
+    """450 tool spans end under a root still open, with ``max_spans_per_trace`` 100: the trace is planned at its
+    bound, then once per chunk of 100 later spans and once for the last chunk with the root: 5 planner calls,
+    not one per late span. Every span is handed on once; every tool span past the bound is fenced."""
+    import otel_tracefence.buffer as buffer_module
+    import otel_tracefence.pipeline as pipeline_module
+
+    calls: list[int] = []
+
+    def counting(real):
+        def plan(trace_id, steps, **kwargs):
+            steps = list(steps)
+            calls.append(len(steps))
+            return real(trace_id, steps, **kwargs)
+
+        return plan
+
+    monkeypatch.setattr(buffer_module, "plan_trace", counting(buffer_module.plan_trace))
+    monkeypatch.setattr(pipeline_module, "plan_trace", counting(pipeline_module.plan_trace))
+    processor, exporter, store = _processor(tmp_path, decision_wait_ms=60_000, max_spans_per_trace=100)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("giant")
+    with tracer.start_as_current_span("invoke_agent giant"):
+        for i in range(450):
+            with tool_call("kb.lookup", effect="read", call_id=f"call-{i}", tracer_provider=provider):
+                pass
+    assert calls == [100, 200, 200, 200, 150]  # the first plan: 100 steps; each re-plan: a window of the latest 100 and its chunk
+    spans = list(exporter.get_finished_spans())
+    assert len(spans) == 451 and len({s.context.span_id for s in spans}) == 451
+    tools = [_attrs(s) for s in spans if s.name.startswith("execute_tool")]
+    late = [a for a in tools if a.get(LATE)]
+    assert len(late) == 350
+    assert {(a[CLASS], a[DECISION], a[REASONS][0]) for a in late} == {("review", "review", "decided_before_complete")}
+    (item,) = store.list()[0]
+    assert len(item.plan.steps) == 450 and item.plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    processor.shutdown()
+
+
+def test_late_spans_of_one_trace_arriving_together_are_one_batch_and_one_re_plan(monkeypatch):
+    """A trace decided at its root, then four late spans of it in one batch (three tool spans, one redelivered
+    span): one re-plan for the batch, one LateBatch, each late tool step fenced, the redelivered span the same
+    call as before."""
+    import otel_tracefence.buffer as buffer_module
+    from otel_tracefence.buffer import LateBatch, TraceBuffer
+
+    calls: list[int] = []
+    real = buffer_module.plan_trace
+    monkeypatch.setattr(buffer_module, "plan_trace", lambda trace_id, steps, **kw: calls.append(len(list(steps))) or real(trace_id, steps, **kw))
+    buffer = TraceBuffer(TraceFenceConfig(review_db=""), decision_wait_ms=0)
+    t = "ab" * 16
+    assert _decided(buffer.add(_view(t, "2" * 16, "1" * 16), None, local_root=False)) == []
+    assert _decided(buffer.add(_view(t, "1" * 16), None, local_root=True)) == [(t, False)]
+    late = [(_view(t, f"{i}" * 16, "1" * 16), None, False) for i in (3, 4, 5)] + [(_view(t, "2" * 16, "1" * 16), None, False)]
+    (batch,) = buffer.add_batch(late)
+    assert isinstance(batch, LateBatch) and calls == [4]  # one re-plan: the decided step and the three late ones
+    assert [(s.view.span_id, s.replay_class, s.step_decision.decision.value, s.step_decision.reasons[0]) for s in batch.spans[:3]] == [
+        (f"{i}" * 16, "review", "review", "decided_before_complete") for i in (3, 4, 5)
+    ]
+    again = batch.spans[3]
+    # Its class is the trace's latest (review, after the late steps), its step decision the one it had.
+    assert (again.view.span_id, again.replay_class, again.step_decision.decision.value) == ("2" * 16, "review", "replay")
+    assert [d.step.span_id for d in batch.plan.steps] == ["2" * 16, "3" * 16, "4" * 16, "5" * 16]

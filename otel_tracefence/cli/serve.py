@@ -35,6 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
     parser.add_argument("--max-wait-ms", type=float, help="longest a trace is held (default 30000)")
     parser.add_argument(
+        "--persistent-queue-dir",
+        help="keep acknowledged spans on disk in this folder until forwarded, and send what is left at the next start (default: off)",
+    )
+    parser.add_argument(
         "--insecure-review-api",
         action="store_true",
         default=None,
@@ -60,6 +64,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
             "decision_wait_ms": args.decision_wait_ms,
             "max_wait_ms": args.max_wait_ms,
             "insecure_review_api": args.insecure_review_api,
+            "persistent_queue_dir": args.persistent_queue_dir,
         }.items()
         if value is not None
     }

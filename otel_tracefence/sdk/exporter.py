@@ -132,19 +132,16 @@ class TraceFenceSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         # The spans of one batch arrived together: local roots last, so a child that ended just
-        # after its root (same batch) is planned with its trace, not late.
-        roots = []
+        # after its root (same batch) is planned with its trace, not late; late spans of one trace
+        # in the batch are re-planned once.
+        roots, others = [], []
         for span in spans:
             try:
                 root = is_local_root(span)
-            except Exception:  # noqa: BLE001 - add_span hands an unreadable span on itself
+            except Exception:  # noqa: BLE001 - add_spans hands an unreadable span on itself
                 root = False
-            if root:
-                roots.append(span)
-            else:
-                self._fence.add_span(span)
-        for span in roots:
-            self._fence.add_span(span)
+            (roots if root else others).append(span)
+        self._fence.add_spans(others + roots)
         return SpanExportResult.SUCCESS
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

@@ -90,3 +90,15 @@ class SdkFence(Fence[ReadableSpan]):
             self.pass_through([span], "intake", exc)
             return
         self.add(view, span, local_root=local_root)
+
+    def add_spans(self, spans: Sequence[ReadableSpan]) -> None:
+        """Take finished SDK spans that arrived together (an exporter's batch), in order: late spans of one trace
+        among them are re-planned once. Never raises; an unreadable span is handed on unannotated."""
+        items = []
+        for span in spans:
+            try:
+                items.append((from_readable(span), span, is_local_root(span)))
+            except Exception as exc:  # noqa: BLE001
+                self.pass_through([span], "intake", exc)
+        if items:
+            self.add_batch(items)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import logging
+import threading
+import time
+from typing import Any, Callable, Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -13,6 +16,8 @@ from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
 from otel_tracefence.telemetry import guarded
 
 _DEFAULT = object()
+_log = logging.getLogger("otel_tracefence")
+SHUTDOWN_TIMEOUT_MS = 30_000  # shutdown()'s bound when none is given (the SDK's own default for force_flush)
 
 
 class TraceFenceSpanProcessor(SpanProcessor):
@@ -83,6 +88,8 @@ class TraceFenceSpanProcessor(SpanProcessor):
         self._downstream = tuple(downstream)
         sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
         self._fence = SdkFence(self.config, self._emit, component="processor", review_sink=sink, meter_provider=meter_provider)
+        self._bounded_lock = threading.Lock()
+        self._bounded_thread: threading.Thread | None = None  # the flush or shutdown under way
 
     def _emit(self, spans: Sequence[ReadableSpan]) -> None:
         for processor in self._downstream:
@@ -105,19 +112,56 @@ class TraceFenceSpanProcessor(SpanProcessor):
         self._fence.add_span(span)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Plan and hand on everything held (flagged partial where the root has not ended), then flush downstream."""
-        guarded(self._fence.telemetry, "flush", self._fence.flush)
-        ok = True
+        """Plan and hand on everything held (flagged partial where the root has not ended), try the review items
+        whose write failed once more, then flush downstream, all within ``timeout_millis`` (milliseconds).
+
+        Returns True when all of it was done in time: every held trace handed on, no review item left
+        unwritten (a locked, read-only or full review database), and every downstream flush True. A write still
+        waiting on the database at the deadline goes on in the background (its trace's spans follow it), and the
+        call returns False at the deadline."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        ok = self._bounded("flush", self._fence.flush, deadline) and not self._fence.pending_reviews()
         for processor in self._downstream:
+            left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
             try:
-                ok = processor.force_flush(timeout_millis) and ok
+                ok = processor.force_flush(left_ms) and ok
             except Exception as exc:  # noqa: BLE001
                 self._fence.telemetry.error("downstream", f"force_flush failed: {exc!r}", exc)
                 ok = False
         return ok
 
-    def shutdown(self) -> None:
-        """Plan and hand on everything held, then shut the downstream processors and the review sink down."""
-        guarded(self._fence.telemetry, "shutdown", self._fence.shutdown)
+    def shutdown(self, timeout_millis: int = SHUTDOWN_TIMEOUT_MS) -> None:
+        """Plan and hand on everything held, then shut the downstream processors and the review sink down,
+        within ``timeout_millis`` (milliseconds; the SDK's ``TracerProvider.shutdown`` passes none: 30 s).
+
+        What is not done by then (a review write waiting on a locked database, say) is logged and counted
+        (``tracefence.errors``, ``error.type=shutdown_timeout``), and the downstream processors are shut down
+        all the same."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        self._bounded("shutdown", self._fence.shutdown, deadline)
         for processor in self._downstream:
             guarded(self._fence.telemetry, "downstream", processor.shutdown)
+
+    def _bounded(self, kind: str, action: Callable[[], None], deadline: float) -> bool:
+        """Run ``action`` on a thread of its own until ``deadline`` (monotonic seconds); True when it ended in time.
+        One at a time: a call still running from an earlier flush is waited for first, within the same deadline."""
+        with self._bounded_lock:
+            previous = self._bounded_thread
+        if previous is not None and previous.is_alive():
+            previous.join(timeout=max(0.0, deadline - time.monotonic()))
+            if previous.is_alive():
+                self._fence.telemetry.error(f"{kind}_timeout", f"{kind}: an earlier flush is still waiting (on the review database?); gave up at the deadline")
+                return False
+        thread = threading.Thread(target=guarded, args=(self._fence.telemetry, kind, action), name=f"tracefence-processor-{kind}", daemon=True)
+        with self._bounded_lock:
+            self._bounded_thread = thread
+        thread.start()
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            self._fence.telemetry.error(
+                f"{kind}_timeout",
+                f"{kind} did not finish within its timeout (a review write waiting on the database?); it goes on in the background, "
+                f"{self._fence.pending_reviews()} review item(s) not written yet",
+            )
+            return False
+        return True

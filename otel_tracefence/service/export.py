@@ -84,12 +84,12 @@ class TraceExport:
         self._on_refused_too_large = on_refused_too_large or (lambda: None)
 
     # -- whole calls ---------------------------------------------------------------------
-    def export_protobuf(self, data: bytes) -> ExportTraceServiceResponse:
+    def export_protobuf(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         """An encoded (binary protobuf) ``ExportTraceServiceRequest``: checked before it is decoded, then accepted."""
         self.admit()
-        return self.accept(self.decode_protobuf(data), len(data))
+        return self.accept(self.decode_protobuf(data), len(data), source=source)
 
-    def export_json(self, data: bytes) -> ExportTraceServiceResponse:
+    def export_json(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         """An OTLP/JSON ``ExportTraceServiceRequest`` (UTF-8, ids in hex). Spans that do not parse are rejected in the
         partial success, and stand in their trace as ``review`` steps when their trace id reads, as
         ``tracefence plan`` plans them; anything wrong outside a span refuses the call (``UNDECODABLE``)."""
@@ -109,7 +109,7 @@ class TraceExport:
                 problems=[(error.field, error.message) for error in outside[:_MAX_LISTED]],
             )
         # The queue holds the decoded request: its protobuf size is what the byte bound counts.
-        return self.accept(read.request, read.request.ByteSize(), unparsed=read.errors)
+        return self.accept(read.request, read.request.ByteSize(), unparsed=read.errors, source=source)
 
     # -- the steps -----------------------------------------------------------------------
     def admit(self) -> None:
@@ -134,10 +134,12 @@ class TraceExport:
             _log.warning("refused an Export that does not decode: %s", exc)
             raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
 
-    def accept(self, request: ExportTraceServiceRequest, size: int, unparsed: Sequence[InputError] = ()) -> ExportTraceServiceResponse:
+    def accept(self, request: ExportTraceServiceRequest, size: int, unparsed: Sequence[InputError] = (), source: str = "") -> ExportTraceServiceResponse:
         """Queue the request's valid spans in room reserved for ``size`` bytes (its spans and bytes are taken before
         any span is read) and answer: spans with invalid ids, and the ``unparsed`` spans of an OTLP/JSON body, are
-        counted in ``partial_success.rejected_spans``, the rest of the request being kept."""
+        counted in ``partial_success.rejected_spans``, the rest of the request being kept. ``source``: the client
+        (its connection's peer address); the intake reads sources in turns. A persistent queue that cannot take the
+        request refuses it (``RETRY_LATER``): nothing unwritten is acknowledged."""
         reservation = self._check(lambda: self._intake.reserve(request_span_count(request), size))
         try:
             rejected = 0
@@ -165,7 +167,7 @@ class TraceExport:
         except BaseException:
             self._intake.release(reservation)
             raise
-        self._intake.put(accepted, reservation)
+        self._check(lambda: self._intake.put(accepted, reservation, source=source))
         for view in stand_ins:
             self._intake.stand_in(view)
         response = ExportTraceServiceResponse()

@@ -36,13 +36,14 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, Union
+from typing import Callable, Iterable, Protocol, Union
 
 import grpc
 from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.grpc.exporter import _RETRYABLE_ERROR_CODES as _SDK_RETRYABLE_CODES
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.config import UpstreamSettings
@@ -230,8 +231,14 @@ class Forwarder:
     ``queue_full``, ``too_large``, ``rejected``, ``upstream_rejected`` or ``shutdown``.
     """
 
-    def __init__(self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None) -> None:
+    def __init__(
+        self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None, on_settled: Callable[[Iterable[Span]], None] | None = None
+    ) -> None:
+        # ``on_settled(spans)``: spans this queue is done with, sent or dropped for good (the persistent queue
+        # deletes them); spans left at shutdown are not settled, and with ``on_settled`` they are kept, not dropped.
         self.target = target
+        self._on_settled = on_settled
+        self.kept_spans = 0  # left at shutdown in the persistent queue, for the next start
         self.max_spans = max_spans
         self.max_bytes = getattr(target, "max_message_bytes", None)
         # Each entry: [request, spans, bytes (an upper bound of its serialized size)].
@@ -261,6 +268,7 @@ class Forwarder:
         if self.max_bytes is not None and size > self.max_bytes:
             pieces, oversized = split_request(request, max_bytes=self.max_bytes, max_spans=self._batch_spans)
             with self._cond:
+                self._settle_spans(oversized)
                 for span in oversized:
                     self._count_drop(1, "too_large", f"span {span.span_id.hex()} of trace {span.trace_id.hex()} is {span.ByteSize()} bytes, "
                                      f"more than {self.target.name} takes (max_message_bytes {self.max_bytes}): it can never be delivered")
@@ -286,6 +294,7 @@ class Forwarder:
                     # Being sent right now: counted as dropped only if that attempt fails.
                     self._sending_dropped = True
                     continue
+                self._settle(oldest[0])
                 self._count_drop(oldest[1], "queue_full")
             self._cond.notify()
 
@@ -307,8 +316,23 @@ class Forwarder:
         self._queue[-1] = [tail, tail_spans + spans, tail_bytes + size]
         return True
 
+    def _settle(self, request: ExportTraceServiceRequest) -> None:
+        if self._on_settled is not None:
+            self._settle_spans(span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans)
+
+    def _settle_spans(self, spans: Iterable[Span]) -> None:
+        if self._on_settled is not None:
+            try:
+                self._on_settled(spans)
+            except Exception as exc:  # noqa: BLE001 - at worst the spans are sent again after a restart
+                _log.error("persistent queue: could not mark spans forwarded to %s: %r", self.target.name, exc)
+
     def _count_drop(self, spans: int, reason: str, detail: str = "") -> None:
         # Caller holds the lock.
+        if reason == "shutdown" and self._on_settled is not None:  # on disk: sent at the next start
+            self.kept_spans += spans
+            _log.warning("kept %d span(s) for %s in the persistent queue, sent at the next start: %s", spans, self.target.name, detail)
+            return
         self.dropped_spans += spans
         self._on_drop(spans, reason)
         if reason == "queue_full":
@@ -352,6 +376,8 @@ class Forwarder:
                         )
                     failed_in_a_row = 0
                     pause = PAUSE_AFTER_FAILURE_S[0]
+                if outcome.kind in ("sent", "rejected") or (outcome.kind == "retry" and self._sending_dropped):
+                    self._settle(request)
                 if outcome.kind == "sent":
                     self.sent_spans += spans - outcome.rejected_spans
                     if outcome.rejected_spans:
@@ -389,9 +415,11 @@ class Forwarder:
         """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""
         if left_queue:  # dropped past the bound meanwhile (counted now), or counted by a drain that ended
             if self._sending_dropped:
+                self._settle(request)
                 self._count_drop(spans, "queue_full")
             return
         if spans <= 1:
+            self._settle(request)
             span = next(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
             self._count_drop(1, "too_large", f"{self.target.name} refused span {span.span_id.hex()} of trace {span.trace_id.hex()} "
                              f"({span.ByteSize()} bytes) on its own ({outcome.reason}): it can never be delivered")

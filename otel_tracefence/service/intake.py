@@ -8,17 +8,27 @@ room for a whole request before any of it is read, or says why not. A request
 that would take the queue past either bound is refused for now (``UNAVAILABLE``
 with a retry delay); one that alone exceeds a bound can never be accepted
 (``RESOURCE_EXHAUSTED``, naming the limit).
+
+Fairness: requests are queued per source (the client's address, as gRPC names
+its peer) and the worker takes them in turns, ``SLICE_SPANS`` spans at a time,
+so one client's giant trace never holds another client's spans back by more than
+a slice per queued source. One source's requests are read in the order they came.
+Each slice goes to the fence as one batch (:meth:`~otel_tracefence.fence.Fence.add_batch`):
+late spans of one trace in it are re-planned once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
 from otel_tracefence.normalize import SpanView, from_otlp
-from otel_tracefence.service.otlp_spans import OtlpItem
+from otel_tracefence.service.otlp_spans import OtlpItem, to_request
+from otel_tracefence.service.persistent_queue import PersistentQueue
+
+SLICE_SPANS = 512  # spans read from one source's request before the next source's turn
 
 
 @dataclass(frozen=True)
@@ -37,27 +47,35 @@ class IntakeRefusal(Exception):
         self.permanent = permanent
 
 
+class _Entry:
+    """One queued request: its spans, the room it took, and how many of its spans were read."""
+
+    __slots__ = ("items", "reservation", "done")
+
+    def __init__(self, items: list[OtlpItem], reservation: Reservation) -> None:
+        self.items, self.reservation, self.done = items, reservation, 0
+
+
 class Intake:
     """A bounded queue of received spans for one :class:`~otel_tracefence.fence.Fence`, drained by a thread."""
 
-    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None) -> None:
+    def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None, persistent: PersistentQueue | None = None) -> None:
+        self.persistent = persistent  # every request written there before put() returns (before the acknowledgement)
         self.max_spans = max_spans
         self.max_bytes = max_bytes
         self.depth = 0  # spans queued or reserved
         self.depth_bytes = 0  # request bytes queued or reserved
         self._fence = fence
-        self._queue: deque[tuple[list[OtlpItem], Reservation]] = deque()
+        self._sources: OrderedDict[str, deque[_Entry]] = OrderedDict()  # queued requests by source, in turn order
         self._cond = threading.Condition()
         self._busy = False
         self._closing = False
         self._abandoned = False  # the drain's time ran out: the worker stops with spans still queued
-        self._current: list[OtlpItem] = []  # the batch being read, and how many of its spans were taken
-        self._current_done = 0
+        self._current: _Entry | None = None  # the request being read
         self.handed_spans = 0  # spans given to the fence (held, decided, or passed through)
         self._sequence = 0
         self._thread = threading.Thread(target=self._run, name="tracefence-intake", daemon=True)
         self._thread.start()
-
     def stand_in(self, view: SpanView) -> None:
         """Give the fence a view standing for a refused span (``otlp_spans.stand_in``): planned, never
         forwarded, not counted among the spans handed on."""
@@ -105,9 +123,12 @@ class Intake:
             self.depth_bytes -= reservation.bytes
             self._cond.notify_all()
 
-    def put(self, items: list[OtlpItem], reservation: Reservation | None = None) -> None:
-        """Queue one Export call's valid spans (never blocks), in the room ``reservation`` took (without one,
-        room is taken now, past the bound if need be)."""
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", *, persisted: bool = False) -> None:
+        """Queue one Export call's valid spans, in the room ``reservation`` took (without one, room is taken now,
+        past the bound if need be). ``source``: who sent them (requests of one source are read in order; sources
+        take turns). With a persistent queue, the spans are written to it first (``persisted``: they are
+        there already, replayed); when that write fails, the room is given back and :class:`IntakeRefusal`
+        is raised (not permanent: the client retries), so nothing unwritten is acknowledged."""
         if reservation is None:
             reservation = Reservation(len(items), 0)
             with self._cond:
@@ -115,54 +136,74 @@ class Intake:
         if not items:
             self.release(reservation)
             return
+        if self.persistent is not None and not persisted:
+            try:
+                self.persistent.append(to_request(items)[0], (item.span for item in items))
+            except Exception as exc:  # noqa: BLE001 - a full or unwritable disk: refuse rather than acknowledge
+                self.release(reservation)
+                raise IntakeRefusal(f"the persistent queue cannot take the request ({exc}); retry later", permanent=False) from exc
         with self._cond:
-            self._queue.append((items, reservation))
+            self._sources.setdefault(source, deque()).append(_Entry(items, reservation))
             self._cond.notify()
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while not self._sources and not self._closing:
                     self._cond.wait()
-                if not self._queue or self._abandoned:
+                if not self._sources or self._abandoned:
                     return
-                items, reservation = self._queue.popleft()
+                source, entries = next(iter(self._sources.items()))
+                entry = entries[0]
                 self._busy = True
-                self._current, self._current_done = items, 0
+                self._current = entry
             try:
-                self._hold(items)
+                self._hold(entry.items[entry.done : entry.done + SLICE_SPANS])
             finally:
                 with self._cond:
-                    self.depth -= reservation.spans
-                    self.depth_bytes -= reservation.bytes
+                    if entry.done >= len(entry.items) and not self._abandoned and entries and entries[0] is entry:
+                        entries.popleft()
+                        if not entries and self._sources.get(source) is entries:
+                            del self._sources[source]
+                        self.depth -= entry.reservation.spans
+                        self.depth_bytes -= entry.reservation.bytes
+                    if source in self._sources:
+                        self._sources.move_to_end(source)  # the next source's turn
                     self._busy = False
-                    self._current, self._current_done = [], 0
+                    self._current = None
                     self._cond.notify_all()
 
     def _hold(self, items: list[OtlpItem]) -> None:
+        """Read ``items`` (the next slice of the current request) into views and give them to the fence as one batch."""
         cond = self._cond
-        for index, item in enumerate(items):
-            with cond:  # a drain whose time ran out stops the batch here, and counts the rest as not read
-                if self._abandoned:
-                    return
-                self._current_done = index + 1
-                self.handed_spans += 1
-            try:
-                view = from_otlp(item.span, self._sequence)
-            except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
-                self._fence.pass_through([item], "intake", exc)
-                continue
-            self._sequence += 1
-            self._fence.add(view, item, local_root=view.parent_span_id is None)
+        batch = []
+        try:
+            for item in items:
+                with cond:  # a drain whose time ran out stops the slice here, and counts the rest as not read
+                    if self._abandoned:
+                        return
+                    if self._current is not None:
+                        self._current.done += 1
+                    self.handed_spans += 1
+                try:
+                    view = from_otlp(item.span, self._sequence)
+                except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
+                    self._fence.pass_through([item], "intake", exc)
+                    continue
+                self._sequence += 1
+                batch.append((view, item, view.parent_span_id is None))
+        finally:
+            if batch:
+                self._fence.add_batch(batch)
 
     def drain(self, timeout_s: float = 30.0) -> int:
         """Hold everything queued, then stop the worker, within ``timeout_s``. Returns the spans not read when the
-        time ran out (queued, or later in the batch being read): they are never held."""
+        time ran out (queued, or later in the request being read): they are never held."""
         with self._cond:
-            done = self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout_s)
+            done = self._cond.wait_for(lambda: not self._sources and not self._busy, timeout=timeout_s)
             self._closing = True
             self._abandoned = not done
-            left = sum(len(items) for items, _ in self._queue) + len(self._current) - self._current_done
+            left = sum(len(entry.items) - entry.done for entries in self._sources.values() for entry in entries)
             self._cond.notify_all()
         self._thread.join(timeout=timeout_s if done else 0.1)
         return left

@@ -124,7 +124,7 @@ class OtlpHttpReceiver:
             # A slot before the body is read: at most max_workers bodies are held at once, as gRPC's threads bound it.
             async with self._limiter:
                 body = await self._read_body(request)
-                response = await anyio.to_thread.run_sync(self._export_body, body, encoding == "gzip", media_type)
+                response = await anyio.to_thread.run_sync(self._export_body, body, encoding == "gzip", media_type, _peer(request))
         except ExportRefused as refusal:
             return _refused(refusal, answer_in)
         return Response(encode(response, media_type), status_code=200, media_type=media_type)
@@ -144,7 +144,7 @@ class OtlpHttpReceiver:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _export_body(self, body: bytes, gzipped: bool, media_type: str) -> Any:
+    def _export_body(self, body: bytes, gzipped: bool, media_type: str, source: str) -> Any:
         if gzipped:
             try:
                 body = gunzip(body, self._max_body_bytes)
@@ -152,7 +152,7 @@ class OtlpHttpReceiver:
                 raise self._export.too_large(self._past_limit(f"more than {self._max_body_bytes} bytes once decompressed")) from None
             except _BadBody as exc:
                 raise ExportRefused(RefusalKind.UNDECODABLE, str(exc), problems=[("body", str(exc))]) from None
-        return self._export.export_json(body) if media_type == JSON else self._export.export_protobuf(body)
+        return self._export.export_json(body, source) if media_type == JSON else self._export.export_protobuf(body, source)
 
     def _past_limit(self, size: str) -> str:
         return (
@@ -183,3 +183,9 @@ def _failure(status: int, code: int, message: str, media_type: str, headers: dic
     for detail in details:
         body.details.add().Pack(detail)
     return Response(encode(body, media_type), status_code=status, media_type=media_type, headers=headers)
+
+
+def _peer(request: Request) -> str:
+    """The client's connection as the intake's source (``http:host:port``): the intake reads sources in turns."""
+    client = request.client
+    return f"http:{client.host}:{client.port}" if client else "http"

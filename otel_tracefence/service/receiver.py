@@ -59,14 +59,14 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
 
     def export_bytes(self, data: bytes, context: grpc.ServicerContext):
         try:
-            return self._export.export_protobuf(data)
+            return self._export.export_protobuf(data, source=context.peer() or "")
         except ExportRefused as refusal:
             abort(context, refusal)
 
     def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.ServicerContext):
         try:
             self._export.admit()
-            return self._export.accept(request, request.ByteSize())
+            return self._export.accept(request, request.ByteSize(), source=context.peer() or "")
         except ExportRefused as refusal:
             abort(context, refusal)
 

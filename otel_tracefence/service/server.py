@@ -27,11 +27,12 @@ from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
 from otel_tracefence.review.open import display_target
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
-from otel_tracefence.service.intake import Intake
+from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
+from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
-from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, to_request
+from otel_tracefence.service.otlp_spans import Origin, OtlpItem, annotate_item, invalid_reason, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
 from otel_tracefence.telemetry import COMPONENT
@@ -176,14 +177,17 @@ class TraceFenceService:
             "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
         )
         targets = [UpstreamTarget(u) for u in settings.upstreams] or [FileTarget(settings.output_file)]
+        self.persistent = PersistentQueue(settings.persistent_queue_dir, len(targets)) if settings.persistent_queue_dir else None
+        persistent = self.persistent
         self.forwarders = [
             Forwarder(
                 target,
                 settings.forward_queue_spans,
                 on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
                 on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
+                on_settled=(lambda spans, i=index: persistent.settle(i, spans)) if persistent is not None else None,
             )
-            for target in targets
+            for index, target in enumerate(targets)
         ]
 
         def queue_depth(options):
@@ -210,7 +214,8 @@ class TraceFenceService:
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
             self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
-        self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes)
+        self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
+        self.replayed_spans = 0  # spans read back from the persistent queue at start
         self._accepting = True
         self.emitted_spans = 0  # spans the fence handed on to the forward queues
         self._emit_lock = threading.Lock()
@@ -327,6 +332,9 @@ class TraceFenceService:
                 _log.warning("review page without a token: %s", self._ui_warning)
         if self._review_warning:
             _log.warning("review API without a token: %s", self._review_warning)
+        if self.persistent is not None:  # what an earlier run acknowledged and did not forward goes first
+            self._replay_thread = threading.Thread(target=self._replay, name="tracefence-replay", daemon=True)
+            self._replay_thread.start()
         for server in self._servers:
             server.start()
         for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if self.store is not None else ())):  # only what is served
@@ -349,6 +357,40 @@ class TraceFenceService:
                 "limits": input_limits(self.config),
             },
         )
+
+    def _replay(self) -> None:
+        """Hand the requests left in the persistent queue to the intake, as received, within its bounds."""
+        requests = spans = 0
+        try:
+            for request, count in self.persistent.replay():  # type: ignore[union-attr]
+                items = [
+                    OtlpItem(origin, span)
+                    for rs in request.resource_spans
+                    for ss in rs.scope_spans
+                    for origin in [Origin(rs.resource, rs.schema_url, ss.scope, ss.schema_url)]
+                    for span in ss.spans
+                    if invalid_reason(span) is None
+                ]
+                reservation = None
+                while self._accepting and reservation is None:
+                    try:
+                        reservation = self.intake.reserve(len(items), request.ByteSize())
+                    except IntakeRefusal as refusal:
+                        if refusal.permanent:  # larger than the bound set now: taken as it is
+                            break
+                        time.sleep(0.05)
+                if not self._accepting:
+                    if reservation is not None:
+                        self.intake.release(reservation)
+                    break  # the rest stays on disk for the next start
+                self.intake.put(items, reservation, source="persistent-queue", persisted=True)
+                requests += 1
+                spans += count
+        except Exception as exc:  # noqa: BLE001 - what is not replayed stays on disk
+            _log.error("persistent queue: replay stopped: %r; what is left is tried at the next start", exc)
+        self.replayed_spans = spans
+        if requests:
+            _log.info("persistent queue: replayed what an earlier run acknowledged", extra={"requests": requests, "spans": spans})
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
@@ -410,15 +452,19 @@ class TraceFenceService:
             for forwarder in self.forwarders:
                 forwarder.count_not_forwarded(in_fence, "still being decided at the shutdown deadline")
         drained = all(results) and not not_read and not undecided and not in_fence
-        _log.info(
-            "tracefence serve stopped",
-            extra={
-                "decided_at_shutdown": held,
-                "forwarded_all": drained,
-                "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
-                "undecided_traces": undecided,
-            },
-        )
+        extra = {
+            "decided_at_shutdown": held,
+            "forwarded_all": drained,
+            "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
+            "undecided_traces": undecided,
+        }
+        if self.persistent is not None:  # what is left on disk is sent at the next start
+            thread = getattr(self, "_replay_thread", None)
+            if thread is not None:
+                thread.join(timeout=min(1.0, left()))
+            self.persistent.close()
+            extra["kept_requests"], extra["kept_spans"] = PersistentQueue.count(self.persistent.path)
+        _log.info("tracefence serve stopped", extra=extra)
         if self._owned_meter_provider is not None:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()
