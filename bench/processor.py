@@ -7,14 +7,18 @@ what is measured is the pipeline in the agent's process, not a network.
 
     .venv/bin/python bench/processor.py [--traces 3000] [--repeat 3] [--held 10000]
 
-Prints spans/s for each set-up, the ratio (goal: >= 0.8), and peak memory
-(ru_maxrss of a fresh subprocess) with --held traces held undecided.
+Runs are paired: each repeat measures Batch alone, then the fence in front of it, one after the
+other, and the ratio of that pair is taken, so drift on a shared machine hits both sides of a
+ratio alike. Prints spans/s of each set-up and the ratio fence/Batch as median (min-max) over the
+pairs (bar >= 0.65, goal >= 0.8), and peak memory (ru_maxrss of a fresh subprocess) with --held
+traces held undecided.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import resource
 import subprocess
 import sys
@@ -79,7 +83,7 @@ def held_memory(held: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=3000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=7, help="paired runs (default 7)")
     parser.add_argument("--held", type=int, default=10000)
     parser.add_argument("--held-memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -89,14 +93,18 @@ def main() -> None:
     measure("batch", 200)
     measure("fence", 200)  # warm up imports and caches
     results = {"batch": [], "fence": []}
-    for _ in range(args.repeat):  # interleaved, so drift on the machine hits both alike
+    for _ in range(args.repeat):  # paired: Batch alone then the fence, one after the other
         for kind in results:
             results[kind].append(measure(kind, args.traces))
-    batch, fence = max(results["batch"]), max(results["fence"])
-    print(f"traces: {args.traces} x 10 spans (3 tool spans with 8 attributes), best of {args.repeat}")
-    print(f"BatchSpanProcessor alone            : {batch:10.0f} spans/s")
-    print(f"TraceFenceSpanProcessor + Batch     : {fence:10.0f} spans/s")
-    print(f"ratio (goal >= 0.8)                 : {fence / batch:10.2f}")
+    ratios = [f / b for f, b in zip(results["fence"], results["batch"])]
+
+    def spread(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(statistics.median(values))} (min {fmt.format(min(values))}, max {fmt.format(max(values))})"
+
+    print(f"traces: {args.traces} x 10 spans (3 tool spans with 8 attributes), {args.repeat} paired runs")
+    print(f"BatchSpanProcessor alone            : {spread(results['batch'], '{:.0f}')} spans/s")
+    print(f"TraceFenceSpanProcessor + Batch     : {spread(results['fence'], '{:.0f}')} spans/s")
+    print(f"ratio of each pair (bar >= 0.65)    : {spread(ratios, '{:.3f}')}")
     out = subprocess.run([sys.executable, __file__, "--held-memory-child", "--held", str(args.held)], capture_output=True, text=True, check=True)
     mem = json.loads(out.stdout)
     print(f"peak memory with {mem['held_traces']} traces held: {mem['peak_mib']:.0f} MiB (process baseline {mem['base_mib']:.0f} MiB)")
