@@ -124,16 +124,20 @@ _SDK_STATUS = {StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 
 
 def sdk_attributes(span: Any) -> dict[str, Any]:
-    """A finished SDK span's attributes as a plain dict (a copy).
+    """A finished SDK span's attributes as a plain dict: the SDK's own, not a copy, once they are frozen.
 
-    The SDK keeps them in a ``BoundedAttributes`` whose plain ``dict`` we copy
+    The SDK keeps them in a ``BoundedAttributes`` whose plain ``dict`` is read
     directly when it is there (ten times faster than iterating the public
-    read-only mapping, and this runs for every span); the public mapping is the
-    fallback for any other ``ReadableSpan``.
+    read-only mapping, and this runs for every span). ``Span.end()`` makes that
+    mapping immutable (OpenTelemetry Python SDK, ``Span.end``: ``_immutable = True``),
+    so the dict of an ended span never changes and is shared, never copied; one
+    still mutable is copied. The public mapping is the fallback for any other
+    ``ReadableSpan``. The caller must not change the dict it gets.
     """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    bounded = getattr(span, "_attributes", None)
+    inner = getattr(bounded, "_dict", None)
     if type(inner) is dict:
-        return dict(inner)
+        return inner if getattr(bounded, "_immutable", False) is True else dict(inner)
     attributes = span.attributes
     return dict(attributes) if attributes else {}
 
@@ -141,8 +145,8 @@ def sdk_attributes(span: Any) -> dict[str, Any]:
 def from_readable(span: Any, sequence: int = 0) -> SpanView:
     """View of an SDK span (``opentelemetry.sdk.trace.ReadableSpan``).
 
-    Attributes are copied into a plain dict once: the SDK's bounded mapping is
-    slow to probe for the many keys the conventions look for.
+    Attributes are read as the SDK's plain dict (:func:`sdk_attributes`): the SDK's
+    bounded mapping is slow to probe for the many keys the conventions look for.
     """
     context = span.context
     parent = span.parent
