@@ -168,6 +168,7 @@ class TraceFenceService:
                 settings.forward_queue_spans,
                 on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
                 on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
+                batch_wait_s=settings.forward_batch_wait_ms / 1000.0,
             )
             for target in targets
         ]
