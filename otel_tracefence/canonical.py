@@ -47,6 +47,17 @@ def _reject_constant(name: str) -> Any:
 # Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The C encoder _ENCODER builds on every call, built once, without the cycle check: only for values parsed
+# from JSON text (parse_simple_json), which hold no cycles. Falls back to _ENCODER where there is no C encoder.
+_C_ENCODE = (
+    json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _encode_parsed(value: Any) -> str:
+    return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
 
 
 class _FloatSeen(Exception):
@@ -173,7 +184,7 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
     limits. Never raises for JSON-shaped input.
     """
     if simple:
-        text = _ENCODER.encode(value)
+        text = _encode_parsed(value)
         if text.isascii() and _LONG_DIGITS.search(text) is None:
             data = text.encode("ascii")
             if len(data) > max_bytes:

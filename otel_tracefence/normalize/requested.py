@@ -144,6 +144,8 @@ def _output_texts(span: SpanView) -> Iterator[str]:
 def unread_output(span: SpanView) -> str | None:
     """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
     JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
+    if not span.events and cv.GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
+        return None
     for text in _output_texts(span):
         if "tool" not in text.lower() and "function" not in text.lower():
             continue
