@@ -5,11 +5,15 @@ each, an ``invoke_agent`` root, 4 chat spans, 3 ``execute_tool`` spans with 8 at
 (``agent_shape.tool_attributes``) and 2 plain spans, read with ``from_readable`` as the span
 processor reads them. What is timed is ``pipeline.plan_spans`` over every trace (best of --repeat).
 
-    .venv/bin/python bench/normalize.py [--traces 300] [--repeat 5] [--rounds 5] [--baseline DIR]
+    .venv/bin/python bench/normalize.py [--traces 300] [--repeat 5] [--rounds 5] [--baseline DIR] [--instructions]
 
 With ``--baseline DIR`` (another checkout of the project, e.g. ``git worktree add /tmp/base <rev>``),
 each round runs this checkout and the baseline in fresh subprocesses, interleaved, and prints the
 pairs, then min / median / max of the ratio this / baseline (above 1: this checkout is slower).
+
+With ``--instructions``, instructions per span are counted by ``valgrind --tool=callgrind`` instead (stable
+on a busy machine): a child with --repeat R less one with --repeat 0, over R x spans; with ``--baseline``,
+the same for the baseline and the ratio.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,13 +55,32 @@ def measure(root: Path, traces: int, repeat: int) -> float:
         by_trace.setdefault(view.trace_id, []).append(view)
     config = TraceFenceConfig()
     spans = sum(len(views) for views in by_trace.values())
+    for trace_id, views in by_trace.items():  # warm-up: caches and lazily built tables
+        plan_spans(trace_id, views, config)
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
         for trace_id, views in by_trace.items():
             plan_spans(trace_id, views, config)
         best = min(best, time.perf_counter() - start)
-    return best / spans * 1e6
+    return best / spans * 1e6 if repeat else 0.0
+
+
+def instructions(root: Path, args: argparse.Namespace) -> float:
+    """Instructions per span of ``plan_spans`` for the checkout at ``root``, counted by callgrind: a child
+    with --repeat R less one with --repeat 0 (same set-up and warm-up), over R x spans."""
+    counts = []
+    for repeat in (0, args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "callgrind.out"
+            subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
+                 "--child", str(root), "--traces", str(args.traces), "--repeat", str(repeat)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            totals = [line for line in out.read_text().splitlines() if line.startswith("totals:") or line.startswith("summary:")]
+            counts.append(int(totals[-1].split()[1]))
+    return (counts[1] - counts[0]) / (args.repeat * args.traces * 10)
 
 
 def _child(root: Path, args: argparse.Namespace) -> float:
@@ -73,12 +97,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path)
+    parser.add_argument("--instructions", action="store_true", help="count instructions with valgrind's callgrind instead of timing")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(f"{measure(args.child, args.traces, args.repeat):.3f}")
         return
     this = HERE.parent
+    if args.instructions:
+        mine = instructions(this, args)
+        print(f"this checkout: {mine:,.0f} instructions per span")
+        if args.baseline is not None:
+            base = instructions(args.baseline, args)
+            print(f"baseline     : {base:,.0f} instructions per span")
+            print(f"ratio this/baseline: {mine / base:.3f}")
+        return
     ratios = []
     for round_number in range(1, args.rounds + 1):
         mine = _child(this, args)

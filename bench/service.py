@@ -1,5 +1,5 @@
-"""Spans per second through ``tracefence serve`` (client -> service -> counting upstream), against the floor
-measured in the same run: parsing and re-serializing the same ``ExportTraceServiceRequest``s with protobuf alone.
+"""The same agent-shaped OTLP requests through ``tracefence serve``, the rotel collector and a bare Python
+gRPC relay, side by side: each peer forwards to a counting upstream in its own process.
 
 Agent-shaped traces: 10 spans each (an ``invoke_agent`` root, 4 chat spans, 3
 ``execute_tool`` spans with 8 attributes each, 2 plain spans), pre-built as OTLP
@@ -7,26 +7,38 @@ protobuf requests of --batch spans in the order an SDK exports them (children
 first, the root last), cut every --batch spans: whole traces per request except
 the one cut at each boundary, whose root then comes in the next request.
 
-Three processes:
-  * this one: builds the requests, measures the floor, and is the client (a plain
-    ``TraceServiceStub`` calling ``Export``, --concurrency calls in flight);
-  * ``python -m otel_tracefence serve --endpoint 127.0.0.1:0 --upstream http://127.0.0.1:<upstream>
-    --review-db <tmp> --decision-wait-ms 0``; its port is read from its
-    ``tracefence serve listening`` log line;
-  * a counting upstream ``TraceService`` server (this file with --upstream-child)
-    that counts spans and stamps when the expected count is reached.
+Peers, each a process of its own, each with its own counting upstream process:
+  * ``tracefence``: ``python -m otel_tracefence serve --endpoint 127.0.0.1:0 --upstream http://127.0.0.1:<upstream>
+    --review-db <tmp> --decision-wait-ms 0 --max-wait-ms 30000`` from this checkout;
+  * ``tracefence@base`` (with ``--baseline DIR``): the same command from another checkout
+    (``PYTHONPATH=DIR``), e.g. ``git worktree add /tmp/base <rev>``: before/after in one run;
+  * ``rotel``: the ``rotel-agent`` binary of the ``rotel`` wheel (a test dependency), ``start
+    --exporter otlp --otlp-exporter-protocol grpc`` with its default batching;
+  * ``relay``: this file with --relay-child, a gRPC server that hands each Export's bytes, unparsed,
+    to the upstream and returns its answer (the least a Python OTLP hop can do).
 
-    .venv/bin/python bench/service.py [--requests 200] [--batch 512] [--held 10000] [--concurrency 1]
+Every repeat runs every peer once, in turn (interleaved, so drift on the machine hits them alike),
+each from a fresh start: warm-up, then the throughput run (--requests Export calls of --batch spans,
+--concurrency calls in flight, a plain ``TraceServiceStub``), then a paced probe (--probes whole
+10-span traces, one Export every 1/--probe-rate s, one at a time on an idle peer).
+
+    .venv/bin/python bench/service.py [--requests 200] [--batch 512] [--concurrency 4] [--repeat 3]
+                                      [--peers tracefence,rotel,relay] [--baseline DIR] [--held 10000]
                                       [--profile out/service.pyspy.txt]
 
-Prints end-to-end spans/s (first Export until the upstream has counted every
-span), the floor's spans/s, their ratio (goal: >= 0.5), the p50/p99 latency of each
-Export call (client side) with the same calls straight to the upstream for
-reference, and the service's peak memory (VmHWM) with --held traces held (their
-spans sent without roots, --max-wait-ms 600000) against its VmHWM right after
-start. Every child process is stopped with SIGTERM (killed after a timeout),
-also on error. --profile attaches ``py-spy record`` to the service during the
-throughput phase and prints the top functions.
+Per peer and run it reports:
+  * spans/s from the first Export until the upstream holds every span (not until acknowledgement);
+  * CPU microseconds per span of the peer's process (utime + stime from ``/proc/<pid>/stat``, all threads,
+    over the throughput run until the upstream holds every span) and of its upstream;
+  * upstream Export calls per 100k spans;
+  * Export latency (client side) and end-to-end latency (Export sent -> the upstream holds all 10 spans of
+    the probe trace; ``time.monotonic`` is system-wide on Linux, so the two processes' stamps compare) p50/p99;
+  * peak memory: the peer's VmHWM at the end of the run.
+Then the paired ratios of each run, tracefence/rotel, tracefence/relay (and tracefence/tracefence@base),
+as min / median / max. With --held N, the memory per held span of ``tracefence serve`` (and the baseline):
+N traces sent without roots (--max-wait-ms 600000), VmHWM against VmHWM right after start.
+Every child process is stopped with SIGTERM (killed after a timeout), also on error. --profile attaches
+``py-spy record`` to the (last) tracefence service during its throughput run and prints the top functions.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -57,6 +71,9 @@ from agent_shape import tool_attributes
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20), ("grpc.so_reuseport", 0)]
 SPANS_PER_TRACE = 10
 ROOT_INDEX = SPANS_PER_TRACE - 1  # the root ends last, so an SDK exports it last
+PROBE_MARK = 0x7E  # first byte of a probe trace's id: the upstream stamps when each probe trace is complete
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # -- the traces ------------------------------------------------------------------------------------
@@ -143,16 +160,13 @@ def span_count(request: ExportTraceServiceRequest) -> int:
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
-# -- the floor ---------------------------------------------------------------------------------------
-
-
-def floor_spans_per_s(blobs: list[bytes], spans: int) -> float:
-    start = time.perf_counter()
-    for blob in blobs:
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(blob)
-        message.SerializeToString()
-    return spans / (time.perf_counter() - start)
+def probe_requests(count: int) -> list[ExportTraceServiceRequest]:
+    """``count`` whole traces, one request each, their trace ids marked with ``PROBE_MARK``."""
+    requests = build_requests(9, count, SPANS_PER_TRACE)
+    for request in requests:
+        for span in request.resource_spans[0].scope_spans[0].spans:
+            span.trace_id = bytes([PROBE_MARK]) + span.trace_id[1:]
+    return requests
 
 
 # -- the counting upstream (child process) -------------------------------------------------------------
@@ -160,17 +174,32 @@ def floor_spans_per_s(blobs: list[bytes], spans: int) -> float:
 
 def upstream_child() -> None:
     """Serve a counting TraceService; print {"port"}; then answer commands on stdin, one JSON line each:
-    ``wait N TIMEOUT_S`` -> {"count", "reached_at"} (monotonic clock, system-wide on Linux), ``reset``, ``count``."""
+    ``wait N TIMEOUT_S`` -> {"count", "calls", "reached_at"} (monotonic clock, system-wide on Linux),
+    ``reset``, ``count``, ``probes`` -> {"probes": {trace id hex: monotonic time its last span arrived}}."""
     cond = threading.Condition()
     state = {"count": 0, "last_at": 0.0, "calls": 0}
+    probe_spans: collections.Counter[bytes] = collections.Counter()
+    probe_done: dict[str, float] = {}
 
     class Counting(trace_service_pb2_grpc.TraceServiceServicer):
         def Export(self, request, context):
-            n = span_count(request)
+            now = time.monotonic()
+            n = 0
+            marked = []
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    n += len(ss.spans)
+                    for span in ss.spans:
+                        if span.trace_id[:1] == b"\x7e":
+                            marked.append(span.trace_id)
             with cond:
                 state["count"] += n
                 state["calls"] += 1
-                state["last_at"] = time.monotonic()
+                state["last_at"] = now
+                for trace_id in marked:
+                    probe_spans[trace_id] += 1
+                    if probe_spans[trace_id] == SPANS_PER_TRACE:
+                        probe_done[trace_id.hex()] = now
                 cond.notify_all()
             return ExportTraceServiceResponse()
 
@@ -190,17 +219,43 @@ def upstream_child() -> None:
                     cond.wait(timeout=max(0.0, deadline - time.monotonic()))
             elif command[0] == "reset":
                 state.update(count=0, calls=0, last_at=0.0)
+                probe_spans.clear()
+                probe_done.clear()
+            elif command[0] == "probes":
+                print(json.dumps({"probes": probe_done}), flush=True)
+                continue
             reply = {"count": state["count"], "calls": state["calls"], "reached_at": state["last_at"]}
         print(json.dumps(reply), flush=True)
     server.stop(1).wait()
 
 
-class Upstream:
-    """A counting upstream in a child process (``command``: how to start it), asked over its stdin/stdout."""
+def relay_child(upstream_port: int) -> None:
+    """A bare Python OTLP/gRPC relay: each Export's bytes, unparsed, to the upstream; its answer back. Prints {"port"}."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{upstream_port}", options=GRPC_OPTIONS)
+    forward = channel.unary_unary(EXPORT_METHOD)  # no serializers: bytes in, bytes out
 
-    def __init__(self, command: list[str] | None = None) -> None:
-        command = command or [sys.executable, __file__, "--upstream-child"]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def export(request: bytes, context) -> bytes:
+        return forward(request, timeout=60)
+
+    handler = grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService", {"Export": grpc.unary_unary_rpc_method_handler(export)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[handler], options=GRPC_OPTIONS)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(json.dumps({"port": port}), flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop(1).wait()
+    channel.close()
+
+
+class Upstream:
+    """A counting upstream in a child process, asked over its stdin/stdout."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, __file__, "--upstream-child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError("counting upstream did not start")
@@ -224,7 +279,7 @@ class Upstream:
         stop_process(self.process, 5)
 
 
-# -- the service (child process) --------------------------------------------------------------------
+# -- the peers (child processes) --------------------------------------------------------------------
 
 
 def stop_process(process: subprocess.Popen, timeout_s: float) -> float:
@@ -241,17 +296,69 @@ def stop_process(process: subprocess.Popen, timeout_s: float) -> float:
     return time.monotonic() - start
 
 
-class Service:
-    """``python -m otel_tracefence serve`` in a subprocess; its stderr (JSON log lines) is read by a thread."""
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads (``/proc/<pid>/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
-    def __init__(self, workdir: Path, upstream_port: int, *, max_wait_ms: float, max_traces: int, extra_args: tuple[str, ...] = ()) -> None:
-        env = {**os.environ, "OTEL_TRACEFENCE_MAX_TRACES": str(max_traces)}
+
+def proc_status_mib(pid: int, field: str) -> float:
+    """A ``/proc/<pid>/status`` field in MiB (VmHWM, VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def wait_ready(port: int, process: subprocess.Popen, what: str, timeout_s: float = 30) -> None:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what} exited {process.returncode} at start")
+            try:
+                grpc.channel_ready_future(channel).result(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                pass
+        raise RuntimeError(f"{what} did not accept connections within {timeout_s:.0f} s")
+    finally:
+        channel.close()
+
+
+class Peer:
+    """One process between the client and its upstream: ``process``, ``port``, ``stop()``."""
+
+    process: subprocess.Popen
+    port: int
+    name: str
+
+    def stop(self, timeout_s: float = 30) -> float:
+        return stop_process(self.process, timeout_s)
+
+    def errors(self) -> list[str]:
+        return []
+
+
+class Service(Peer):
+    """``python -m otel_tracefence serve`` in a subprocess (from ``checkout`` when given); its stderr (JSON log lines) read by a thread."""
+
+    def __init__(
+        self, workdir: Path, upstream_port: int, *, max_wait_ms: float, max_traces: int, name: str = "tracefence",
+        checkout: Path | None = None, extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP"))}
+        env["OTEL_TRACEFENCE_MAX_TRACES"] = str(max_traces)
+        if checkout is not None:
+            env["PYTHONPATH"] = str(checkout)
         command = [
             sys.executable, "-m", "otel_tracefence", "serve",
             "--endpoint", "127.0.0.1:0",
-            "--http-endpoint", "none",
+            *(() if checkout is not None else ("--http-endpoint", "none")),  # a baseline checkout may predate it
             "--upstream", f"http://127.0.0.1:{upstream_port}",
-            "--review-db", str(workdir / "review.db"),
+            "--review-db", str(workdir / f"review-{name}.db"),
             "--decision-wait-ms", "0",
             "--max-wait-ms", str(max_wait_ms),
             *extra_args,
@@ -278,13 +385,6 @@ class Service:
                 self._listening.set()
         self._listening.set()
 
-    def status(self, field: str) -> float:
-        """A ``/proc/<pid>/status`` field in MiB (VmHWM, VmRSS)."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-        raise KeyError(field)
-
     def logged(self, word: str) -> list[dict]:
         out = []
         for line in self.lines:
@@ -295,10 +395,79 @@ class Service:
                     out.append({"message": line.strip()})
         return out
 
+    def errors(self) -> list[str]:
+        return [str(e.get("message")) for e in self.logged('"ERROR"') + self.logged('"WARNING"')]
+
     def stop(self, timeout_s: float = 30) -> float:
         took = stop_process(self.process, timeout_s)
         self._reader.join(timeout=5)
         return took
+
+
+def rotel_binary() -> Path | None:
+    """The ``rotel-agent`` executable the ``rotel`` wheel ships (its ``Agent.agent_path``), or None."""
+    try:
+        from rotel.agent import Agent
+    except ImportError:
+        return None
+    path = Path(Agent().agent_path)
+    return path if path.is_file() else None
+
+
+def free_ports(n: int) -> list[int]:
+    """Ports free on loopback now (rotel 0.0.1a15 cannot bind port 0)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Rotel(Peer):
+    """The rotel collector: OTLP/gRPC in, OTLP/gRPC out to the upstream, default batching."""
+
+    def __init__(self, binary: Path, workdir: Path, upstream_port: int) -> None:
+        self.name = "rotel"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "ROTEL_"))}
+        for attempt in range(3):
+            grpc_port, http_port = free_ports(2)
+            command = [
+                str(binary), "start",
+                "--pid-file", str(workdir / "rotel.pid"),
+                "--log-file", str(workdir / "rotel-daemon.log"),
+                "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}",
+                "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
+                "--exporter", "otlp",
+                "--otlp-exporter-endpoint", f"http://127.0.0.1:{upstream_port}",
+                "--otlp-exporter-protocol", "grpc",
+            ]  # fmt: skip
+            with open(workdir / "rotel.log", "ab") as sink:
+                self.process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+            try:
+                wait_ready(grpc_port, self.process, "rotel")
+                self.port = grpc_port
+                return
+            except RuntimeError:
+                stop_process(self.process, 5)
+                if attempt == 2:
+                    raise
+
+
+class Relay(Peer):
+    """This file with --relay-child."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.name = "relay"
+        self.process = subprocess.Popen([sys.executable, __file__, "--relay-child", str(upstream_port)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("relay did not start")
+        self.port = json.loads(line)["port"]
 
 
 # -- the client ----------------------------------------------------------------------------------------
@@ -339,7 +508,31 @@ def send(port: int, requests: list[ExportTraceServiceRequest], concurrency: int)
         channel.close()
 
 
+def probe(port: int, requests: list[ExportTraceServiceRequest], rate: float) -> tuple[dict[str, float], list[float]]:
+    """One Export every 1/rate s, one at a time: the monotonic time each probe trace was sent, and each call's seconds."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=10)
+        stub = trace_service_pb2_grpc.TraceServiceStub(channel)
+        sent: dict[str, float] = {}
+        latencies: list[float] = []
+        next_at = time.monotonic()
+        for request in requests:
+            pause = next_at - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            next_at += 1 / rate
+            t0 = time.monotonic()
+            stub.Export(request, timeout=60)
+            latencies.append(time.monotonic() - t0)
+            sent[request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()] = t0
+        return sent, latencies
+    finally:
+        channel.close()
+
+
 def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(-(-q * len(ordered) // 1)) - 1))]
 
@@ -410,140 +603,189 @@ def print_profile(path: Path, top: int = 25) -> None:
         print(f"    {100 * n / total:5.1f}%  {frame}")
 
 
+# -- one run of one peer --------------------------------------------------------------------------------------
+
+
+def start_peer(kind: str, workdir: Path, upstream: Upstream, args: argparse.Namespace) -> Peer:
+    if kind == "tracefence":
+        return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000)
+    if kind == "tracefence@base":
+        return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000, name="tracefence@base", checkout=args.baseline)
+    if kind == "rotel":
+        return Rotel(args.rotel_binary, workdir, upstream.port)
+    if kind == "relay":
+        return Relay(upstream.port)
+    raise ValueError(kind)
+
+
+def run_peer(kind: str, workdir: Path, data: dict, args: argparse.Namespace, profile: Path | None) -> dict:
+    """Start ``kind`` and its upstream afresh, warm up, measure throughput then the probe; stop both."""
+    upstream = Upstream()
+    peer = None
+    profiler = None
+    try:
+        peer = start_peer(kind, workdir, upstream, args)
+        send(peer.port, data["warmup"], args.concurrency)
+        upstream.ask(f"wait {data['warmup_spans']} 60")
+        upstream.ask("reset")
+        if profile is not None:
+            profiler = start_profiler(peer.process.pid, profile)
+        cpu0, up_cpu0 = cpu_seconds(peer.process.pid), cpu_seconds(upstream.process.pid)
+        start, latencies = send(peer.port, data["requests"], args.concurrency)
+        done = upstream.ask(f"wait {data['total']} 120")
+        cpu1, up_cpu1 = cpu_seconds(peer.process.pid), cpu_seconds(upstream.process.pid)
+        if profiler is not None:
+            stop_profiler(profiler)
+            profiler = None
+        counted, reached = done["count"], done["reached_at"]
+        if counted < data["total"]:
+            raise RuntimeError(f"{kind}: the upstream counted {counted} of {data['total']} spans within 120 s")
+        upstream.ask("reset")
+        sent, probe_lat = probe(peer.port, data["probes"], args.probe_rate)
+        upstream.ask(f"wait {len(data['probes']) * SPANS_PER_TRACE} 30")
+        done_at = upstream.ask("probes")["probes"]
+        e2e = [done_at[t] - s for t, s in sent.items() if t in done_at]
+        if len(e2e) < len(sent):
+            raise RuntimeError(f"{kind}: {len(sent) - len(e2e)} of {len(sent)} probe traces never arrived whole")
+        return {
+            "rate": counted / (reached - start),
+            "cpu_us": (cpu1 - cpu0) / counted * 1e6,
+            "upstream_cpu_us": (up_cpu1 - up_cpu0) / counted * 1e6,
+            "calls_per_100k": done["calls"] / counted * 100_000,
+            "export_p50": percentile(probe_lat, 0.5), "export_p99": percentile(probe_lat, 0.99),
+            "e2e_p50": percentile(e2e, 0.5), "e2e_p99": percentile(e2e, 0.99),
+            "load_p50": percentile(latencies, 0.5),
+            "hwm_mib": proc_status_mib(peer.process.pid, "VmHWM"),
+            "errors": peer.errors(),
+        }  # fmt: skip
+    finally:
+        if profiler is not None:
+            stop_profiler(profiler)
+        if peer is not None:
+            peer.stop()
+        upstream.stop()
+
+
+def held_memory(name: str, workdir: Path, held_requests: list, args: argparse.Namespace) -> dict:
+    """``tracefence serve`` holding --held traces (roots withheld): VmHWM over VmHWM right after start."""
+    upstream = Upstream()
+    service = None
+    try:
+        service = Service(workdir, upstream.port, name=name, max_wait_ms=600_000, max_traces=max(10_000, args.held), checkout=args.baseline if name.endswith("@base") else None)
+        base = proc_status_mib(service.process.pid, "VmHWM")
+        send(service.port, held_requests, args.concurrency)
+        time.sleep(0.5)
+        peak = proc_status_mib(service.process.pid, "VmHWM")
+        before_stop = upstream.ask("count")["count"]
+        return {"base": base, "peak": peak, "forwarded_before_stop": before_stop}
+    finally:
+        if service is not None:
+            service.stop(timeout_s=120)
+        upstream.stop()
+
+
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
 # -- main -------------------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=200, help="Export calls in the measured run (default 200)")
+    parser.add_argument("--requests", type=int, default=200, help="Export calls in each throughput run (default 200)")
     parser.add_argument("--batch", type=int, default=512, help="spans per Export (default 512)")
-    parser.add_argument("--held", type=int, default=10000, help="traces held for the memory figure (default 10000)")
-    parser.add_argument("--concurrency", type=int, default=1, help="Export calls in flight (default 1)")
-    parser.add_argument("--repeat", type=int, default=3, help="floor repeats (best is kept; default 3)")
-    parser.add_argument("--profile", type=Path, help="attach py-spy to the service for the throughput phase; collapsed stacks here")
+    parser.add_argument("--concurrency", type=int, default=4, help="Export calls in flight (default 4)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of every peer, interleaved (default 3)")
+    parser.add_argument("--peers", default="tracefence,rotel,relay", help="comma-separated: tracefence, rotel, relay (default all three)")
+    parser.add_argument("--baseline", type=Path, help="another checkout: adds the peer tracefence@base (its serve, PYTHONPATH=DIR)")
+    parser.add_argument("--probes", type=int, default=100, help="probe traces per run (default 100)")
+    parser.add_argument("--probe-rate", type=float, default=25.0, help="probe Export calls per second (default 25)")
+    parser.add_argument("--held", type=int, default=10000, help="traces held for the memory figure (default 10000; 0: skip)")
+    parser.add_argument("--profile", type=Path, help="attach py-spy to tracefence serve in its last throughput run; collapsed stacks here")
     parser.add_argument("--upstream-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--relay-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.upstream_child:
         upstream_child()
         return
+    if args.relay_child is not None:
+        relay_child(args.relay_child)
+        return
+
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        peers.insert(peers.index("tracefence") + 1 if "tracefence" in peers else 0, "tracefence@base")
+    args.rotel_binary = rotel_binary()
+    if "rotel" in peers and args.rotel_binary is None:
+        print("rotel is not installed here (pip install -e '.[test]' brings rotel==0.0.1a15): its peer is skipped")
+        peers.remove("rotel")
 
     traces = -(-args.requests * args.batch // SPANS_PER_TRACE)
     t_build = time.perf_counter()
     warmup = build_requests(1, 20 * args.batch // SPANS_PER_TRACE, args.batch)
     requests = build_requests(2, traces, args.batch)
+    data = {
+        "warmup": warmup, "warmup_spans": sum(map(span_count, warmup)),
+        "requests": requests, "total": sum(map(span_count, requests)),
+        "probes": probe_requests(args.probes),
+    }  # fmt: skip
     held_requests = build_requests(3, args.held, args.batch, with_roots=False) if args.held else []
-    total = sum(map(span_count, requests))
-    held_total = sum(map(span_count, held_requests))
-    blobs = [r.SerializeToString() for r in requests]
-    print(
-        f"built {len(requests)} requests of <= {args.batch} spans ({traces} traces x {SPANS_PER_TRACE} spans = {total} spans, "
-        f"{sum(map(len, blobs)) / len(blobs) / 1024:.0f} KiB each on average) in {time.perf_counter() - t_build:.1f} s"
-    )
+    size = sum(r.ByteSize() for r in requests) / len(requests) / 1024
+    print(f"built {len(requests)} requests of <= {args.batch} spans ({traces} traces x {SPANS_PER_TRACE} spans = {data['total']} spans, "
+          f"{size:.0f} KiB each on average) in {time.perf_counter() - t_build:.1f} s")  # fmt: skip
+    print(f"peers: {', '.join(peers)}; {args.repeat} repeats, interleaved; {args.concurrency} Export calls in flight")
 
-    floors = [floor_spans_per_s(blobs, total) for _ in range(args.repeat)]
+    results: dict[str, list[dict]] = {p: [] for p in peers}
     workdir = Path(tempfile.mkdtemp(prefix="tracefence-bench-"))
-    upstream = service = profiler = None
+    held: dict[str, dict] = {}
     try:
-        upstream = Upstream()
-        print(f"counting upstream: a separate process (pid {upstream.process.pid}), port {upstream.port}")
-
-        # Reference: the same calls straight to the upstream (gRPC round trip, no service).
-        upstream.ask("reset")
-        send(upstream.port, warmup, args.concurrency)
-        upstream.ask("reset")
-        direct_start, direct_lat = send(upstream.port, requests, args.concurrency)
-        direct = upstream.ask(f"wait {total} 60")
-        direct_rate = direct["count"] / (direct["reached_at"] - direct_start)
-
-        # Throughput and latency through the service.
-        service = Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000)
-        print(f"service: pid {service.process.pid}, port {service.port}, VmHWM after start {service.status('VmHWM'):.0f} MiB")
-        upstream.ask("reset")
-        send(service.port, warmup, args.concurrency)
-        warm = upstream.ask(f"wait {sum(map(span_count, warmup))} 60")
-        upstream.ask("reset")
-        if args.profile:
-            args.profile.parent.mkdir(parents=True, exist_ok=True)
-            profiler = start_profiler(service.process.pid, args.profile)
-        start, latencies = send(service.port, requests, args.concurrency)
-        sent_at = time.monotonic()
-        done = upstream.ask(f"wait {total} 120")
-        if profiler is not None:
-            stop_profiler(profiler)
-        counted, reached = done["count"], done["reached_at"]
-        service_rate = counted / (reached - start) if counted else 0.0
-        rss_after = service.status("VmHWM")
-        service.stop()
-        errors = service.logged('"ERROR"') + service.logged('"WARNING"')
-        service = None
-
-        floors += [floor_spans_per_s(blobs, total) for _ in range(max(1, args.repeat - 1))]  # again after, against drift
-        floor = max(floors)
-
-        # Memory with --held traces held (no roots; long maximum wait), in a fresh service.
-        held = None
+        for r in range(args.repeat):
+            for kind in peers:
+                profile = args.profile if (args.profile and kind == "tracefence" and r == args.repeat - 1) else None
+                res = run_peer(kind, workdir, data, args, profile)
+                results[kind].append(res)
+                print(f"  repeat {r + 1} {kind:16s} {res['rate']:9.0f} spans/s, {res['cpu_us']:6.1f} us CPU/span, "
+                      f"{res['calls_per_100k']:7.0f} upstream calls/100k spans, e2e p50 {1000 * res['e2e_p50']:6.1f} ms, VmHWM {res['hwm_mib']:.0f} MiB", flush=True)  # fmt: skip
         if args.held:
-            upstream.ask("reset")
-            service = Service(workdir, upstream.port, max_wait_ms=600_000, max_traces=max(10_000, args.held))
-            base = service.status("VmHWM")
-            t0 = time.monotonic()
-            send(service.port, held_requests, args.concurrency)
-            intake_s = time.monotonic() - t0
-            time.sleep(0.5)
-            peak, rss = service.status("VmHWM"), service.status("VmRSS")
-            before_stop = upstream.ask("count")["count"]
-            stop_s = service.stop(timeout_s=120)
-            after_stop = upstream.ask(f"wait {held_total} 5")
-            stopped = service.logged("tracefence serve stopped")
-            held = dict(base=base, peak=peak, rss=rss, intake_s=intake_s, before_stop=before_stop, stop_s=stop_s, after_stop=after_stop["count"], stopped=stopped, errors=service.logged('"ERROR"'))
-            service = None
+            for name in [p for p in peers if p.startswith("tracefence")]:
+                held[name] = held_memory(name, workdir, held_requests, args)
     finally:
-        if profiler is not None:
-            stop_profiler(profiler)
-        if service is not None:
-            service.stop()
-        if upstream is not None:
-            upstream.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
     load = os.getloadavg()
     print()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
-    print(f"requests: {len(requests)} Export calls of {args.batch} spans, {args.concurrency} in flight; {traces} agent traces, {total} spans")
-    print(f"floor: protobuf parse + serialize alone : {floor:10.0f} spans/s (best of {len(floors)}: {', '.join(f'{f:.0f}' for f in floors)})")
-    print(f"client -> upstream directly (reference) : {direct_rate:10.0f} spans/s")
-    print(f"client -> tracefence serve -> upstream  : {service_rate:10.0f} spans/s ({counted}/{total} spans counted upstream in {upstream_calls(done)} calls, "
-          f"{reached - start:.2f} s; the last Export returned after {sent_at - start:.2f} s)")  # fmt: skip
-    print(f"ratio service / floor (goal >= 0.5)     : {service_rate / floor:10.3f}")
-    p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
-    d50, d99 = percentile(direct_lat, 0.5), percentile(direct_lat, 0.99)
-    print(f"Export latency through the service      : p50 {1000 * p50:7.1f} ms, p99 {1000 * p99:7.1f} ms, max {1000 * max(latencies):7.1f} ms")
-    print(f"Export latency straight to the upstream : p50 {1000 * d50:7.1f} ms, p99 {1000 * d99:7.1f} ms (added by the service: p50 {1000 * (p50 - d50):.1f} ms, p99 {1000 * (p99 - d99):.1f} ms)")
-    print(f"service VmHWM after the throughput run  : {rss_after:.0f} MiB; warm-up counted {warm['count']} spans")
-    if errors:
-        print(f"service logged {len(errors)} warning/error line(s) in the throughput run; first: {errors[0].get('message')}")
-    if held:
-        print(
-            f"peak memory with {args.held} traces held ({held_total} spans, roots withheld): VmHWM {held['peak']:.0f} MiB "
-            f"(VmRSS {held['rss']:.0f} MiB; baseline VmHWM right after start {held['base']:.0f} MiB; "
-            f"+{(held['peak'] - held['base']) * 1024 / args.held:.1f} KiB per trace); intake took {held['intake_s']:.1f} s"
-        )
-        print(
-            f"  held spans forwarded before SIGTERM: {held['before_stop']} (expected 0); SIGTERM -> exit took {held['stop_s']:.1f} s, "
-            f"after which the upstream had counted {held['after_stop']}/{held_total}"
-        )
-        for entry in held["stopped"]:
-            print(f"  service said: {json.dumps({k: v for k, v in entry.items() if k not in ('time', 'logger', 'level')})}")
-        for entry in held["errors"][:3]:
-            print(f"  service error: {entry.get('message')}")
+    print(f"each run: {len(requests)} Export calls of {args.batch} spans ({data['total']} spans), {args.concurrency} in flight; "
+          f"probe: {args.probes} whole traces at {args.probe_rate:g}/s, one in flight")  # fmt: skip
+    print("median (min-max) over the runs:")
+    print(f"  {'peer':16s} {'spans/s':>24s} {'CPU us/span':>18s} {'upstream us/span':>17s} {'calls/100k':>10s} "
+          f"{'Export p50/p99 ms':>18s} {'e2e p50/p99 ms':>16s} {'VmHWM MiB':>10s}")  # fmt: skip
+    for kind, runs in results.items():
+        col = lambda key: [run[key] for run in runs]  # noqa: E731
+        print(f"  {kind:16s} {spread(col('rate'), '{:.0f}'):>24s} {spread(col('cpu_us'), '{:.1f}'):>18s} {statistics.median(col('upstream_cpu_us')):17.1f} "
+              f"{statistics.median(col('calls_per_100k')):10.0f} "
+              f"{1000 * statistics.median(col('export_p50')):8.1f}/{1000 * statistics.median(col('export_p99')):<8.1f} "
+              f"{1000 * statistics.median(col('e2e_p50')):7.1f}/{1000 * statistics.median(col('e2e_p99')):<7.1f} "
+              f"{statistics.median(col('hwm_mib')):10.0f}")  # fmt: skip
+    print("paired ratios of spans/s (run i of one peer over run i of the other), median (min-max):")
+    for mine in [p for p in peers if p == "tracefence"]:
+        for other in [p for p in peers if p != mine]:
+            ratios = [a["rate"] / b["rate"] for a, b in zip(results[mine], results[other])]
+            print(f"  {mine}/{other:16s}: {spread(ratios)}")
+    for kind, runs in results.items():
+        errors = [e for run in runs for e in run["errors"]]
+        if errors:
+            print(f"{kind} logged {len(errors)} warning/error line(s); first: {errors[0]}")
+    for name, h in held.items():
+        spans = args.held * (SPANS_PER_TRACE - 1)
+        print(f"{name}: {args.held} traces held ({spans} spans, roots withheld): VmHWM {h['peak']:.0f} MiB over {h['base']:.0f} MiB after start, "
+              f"{(h['peak'] - h['base']) * 1048576 / spans:.0f} B per held span; forwarded before SIGTERM {h['forwarded_before_stop']} (expected 0)")  # fmt: skip
     if args.profile:
         print()
-        print(f"profile of the service during the throughput phase ({args.profile}):")
+        print(f"profile of tracefence serve during its last throughput run ({args.profile}):")
         print_profile(args.profile)
-
-
-def upstream_calls(reply: dict) -> int:
-    return reply.get("calls", 0)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,45 @@ def _reject_constant(name: str) -> Any:
 # Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The C encoder _ENCODER builds on every call, built once, without the cycle check: only for values parsed
+# from JSON text (parse_simple_json), which hold no cycles. Falls back to _ENCODER where there is no C encoder.
+_C_ENCODE = (
+    json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _encode_parsed(value: Any) -> str:
+    return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
+
+
+class _FloatSeen(Exception):
+    """Raised by the fast path's decoder at the first number with a fraction or exponent."""
+
+
+def _no_float(text: str) -> Any:
+    raise _FloatSeen
+
+
+# The fast path's decoder: as _DECODER, but stops at the first float (floats need RFC 8785's own form).
+_DECODER_NO_FLOAT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_no_float)
+_LONG_DIGITS = re.compile(r"[0-9]{16}")  # 16 digits or more: maybe an integer beyond 2**53 - 1
+NOT_SIMPLE = object()
+"""What :func:`parse_simple_json` returns for text it leaves to :func:`parse_json_text`."""
+
+
+def parse_simple_json(text: str, max_depth: int) -> Any:
+    """The value of JSON text that :func:`canonicalize` may write with ``json.dumps`` without inspecting
+    it first (``canonicalize(value, simple=True)``), or :data:`NOT_SIMPLE` for any other text (a float,
+    text with more than ``max_depth`` brackets, text that is not JSON: :func:`parse_json_text` then
+    parses it, and raises what it raises). The common case of arguments costs one C-level parse."""
+    if text.count("{") + text.count("[") > max_depth:  # an upper bound of the nesting depth
+        return NOT_SIMPLE
+    try:
+        return _DECODER_NO_FLOAT.decode(text)
+    except (_FloatSeen, ValueError, JSONTextError, RecursionError):
+        return NOT_SIMPLE
 
 
 # What backends and SDK wrappers append where they cut a value (Langfuse, Phoenix, log pipelines).
@@ -129,8 +169,12 @@ class Canonical:
     unavailable: str | None = None
 
 
-def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH) -> Canonical:
+def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH, simple: bool = False) -> Canonical:
     """Canonicalize an already-parsed JSON value (RFC 8785).
+
+    ``simple``: the value came from :func:`parse_simple_json` (no float, within ``max_depth``): its
+    ``json.dumps`` text is taken when it is ASCII and holds no run of 16 digits (so no integer beyond
+    2**53 - 1 and no non-ASCII key), without walking the value first; else the value is inspected.
 
     Values ``json.dumps`` writes exactly as RFC 8785 does (see :func:`inspect_value`;
     a property test checks the two agree) take that C-speed path; the rest go
@@ -139,6 +183,13 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
     ``arguments_not_i_json``) when the value has no canonical form within the
     limits. Never raises for JSON-shaped input.
     """
+    if simple:
+        text = _encode_parsed(value)
+        if text.isascii() and _LONG_DIGITS.search(text) is None:
+            data = text.encode("ascii")
+            if len(data) > max_bytes:
+                return Canonical(None, None, reasons.ARGUMENTS_TOO_LARGE)
+            return Canonical(text, hashlib.sha256(data).hexdigest())
     deepest, simple = inspect_value(value, max_depth)
     if deepest > max_depth:
         return Canonical(None, None, reasons.ARGUMENTS_TOO_DEEP)

@@ -209,6 +209,10 @@ class ServiceSettings(BaseModel):
     Export answers UNAVAILABLE with a retry delay; a request larger on its own gets RESOURCE_EXHAUSTED."""
     forward_queue_spans: int = Field(default=200_000, gt=0)
     """Spans waiting to be forwarded, per upstream; past it the oldest batches are dropped and counted."""
+    forward_batch_wait_ms: float = Field(default=50.0, ge=0, le=60_000, allow_inf_nan=False)
+    """How long a forward batch under its size (8192 spans, or the upstream's ``max_message_bytes``) waits for more
+    decided spans before it is sent, in milliseconds (as the Collector's batch processor ``timeout``): fewer, larger
+    upstream calls for this much more latency. 0: send at once."""
     backpressure_ratio: float = Field(default=0.8, gt=0, le=1)
     """Queue fill at which Export answers UNAVAILABLE with a retry delay, so clients retry instead of losing spans."""
     retry_delay_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)

@@ -1,13 +1,14 @@
 """Canonical JSON: the json.dumps fast path writes exactly what the rfc8785 library writes."""
 
 import hashlib
+import json
 
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_tracefence import reasons
-from otel_tracefence.canonical import canonicalize, inspect_value
+from otel_tracefence.canonical import NOT_SIMPLE, Canonical, canonicalize, inspect_value, parse_json_text, parse_simple_json
 
 SAFE_INT = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
 scalars = st.none() | st.booleans() | SAFE_INT | st.text() | st.floats(allow_nan=False, allow_infinity=False)
@@ -49,3 +50,40 @@ def test_values_without_a_canonical_form_are_unavailable_never_approximated():
         node = node[0]
     assert canonicalize(deep, max_depth=64).unavailable == reasons.ARGUMENTS_TOO_DEEP
     assert canonicalize({"x": "y" * 100}, max_bytes=50).unavailable == reasons.ARGUMENTS_TOO_LARGE
+
+
+any_ints = st.integers(min_value=-(2**70), max_value=2**70)
+text_values = st.recursive(
+    st.none() | st.booleans() | any_ints | st.text() | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _slow(text: str, max_depth: int) -> Canonical:
+    return canonicalize(parse_json_text(text), max_depth=max_depth)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text_values, st.sampled_from([2, 64]), st.booleans())
+def test_text_fast_path_gives_what_parse_then_inspect_gives(value, max_depth, ascii_only):
+    """JSON text through parse_simple_json + canonicalize(simple=True) gives exactly the canonical form
+    (or the reason there is none) of parse_json_text + canonicalize: big integers, floats, non-ASCII
+    keys and deep nesting included."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    parsed = parse_simple_json(text, max_depth)
+    expected = _slow(text, max_depth)
+    if parsed is NOT_SIMPLE:
+        return
+    assert parsed == json.loads(text)
+    assert canonicalize(parsed, max_depth=max_depth, simple=True) == expected
+
+
+def test_text_fast_path_examples():
+    assert parse_simple_json('{"a": 1.5}', 64) is NOT_SIMPLE  # floats take the inspected path
+    assert parse_simple_json("[[[1]]]", 2) is NOT_SIMPLE  # more brackets than the depth allowed
+    assert parse_simple_json('{"a": NaN}', 64) is NOT_SIMPLE and parse_simple_json('{"a": ', 64) is NOT_SIMPLE
+    big = parse_simple_json('{"id": 9007199254740993}', 64)
+    assert canonicalize(big, simple=True).unavailable == reasons.ARGUMENTS_NOT_I_JSON
+    assert canonicalize(parse_simple_json('{"\\u00e9": 1, "z": 2}', 64), simple=True) == canonicalize({"\u00e9": 1, "z": 2})
+    assert canonicalize(parse_simple_json('{"b": 1, "a": [2, "x"]}', 64), simple=True).text == '{"a":[2,"x"],"b":1}'

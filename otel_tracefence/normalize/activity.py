@@ -83,6 +83,8 @@ def _tool_token(text: str, describes: bool = False) -> bool:
 def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     """True when a convention names the span's kind as something other than a tool (agent, chain,
     model, HTTP...); tool spans were read as steps before this is asked."""
+    if not attributes:
+        return False
     for key, kinds in NON_TOOL_KINDS.items():
         value = attributes.get(key)
         if isinstance(value, str) and value.lower() in kinds:

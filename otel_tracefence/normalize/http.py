@@ -69,11 +69,16 @@ def _same_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
 
 
+_REQUEST_KEYS = frozenset((*cv.HTTP_METHOD_KEYS, cv.RPC_SYSTEM_KEY))
+
+
 def http_request(span: SpanView) -> HttpRequest | None:
     """The request a span records as an HTTP or RPC client, or ``None`` (neither, or a server span)."""
     if span.kind == KIND_SERVER:
         return None
     attributes = span.attributes
+    if attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: neither HTTP nor RPC
+        return None
     for key in cv.HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:

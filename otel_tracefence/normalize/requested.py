@@ -144,6 +144,8 @@ def _output_texts(span: SpanView) -> Iterator[str]:
 def unread_output(span: SpanView) -> str | None:
     """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
     JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
+    if not span.events and cv.GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
+        return None
     for text in _output_texts(span):
         if "tool" not in text.lower() and "function" not in text.lower():
             continue
@@ -156,9 +158,15 @@ def unread_output(span: SpanView) -> str | None:
     return None
 
 
+# Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
+_REQUEST_KEYS = frozenset((cv.GEN_AI_OUTPUT_MESSAGES, *cv.HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", cv.OPENLLMETRY_MODEL_SPAN_KEY))
+
+
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output."""
     attributes = span.attributes
+    if not span.events and attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: one C-level set test
+        return []
     found: list[Call] = []
     if cv.GEN_AI_OUTPUT_MESSAGES in attributes:
         found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))

@@ -41,6 +41,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="statusCode", at_least=500, below=600, anywhere=True),
     ResultErrorShape(key="http_status", at_least=500, below=600, anywhere=True),
 )
+_DEFAULT_KEYS = frozenset(shape.key for shape in DEFAULT_SHAPES)
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
 
 
@@ -61,7 +62,10 @@ def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
 def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorShape | None:
     """The first shape that says ``result`` (a parsed JSON value) is an error, or ``None``."""
     shapes = tuple(shapes)
+    keys = _DEFAULT_KEYS if shapes is DEFAULT_SHAPES else frozenset(shape.key for shape in shapes)
     for obj, level in _objects(result, 0):
+        if obj.keys().isdisjoint(keys):  # no key any shape looks for
+            continue
         for shape in shapes:
             if (level == 0 or shape.anywhere) and shape.key in obj and shape.says_error(obj[shape.key]):
                 return shape

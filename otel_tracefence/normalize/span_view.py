@@ -7,6 +7,7 @@ the OTLP service, the CLI reading OTLP/JSON) gives it the same thing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -124,42 +125,57 @@ _SDK_STATUS = {StatusCode.OK: STATUS_OK, StatusCode.ERROR: STATUS_ERROR}
 
 
 def sdk_attributes(span: Any) -> dict[str, Any]:
-    """A finished SDK span's attributes as a plain dict (a copy).
+    """A finished SDK span's attributes as a plain dict: the SDK's own, not a copy, once they are frozen.
 
-    The SDK keeps them in a ``BoundedAttributes`` whose plain ``dict`` we copy
+    The SDK keeps them in a ``BoundedAttributes`` whose plain ``dict`` is read
     directly when it is there (ten times faster than iterating the public
-    read-only mapping, and this runs for every span); the public mapping is the
-    fallback for any other ``ReadableSpan``.
+    read-only mapping, and this runs for every span). ``Span.end()`` makes that
+    mapping immutable (OpenTelemetry Python SDK, ``Span.end``: ``_immutable = True``),
+    so the dict of an ended span never changes and is shared, never copied; one
+    still mutable is copied. The public mapping is the fallback for any other
+    ``ReadableSpan``. The caller must not change the dict it gets.
     """
-    inner = getattr(getattr(span, "_attributes", None), "_dict", None)
+    bounded = getattr(span, "_attributes", None)
+    inner = getattr(bounded, "_dict", None)
     if type(inner) is dict:
-        return dict(inner)
+        return inner if getattr(bounded, "_immutable", False) is True else dict(inner)
     attributes = span.attributes
     return dict(attributes) if attributes else {}
+
+
+@lru_cache(maxsize=1)
+def _sdk_readable_span() -> type:
+    """The SDK's ``ReadableSpan`` class, imported on first use (the CLI and the service never load the SDK's tracer)."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    return ReadableSpan
 
 
 def from_readable(span: Any, sequence: int = 0) -> SpanView:
     """View of an SDK span (``opentelemetry.sdk.trace.ReadableSpan``).
 
-    Attributes are copied into a plain dict once: the SDK's bounded mapping is
-    slow to probe for the many keys the conventions look for.
+    Attributes are read as the SDK's plain dict (:func:`sdk_attributes`): the SDK's
+    bounded mapping is slow to probe for the many keys the conventions look for.
     """
-    context = span.context
-    parent = span.parent
-    status = span.status
-    events = span.events
+    fields = span.__dict__ if type(span) is _sdk_readable_span() else None
+    if fields is not None:  # the SDK's own class: its fields read directly, not through its properties
+        context, parent, status, events = fields["_context"], fields["_parent"], fields["_status"], fields["_events"]
+        name, start, end, kind = fields["_name"], fields["_start_time"], fields["_end_time"], fields["_kind"]
+    else:
+        context, parent, status, events = span.context, span.parent, span.status, span.events
+        name, start, end, kind = span.name, span.start_time, span.end_time, span.kind
     return SpanView(
         format(context.trace_id, "032x"),
         format(context.span_id, "016x"),
-        span.name,
+        name,
         sdk_attributes(span),
         format(parent.span_id, "016x") if parent is not None else None,
         parent is not None and parent.is_remote,
-        span.start_time or 0,
-        span.end_time,
+        start or 0,
+        end,
         _SDK_STATUS.get(status.status_code, STATUS_UNSET),
         status.description or "",
         tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}) for e in events) if events else (),
         sequence,
-        kind=_SDK_KIND.get(span.kind, KIND_UNSPECIFIED),
+        kind=_SDK_KIND.get(kind, KIND_UNSPECIFIED),
     )

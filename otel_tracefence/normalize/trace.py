@@ -197,11 +197,11 @@ def _distinct_spans(spans: Sequence[SpanView]) -> tuple[Sequence[SpanView], dict
     copy first in the source is kept. Two different spans under one id (corrupt or colliding ids)
     are both kept, whatever the order they came in: neither may hide the other's tool call.
     """
+    if len({span.span_id for span in spans}) == len(spans):  # the common case: every id once
+        return spans, {}
     by_id: dict[str, list[SpanView]] = {}
     for span in spans:
         by_id.setdefault(span.span_id, []).append(span)
-    if len(by_id) == len(spans):
-        return spans, {}
     kept: list[SpanView] = []
     clashing: dict[str, int] = {}
     for span_id, group in by_id.items():

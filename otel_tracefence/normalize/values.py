@@ -11,8 +11,10 @@ from otel_tracefence.canonical import (
     JSONNumberError,
     JSONTextError,
     JSONTruncatedError,
+    NOT_SIMPLE,
     canonicalize,
     parse_json_text,
+    parse_simple_json,
     printable,
     sha256_text,
     text_too_large,
@@ -70,9 +72,14 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
     """
     if isinstance(value, bytes):
         return Arguments(unavailable=None, malformed=MalformedField("arguments", "arguments are bytes, not JSON"))
+    simple = False
     if isinstance(value, str) and text_is_json:
         if text_too_large(value, limits.max_argument_bytes):
             return Arguments(unavailable=reasons.ARGUMENTS_TOO_LARGE)
+        parsed = parse_simple_json(value, limits.max_argument_depth)
+        if parsed is not NOT_SIMPLE:
+            value, simple = parsed, True
+    if isinstance(value, str) and text_is_json and not simple:
         try:
             value = parse_json_text(value)
         except JSONNumberError:
@@ -88,7 +95,7 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
         inner = _unwrapped(value)
         if inner is not None:
             value, notes = inner, (reasons.ARGUMENTS_UNWRAPPED,)
-    canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
+    canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth, simple=simple)
     if canonical.text is None:
         return Arguments(unavailable=canonical.unavailable)
     return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)

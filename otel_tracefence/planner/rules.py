@@ -31,7 +31,7 @@ NONE: tuple[Finding, ...] = ()
 
 def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A malformed tool span or row is never guessed: review, one reason per field at fault."""
-    return tuple(Finding(Decision.REVIEW, f.reason_code) for f in step.malformed)
+    return tuple(Finding(Decision.REVIEW, f.reason_code) for f in step.malformed) if step.malformed else NONE
 
 
 def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -60,9 +60,20 @@ def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGr
     return (Finding(Decision.REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
 
 
+# Findings that name no related step are the same every time: built once (Finding is frozen).
+_EFFECT_UNKNOWN = (Finding(Decision.REVIEW, reasons.EFFECT_UNKNOWN),)
+_WRITE_DISPATCHED_MORE_THAN_ONCE = (Finding(Decision.REVIEW, reasons.WRITE_DISPATCHED_MORE_THAN_ONCE),)
+_WRITE_COMMITTED = (Finding(Decision.SKIP, reasons.WRITE_COMMITTED),)
+_UNSTABLE_RESULT = (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT),)
+_UNSTABLE_RESULT_NOT_RECORDED = (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
+_DECLARED_READ = (Finding(Decision.REPLAY, reasons.DECLARED_READ),)
+_RESULT_NOT_RECORDED = (Finding(None, reasons.RESULT_NOT_RECORDED),)
+_REQUESTED_NOT_RECORDED = (Finding(None, reasons.REQUESTED_NOT_RECORDED),)
+
+
 def effect_unknown(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Nobody declared the effect: hold it."""
-    return (Finding(Decision.REVIEW, reasons.EFFECT_UNKNOWN),) if step.effect is Effect.UNKNOWN else NONE
+    return _EFFECT_UNKNOWN if step.effect is Effect.UNKNOWN else NONE
 
 
 _UNCERTAIN_WRITE = {
@@ -70,20 +81,21 @@ _UNCERTAIN_WRITE = {
     ToolStatus.UNKNOWN: reasons.WRITE_STATUS_UNKNOWN,
     ToolStatus.ERROR: reasons.WRITE_ERROR,
 }
+_UNCERTAIN_WRITE_FINDINGS = {status: (Finding(Decision.REVIEW, reason),) for status, reason in _UNCERTAIN_WRITE.items()}
 
 
 def write_outcome_uncertain(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write that timed out, errored or has no known end: even with a key, the trace cannot show it was honoured."""
     if step.effect is not Effect.WRITE or step.status not in _UNCERTAIN_WRITE:
         return NONE
-    return (Finding(Decision.REVIEW, _UNCERTAIN_WRITE[step.status]),)
+    return _UNCERTAIN_WRITE_FINDINGS[step.status]
 
 
 def write_dispatched_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write with several dispatch attempts inside one step."""
     if step.effect is not Effect.WRITE or step.attempts < 2:
         return NONE
-    return (Finding(Decision.REVIEW, reasons.WRITE_DISPATCHED_MORE_THAN_ONCE),)
+    return _WRITE_DISPATCHED_MORE_THAN_ONCE
 
 
 def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -100,7 +112,7 @@ def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
 def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write recorded ok: never re-fire it; a replay injects its recorded result."""
     if step.effect is Effect.WRITE and step.status is ToolStatus.OK:
-        return (Finding(Decision.SKIP, reasons.WRITE_COMMITTED),)
+        return _WRITE_COMMITTED
     return NONE
 
 
@@ -111,14 +123,12 @@ def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     ``static``). The label is ``tracefence.result_stable`` = false or the tool rule's ``result: unstable``."""
     if step.effect is not Effect.READ or step.result_stable:
         return NONE
-    if step.result_recorded:
-        return (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT),)
-    return (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
+    return _UNSTABLE_RESULT if step.result_recorded else _UNSTABLE_RESULT_NOT_RECORDED
 
 
 def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A declared read replays, whatever its status."""
-    return (Finding(Decision.REPLAY, reasons.DECLARED_READ),) if step.effect is Effect.READ else NONE
+    return _DECLARED_READ if step.effect is Effect.READ else NONE
 
 
 DECISION_RULES: tuple[Rule, ...] = (
@@ -159,13 +169,13 @@ def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 def result_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A committed write whose result was not recorded: a replay would have to re-fire it (class ``static``)."""
     if step.effect is Effect.WRITE and step.status is ToolStatus.OK and not step.result_recorded:
-        return (Finding(None, reasons.RESULT_NOT_RECORDED),)
+        return _RESULT_NOT_RECORDED
     return NONE
 
 
 def requested_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The model requested the call but no tool span records it: whether it ran is unknown."""
-    return (Finding(None, reasons.REQUESTED_NOT_RECORDED),) if step.requested_only else NONE
+    return _REQUESTED_NOT_RECORDED if step.requested_only else NONE
 
 
 def arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -175,7 +185,7 @@ def arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
 
 def normalizer_notes(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """How the normalizer read the span (``arguments_unwrapped``, ``error_in_result``): said, never deciding."""
-    return tuple(Finding(None, note) for note in step.notes)
+    return tuple(Finding(None, note) for note in step.notes) if step.notes else NONE
 
 
 NOTE_RULES: tuple[Rule, ...] = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -13,16 +13,28 @@ from otel_tracefence.normalize import SpanView, from_readable
 
 __all__ = ["ReviewSink", "SdkFence", "copy_with", "is_local_root", "open_review_sink"]
 
+_new_readable = object.__new__
 
-def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: dict[str, Any] | None = None) -> ReadableSpan:
+
+def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str, Any] | None = None) -> ReadableSpan:
     """A copy of a finished SDK span with ``extra`` attributes on top of its own
-    (``attributes``: the span's own, when the caller already holds them as a dict)."""
+    (``attributes``: the span's own, when the caller already holds them as a mapping).
+
+    A plain ``ReadableSpan`` (what the SDK hands ``on_end``) is copied field for field
+    (its ``__dict__``, one C-level copy) with only its attributes replaced; any
+    other kind of span is rebuilt through the ``ReadableSpan`` constructor."""
+    merged = annotate.merged(span.attributes if attributes is None else attributes, extra)
+    if type(span) is ReadableSpan:
+        copy = _new_readable(ReadableSpan)
+        copy.__dict__.update(span.__dict__)
+        copy._attributes = merged
+        return copy
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=annotate.merged(span.attributes if attributes is None else attributes, extra),
+        attributes=merged,
         events=span.events,
         links=span.links,
         kind=span.kind,

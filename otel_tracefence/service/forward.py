@@ -52,7 +52,7 @@ from otel_tracefence.service.otlp_spans import request_span_count, split_request
 
 _log = logging.getLogger("otel_tracefence.service")
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
-MAX_BATCH_SPANS = 1024  # queued requests are merged into one send up to this many spans...
+MAX_BATCH_SPANS = 8192  # queued requests are merged into one send up to this many spans (the Collector's and rotel's default)...
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
 MIN_BATCH_BYTES = 64 * 1024  # an upstream refusing batches as too large never shrinks merging below this
 # Retried by the exporter within one attempt: the SDK's set less RESOURCE_EXHAUSTED, which the OTLP
@@ -225,14 +225,18 @@ class Forwarder:
     A request put behind one that is not being sent yet is merged into it (up to
     ``MAX_BATCH_SPANS`` spans, a sixteenth of the bound, and the target's
     message size), so a trace-at-a-time producer still makes few, large upstream
-    calls. ``depth`` is the number of spans waiting. Counters are attributes
+    calls. ``batch_wait_s``: how long the worker lets a batch under those sizes
+    fill before sending it (as the Collector's batch processor ``timeout``; 0:
+    send at once); a full batch, a second one queued behind it, or a drain sends
+    at once. ``depth`` is the number of spans waiting. Counters are attributes
     (``sent_spans``, ``dropped_spans``, ``failures``) and are also reported
     through the service's telemetry: ``on_drop(spans, reason)`` with reason
     ``queue_full``, ``too_large``, ``rejected``, ``upstream_rejected`` or ``shutdown``.
     """
 
     def __init__(
-        self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None, on_settled: Callable[[Iterable[Span]], None] | None = None
+        self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None,
+        on_settled: Callable[[Iterable[Span]], None] | None = None, *, batch_wait_s: float = 0.0,
     ) -> None:
         # ``on_settled(spans)``: spans this queue is done with, sent or dropped for good (the persistent queue
         # deletes them); spans left at shutdown are not settled, and with ``on_settled`` they are kept, not dropped.
@@ -240,6 +244,7 @@ class Forwarder:
         self._on_settled = on_settled
         self.kept_spans = 0  # left at shutdown in the persistent queue, for the next start
         self.max_spans = max_spans
+        self.batch_wait_s = batch_wait_s
         self.max_bytes = getattr(target, "max_message_bytes", None)
         # Each entry: [request, spans, bytes (an upper bound of its serialized size)].
         self._queue: deque[list] = deque()
@@ -349,6 +354,7 @@ class Forwarder:
                     self._cond.wait()
                 if not self._queue:
                     return
+                self._let_batch_fill()
                 entry = self._queue[0]
                 request, spans, size = entry
                 self._busy = True
@@ -410,6 +416,17 @@ class Forwarder:
                 )
                 cut_short = self._pause(wait)
                 pause = PAUSE_AFTER_FAILURE_S[0] if cut_short else min(pause * 2, PAUSE_AFTER_FAILURE_S[1])
+
+    def _let_batch_fill(self) -> None:
+        """Wait up to ``batch_wait_s`` while the head batch is under the batch sizes and nothing else is queued
+        (caller holds the lock): requests put meanwhile are merged into it, so the upstream gets fewer, larger calls."""
+        until = time.monotonic() + self.batch_wait_s
+        while self.batch_wait_s > 0 and not self._closing and not self._draining and len(self._queue) == 1:
+            _, spans, size = self._queue[0]
+            remaining = until - time.monotonic()
+            if spans >= self._batch_spans or size >= self._batch_bytes or remaining <= 0:
+                return
+            self._cond.wait(timeout=remaining)
 
     def _settle_too_large(self, request: ExportTraceServiceRequest, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
         """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""

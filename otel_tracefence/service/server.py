@@ -186,6 +186,7 @@ class TraceFenceService:
                 on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
                 on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
                 on_settled=(lambda spans, i=index: persistent.settle(i, spans)) if persistent is not None else None,
+                batch_wait_s=settings.forward_batch_wait_ms / 1000.0,
             )
             for index, target in enumerate(targets)
         ]
