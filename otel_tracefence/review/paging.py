@@ -45,6 +45,30 @@ class ListQuery:
     after: tuple[int, str] | None
     query_id: str
 
+    def statement(self, mark: str) -> tuple[str, builtins.list[object]]:
+        """The ``SELECT`` of this page over ``review_items`` (``page_size + 1`` rows of ``updated_ns, trace_id,
+        item``, newest first) and its parameters, ``mark`` being the driver's placeholder (``?`` for sqlite3,
+        ``%s`` for psycopg): one statement for both stores, so their pages are the same."""
+        where: builtins.list[str] = []
+        params: builtins.list[object] = []
+        if self.state is not None:
+            where.append(f"state = {mark}")
+            params.append(self.state)
+        if self.classes:
+            where.append(f"replay_class IN ({', '.join([mark] * len(self.classes))})")
+            params.extend(self.classes)
+        if self.service_name is not None:
+            where.append(f"service_name = {mark}")
+            params.append(self.service_name)
+        if self.after is not None:
+            where.append(f"(updated_ns, trace_id) < ({mark}, {mark})")
+            params.extend(self.after)
+        sql = "SELECT updated_ns, trace_id, item FROM review_items"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        params.append(self.page_size + 1)
+        return sql + f" ORDER BY updated_ns DESC, trace_id DESC LIMIT {mark}", params
+
     def next_token(self, rows: builtins.list[tuple[int, str]]) -> str:
         """The token after a page, from the ``(updated_ns, trace_id)`` of the ``page_size + 1`` rows fetched
         (newest first); ``""`` when there is no further row."""

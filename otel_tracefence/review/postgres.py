@@ -284,25 +284,7 @@ class PostgresReviewStore:
         """As :meth:`SQLiteReviewStore.list <otel_tracefence.review.store.SQLiteReviewStore.list>`; the
         page tokens are the same."""
         query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
-        where: builtins.list[str] = []
-        params: builtins.list[object] = []
-        if query.state is not None:
-            where.append("state = %s")
-            params.append(query.state)
-        if query.classes:
-            where.append("replay_class = ANY(%s)")
-            params.append(builtins.list(query.classes))
-        if query.service_name is not None:
-            where.append("service_name = %s")
-            params.append(query.service_name)
-        if query.after is not None:
-            where.append("(updated_ns, trace_id) < (%s, %s)")
-            params.extend(query.after)
-        sql = "SELECT updated_ns, trace_id, item FROM review_items"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_ns DESC, trace_id DESC LIMIT %s"
-        params.append(query.page_size + 1)
+        sql, params = query.statement("%s")
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall())
         items = [pb.ReviewItem.FromString(row[2]) for row in rows[: query.page_size]]
         return items, query.next_token([(row[0], row[1]) for row in rows])

@@ -385,25 +385,7 @@ class SQLiteReviewStore:
         (:func:`otel_tracefence.review.paging.list_query`).
         """
         query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
-        where: builtins.list[str] = []
-        params: builtins.list[object] = []
-        if query.state is not None:
-            where.append("state = ?")
-            params.append(query.state)
-        if query.classes:
-            where.append(f"replay_class IN ({', '.join('?' * len(query.classes))})")
-            params.extend(query.classes)
-        if query.service_name is not None:
-            where.append("service_name = ?")
-            params.append(query.service_name)
-        if query.after is not None:
-            where.append("(updated_ns, trace_id) < (?, ?)")
-            params.extend(query.after)
-        sql = "SELECT updated_ns, trace_id, item FROM review_items"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_ns DESC, trace_id DESC LIMIT ?"
-        params.append(query.page_size + 1)
+        sql, params = query.statement("?")
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
         items = [pb.ReviewItem.FromString(row[2]) for row in rows[: query.page_size]]

@@ -194,6 +194,13 @@ def create_app(
             raise _Problem(413, f"the form is larger than {byte_size(MAX_FORM_BYTES)}: shorten the note")
         return await request.form(max_files=0, max_fields=10)
 
+    async def checked_form(request: Request) -> FormData:
+        """:func:`small_form`, posted from this page's own origin with this session's CSRF token; raises
+        :class:`_Problem` or :class:`~otel_tracefence.ui.security.Refused`."""
+        form = await small_form(request)
+        guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+        return form
+
     def problem(request: Request, status_code: int, message: str) -> Response:
         return page(request, "error.html", {"message": message, "status": status_code}, status_code)
 
@@ -258,8 +265,7 @@ def create_app(
             return problem(request, 404, "no review queue is served here")
         trace_id = request.path_params["trace_id"]
         try:
-            form = await small_form(request)
-            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+            form = await checked_form(request)
         except _Problem as exc:
             return problem(request, exc.status_code, exc.message)
         except Refused as exc:
@@ -282,8 +288,7 @@ def create_app(
 
     async def login(request: Request) -> Response:
         try:
-            form = await small_form(request)
-            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+            form = await checked_form(request)
             response = RedirectResponse(local_path(str(form.get("next", "/"))), status_code=303)
             guard.sign_in(str(form.get("review_token", "")), response, request.url.scheme == "https")
         except _Problem as exc:
@@ -295,8 +300,7 @@ def create_app(
 
     async def logout(request: Request) -> Response:
         try:
-            form = await small_form(request)
-            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+            form = await checked_form(request)
         except _Problem as exc:
             return problem(request, exc.status_code, exc.message)
         except Refused as exc:
