@@ -314,6 +314,9 @@ class UiSettings(BaseModel):
     ``http://localhost:16686/trace/{trace_id}`` (Jaeger); empty: no link."""
     max_inspect_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     """Largest input the inspector plans, in bytes; a larger one is refused with 413."""
+    max_inspect_steps: int = Field(default=20_000, gt=0)
+    """Most steps the inspector shows: an input that plans to more is refused with 413 before any table or
+    JSON is built (a page cannot show them; ``tracefence plan`` can)."""
 
     @field_validator("listen")
     @classmethod
@@ -356,9 +359,11 @@ class TraceFenceConfig(BaseSettings):
     """The review queue: a SQLite file (WAL mode), or a ``postgresql://`` / ``postgres://`` URL (one
     queue shared by every replica; needs the ``postgres`` extra); empty disables the review queue."""
     review_classes: Annotated[list[Literal["review", "static", "injected", "dynamic"]], NoDecode] = Field(
-        default_factory=lambda: ["review"]
+        default_factory=lambda: ["review"], min_length=1
     )
-    """Replay classes whose traces go to the review queue; in the environment, comma-separated."""
+    """Replay classes whose traces go to the review queue; in the environment, comma-separated. Never empty
+    (an unfilled template variable must not turn the queue off silently): to keep no queue, set ``review_db``
+    empty."""
     decision_wait_ms: float = Field(default=60_000.0, ge=0, allow_inf_nan=False)
     """Span processor: after a trace's local root span ends, the longest to wait (ms) for its spans
     still open in this process (it decides as soon as the last one ends). The default, 60 s, is the

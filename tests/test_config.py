@@ -170,3 +170,12 @@ def test_issue_9_settings_from_the_environment(monkeypatch):
     monkeypatch.delenv("OTEL_TRACEFENCE_SERVICE__UPSTREAMS")
     monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__UPSTREAMS", '[{"endpoint": "http://tempo:4317"}]')
     assert load_config().service.upstreams[0].max_message_bytes == 4 * 1024 * 1024  # gRPC's and the Collector's default
+
+
+def test_an_empty_review_classes_list_is_refused(monkeypatch):
+    """An unfilled template variable must not turn the review queue off silently (fail closed)."""
+    from otel_tracefence.config import ConfigError, load_config
+
+    monkeypatch.setenv("OTEL_TRACEFENCE_REVIEW_CLASSES", "")
+    with pytest.raises(ConfigError, match="review_classes"):
+        load_config()

@@ -341,13 +341,15 @@ def test_bearer_token_tls_and_media_types(serve, tmp_path: Path) -> None:
     def call(headers: dict[str, str], data: bytes = body, path: str = "/v1/traces", method: str = "POST") -> requests.Response:
         return requests.request(method, url(service, "https", path), data=data, headers=headers, verify=str(cert), timeout=10)
 
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}, {"Authorization": "Basic s3cret"}, {"Authorization": "Bearers3cret"}):
         denied = call({"Content-Type": PROTOBUF, **headers})
         assert (denied.status_code, denied.headers["www-authenticate"]) == (401, "Bearer")
         assert (status_of(denied).code, status_of(denied).message) == (code_pb2.UNAUTHENTICATED, "missing or wrong bearer token")
     assert service.intake.handed_spans == 0
     token = {"Authorization": "Bearer s3cret"}
     ok = call({"Content-Type": PROTOBUF, **token})
+    assert (ok.status_code, ok.content) == (200, b"")
+    ok = call({"Content-Type": PROTOBUF, "Authorization": "bearer s3cret"})  # the scheme is case-insensitive (RFC 7235)
     assert (ok.status_code, ok.content) == (200, b"")
     ok = call({"Content-Type": "application/json; charset=utf-8", **token}, request_to_json(ExportTraceServiceRequest.FromString(body)).encode())
     assert (ok.status_code, ok.headers["content-type"], ok.text) == (200, JSON, "{}")

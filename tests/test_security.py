@@ -453,13 +453,14 @@ def test_the_bearer_token_decision_is_hmac_compare_digest(serve, upstream, monke
     tid = bytes.fromhex("b0" * 16)
     request = raw_request(raw_tool_span(tid, b"\x01" * 8, "search"))
     channel, stub = trace_stub(f"127.0.0.1:{service.port}")
-    expected = b"Bearer s3cret-T0ken"
+    expected = b"s3cret-T0ken"  # the credentials after the scheme
     with channel:
         for metadata, given in (
             ((), b""),
-            ((("authorization", "Bearer s3cret-T0kem"),), b"Bearer s3cret-T0kem"),  # one character off
-            ((("authorization", "Bearer s3cret"),), b"Bearer s3cret"),  # a prefix
-            ((("authorization", "s3cret-T0ken"),), b"s3cret-T0ken"),  # no scheme
+            ((("authorization", "Bearer s3cret-T0kem"),), b"s3cret-T0kem"),  # one character off
+            ((("authorization", "Bearer s3cret"),), b"s3cret"),  # a prefix
+            ((("authorization", "s3cret-T0ken"),), b""),  # no scheme
+            ((("authorization", "Basic s3cret-T0ken"),), b"s3cret-T0ken"),  # another scheme: compared, then refused
         ):
             calls.clear()
             with pytest.raises(grpc.RpcError) as denied:

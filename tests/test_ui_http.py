@@ -409,6 +409,7 @@ def test_the_page_beyond_loopback_needs_a_token_or_insecure():
     assert warning.endswith("(allowed by ui.insecure)")
     assert served_hosts("127.0.0.1:8077") == ["127.0.0.1", "localhost"]
     assert served_hosts("0.0.0.0:8077") is None
+    assert served_hosts("[::1]:8077") == ["127.0.0.1", "[::1]", "localhost"]  # as the Host header carries it
 
 
 def test_a_planning_defect_logs_no_part_of_the_input(monkeypatch, caplog):
@@ -468,3 +469,26 @@ def test_the_page_reads_and_resolves_a_postgresql_queue(pg_url):
         item = again.get("t-timeout")
         assert (item.state, item.resolved_by, item.resolution_note) == (2, "dana", "checked in billing")
         assert [e.kind for e in again.history("t-timeout")] == ["plan_written", "resolved"]
+
+
+def test_the_inspector_refuses_an_input_that_plans_to_more_steps_than_the_page_shows(queue):
+    config = TraceFenceConfig.model_validate({"ui": {"max_inspect_steps": 3}})
+    rows = "\n".join(f'{{"trace_id": "t-{i % 2}", "call_id": "c{i}", "tool": "invoice.create", "effect": "write", "status": "ok", "idempotency_key": "k{i}"}}' for i in range(4))
+    client = client_for(queue, config=config)
+    answer = plan_via_page(client, rows.encode(), input_format="ndjson")
+    assert (answer.status_code, answer.json()) == (413, {"error": "the input plans to 4 steps, more than the page shows (3, ui.max_inspect_steps): plan it with `tracefence plan`; nothing is shown"})
+    assert plan_via_page(client, rows.encode().rsplit(b"\n", 1)[0], input_format="ndjson").status_code == 200
+
+
+def test_the_page_says_503_when_the_queue_file_is_gone(tmp_path):
+    """A review file deleted under ``tracefence ui``: a page saying the queue cannot be read, not a bare 500."""
+    db = make_queue(tmp_path / "review.db")
+    store = SQLiteReviewStore(db, create=False)
+    try:
+        for path in tmp_path.glob("review.db*"):
+            path.unlink()
+        answer = client_for(store).get("/")
+        assert answer.status_code == 503
+        assert "the review queue cannot be read right now" in answer.text
+    finally:
+        store.close()

@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--db", help=f"review database (default: $OTEL_TRACEFENCE_REVIEW_DB or review_db in the config file, else {DEFAULT_DB})")
     parser.add_argument("--listen", metavar="HOST:PORT", help=f"address to listen on (default ui.listen, {DEFAULT_UI_LISTEN})")
-    parser.add_argument("--review-token", help="token a resolve must carry (default: service.review_token, $OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN)")
+    parser.add_argument("--review-token", help="review token: with one, every page needs a session signed in with it at /login (default: service.review_token, $OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN)")
     parser.add_argument("--trace-url-template", metavar="URL", help="link to each trace in a backend, {trace_id} replaced, e.g. http://localhost:16686/trace/{trace_id}")
     parser.add_argument(
         "--insecure-ui",

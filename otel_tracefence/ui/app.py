@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import sqlite3
 import traceback
 import urllib.parse
 from pathlib import Path
@@ -50,8 +51,9 @@ from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.config import TraceFenceConfig, UiSettings, describe
 from otel_tracefence.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
+from otel_tracefence.review.store import ReviewStoreError
 from otel_tracefence.schema import plan_to_proto
-from otel_tracefence.ui.inspector import INPUT_FORMATS, inspect
+from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 
 _log = logging.getLogger("otel_tracefence.ui")
@@ -332,11 +334,16 @@ def create_app(
                 return too_large
             chunks.append(chunk)
         q = request.query_params
-        plan_it = functools.partial(inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""))
+        plan_it = functools.partial(
+            inspect, b"".join(chunks), config, input_format=q.get("input_format", "auto"), on_malformed=q.get("on_malformed", ""),
+            max_steps=config.ui.max_inspect_steps,
+        )
         try:
             result = await anyio.to_thread.run_sync(plan_it, limiter=planning)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        except TooManySteps as exc:
+            return JSONResponse({"error": str(exc)}, status_code=413)
         except Exception as exc:  # a defect: logged by type and code lines only, since its message may quote the input
             _log.error("inspector: planning failed with %s; the input is not logged\n%s", type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)))
             return JSONResponse({"error": f"planning failed ({type(exc).__name__}); nothing was planned"}, status_code=500)
@@ -360,7 +367,13 @@ def create_app(
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))] if allowed_hosts else []
-    return Starlette(routes=routes, middleware=middleware)
+    async def store_unavailable(request: Request, exc: Exception) -> Response:
+        # The queue is gone (a deleted file, a database that is down): say so, as a page, not a bare 500.
+        _log.error("review page: the review queue cannot be read: %s", exc)
+        return problem(request, 503, f"the review queue cannot be read right now: {exc}")
+
+    handlers = {ReviewStoreError: store_unavailable, sqlite3.Error: store_unavailable}
+    return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
 
 
 def app_for(store: ReviewStore | None, config: TraceFenceConfig, listen: str) -> Starlette:

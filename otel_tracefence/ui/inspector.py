@@ -29,11 +29,18 @@ class Inspection:
     plans: list[TracePlan] = field(default_factory=list)
 
 
-def inspect(data: bytes, config: TraceFenceConfig, *, input_format: str = "auto", on_malformed: str = "") -> Inspection:
+class TooManySteps(Exception):
+    """The input plans to more steps than the page shows (``ui.max_inspect_steps``); the message says so."""
+
+
+def inspect(
+    data: bytes, config: TraceFenceConfig, *, input_format: str = "auto", on_malformed: str = "", max_steps: int | None = None
+) -> Inspection:
     """Plan ``data`` (the file's bytes) with :func:`otel_tracefence.cli.plan.plan_document`.
 
     ``input_format``: one of :data:`INPUT_FORMATS`; ``on_malformed``: one of :data:`ON_MALFORMED`.
-    Raises :class:`ValueError` for another value of either.
+    Raises :class:`ValueError` for another value of either, and :class:`TooManySteps` when the plans hold
+    more than ``max_steps`` steps (checked before the output is built).
     """
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input format {input_format!r}: give one of {', '.join(INPUT_FORMATS)}")
@@ -43,7 +50,13 @@ def inspect(data: bytes, config: TraceFenceConfig, *, input_format: str = "auto"
         outcome = plan_document(decode_utf8(data), input_format, config, on_malformed=on_malformed or None)
     except UnreadableInput as exc:  # the command line's own wording (cli/__init__.py)
         return Inspection("", [f"{exc}; nothing was planned"], True)
+    steps = sum(len(plan.steps) for plan in outcome.plans)
+    if max_steps is not None and steps > max_steps:
+        raise TooManySteps(
+            f"the input plans to {steps} steps, more than the page shows ({max_steps}, ui.max_inspect_steps): "
+            "plan it with `tracefence plan`; nothing is shown"
+        )
     return Inspection(outcome.json_lines(), outcome.messages, outcome.rejected, outcome.plans)
 
 
-__all__ = ["INPUT_FORMATS", "ON_MALFORMED", "Inspection", "inspect"]
+__all__ = ["INPUT_FORMATS", "ON_MALFORMED", "Inspection", "TooManySteps", "inspect"]

@@ -152,9 +152,9 @@ def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
         return None
     if not config.ui.insecure:
         raise ConfigError(
-            f"refusing to start: {problem}. Give --review-token (service.review_token, "
-            "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), or listen on loopback (--listen 127.0.0.1:8077), "
-            "or accept the exposure with --insecure-ui (ui.insecure)",
+            f"refusing to start: {problem}. Give a review token (service.review_token, "
+            "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN; tracefence ui --review-token), or listen on loopback "
+            "(127.0.0.1), or accept the exposure with ui.insecure (OTEL_TRACEFENCE_UI__INSECURE; tracefence ui --insecure-ui)",
             ("ui",),
         )
     return f"{problem} (allowed by ui.insecure)"
@@ -168,4 +168,6 @@ def served_hosts(listen: str) -> list[str] | None:
     if not is_loopback(listen):
         return None
     host = urllib.parse.urlsplit("//" + listen.strip()).hostname or "127.0.0.1"
+    if ":" in host:  # an IPv6 literal: the Host header carries it in brackets (RFC 3986, 3.2.2)
+        host = f"[{host}]"
     return sorted({"localhost", "127.0.0.1", host})
