@@ -432,6 +432,11 @@ def test_files_that_are_not_review_databases_are_refused(tmp_path: Path):
         conn.execute("CREATE TABLE people (name TEXT)")
     with pytest.raises(ReviewStoreError, match="not a tracefence review database"):
         SQLiteReviewStore(other)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(ReviewStoreError, match="not a tracefence review database"):
+        SQLiteReviewStore(empty, create=False)
+    assert empty.stat().st_size == 0 and not (tmp_path / "empty.db-wal").exists()  # a reader leaves it as it was
     newer = tmp_path / "newer.db"
     SQLiteReviewStore(newer).close()
     with sqlite3.connect(newer) as conn:

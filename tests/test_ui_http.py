@@ -492,3 +492,9 @@ def test_the_page_says_503_when_the_queue_file_is_gone(tmp_path):
         assert "the review queue cannot be read right now" in answer.text
     finally:
         store.close()
+
+
+def test_a_long_unknown_trace_id_is_not_echoed_in_full(queue):
+    answer = client_for(queue).get("/items/" + "x" * 5000)
+    assert answer.status_code == 404
+    assert f"no review item for trace id {'x' * 100!r}... (5000 characters)" in answer.text and "x" * 101 not in answer.text

@@ -218,6 +218,9 @@ class SQLiteReviewStore:
         conn = self._conn
         assert conn is not None
         try:
+            if not create and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                # Before WAL mode is set, which writes: a read-only command leaves an empty or foreign file as it was.
+                raise ReviewStoreError(f"{self.path}: not a tracefence review database (no review schema)")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise ReviewStoreError(f"{self.path}: SQLite cannot use WAL mode here (journal_mode is {mode})")

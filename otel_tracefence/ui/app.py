@@ -254,7 +254,7 @@ def create_app(
         trace_id = request.path_params["trace_id"]
         item = await run_in_threadpool(store.get, trace_id)
         if item is None:
-            return problem(request, 404, f"no review item for trace id {trace_id!r}")
+            return problem(request, 404, f"no review item for trace id {shown_id(trace_id)}")
         history = await run_in_threadpool(store.history, trace_id) if hasattr(store, "history") else None
         return page(
             request,
@@ -279,7 +279,7 @@ def create_app(
         try:
             await run_in_threadpool(store.resolve, trace_id, resolved_by=resolved_by, note=note)
         except KeyError:
-            return problem(request, 404, f"no review item for trace id {trace_id!r}")
+            return problem(request, 404, f"no review item for trace id {shown_id(trace_id)}")
         _log.info("review item %s resolved by %s", trace_id, resolved_by)
         return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
 
@@ -374,6 +374,11 @@ def create_app(
 
     handlers = {ReviewStoreError: store_unavailable, sqlite3.Error: store_unavailable}
     return Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
+
+
+def shown_id(trace_id: str, limit: int = 100) -> str:
+    """``trace_id`` quoted for a message, cut at ``limit`` characters (a path may be any length)."""
+    return repr(trace_id) if len(trace_id) <= limit else f"{trace_id[:limit]!r}... ({len(trace_id)} characters)"
 
 
 def app_for(store: ReviewStore | None, config: TraceFenceConfig, listen: str) -> Starlette:
