@@ -497,4 +497,4 @@ def test_the_page_says_503_when_the_queue_file_is_gone(tmp_path):
 def test_a_long_unknown_trace_id_is_not_echoed_in_full(queue):
     answer = client_for(queue).get("/items/" + "x" * 5000)
     assert answer.status_code == 404
-    assert f"no review item for trace id {'x' * 100!r}... (5000 characters)" in answer.text and "x" * 101 not in answer.text
+    assert f"no review item for trace id &#39;{'x' * 100}&#39;... (5000 characters)" in answer.text and "x" * 101 not in answer.text
