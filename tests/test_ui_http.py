@@ -199,10 +199,10 @@ def test_with_a_review_token_every_page_needs_a_signed_in_session(queue):
     assert cross.status_code == 403 and "cross-origin" in cross.text
     assert client.get("/").status_code == 303
     assert queue.get("t-conflict").state == 1
-    old_session = client.cookies.get("tracefence_session")
+    old_session = client.cookies.get("tracefence_session_8077")
     signed = client.post("/login", data={"review_token": TOKEN, "next": "/items/t-conflict", "csrf_token": token}, headers={"origin": BASE})
     assert signed.status_code == 303 and signed.headers["location"] == "/items/t-conflict"
-    assert client.cookies.get("tracefence_session") != old_session  # a new session at sign-in
+    assert client.cookies.get("tracefence_session_8077") != old_session  # a new session at sign-in
     assert client.get("/").status_code == 200
     token = csrf(client, "/items/t-conflict")
     assert 'id="sign-out"' in client.get("/").text
@@ -229,13 +229,13 @@ def test_a_sign_in_is_bound_to_its_session_and_expires():
 
     now = [1_800_000_000.0]
     guard = SessionGuard(TOKEN, b"k" * 32, clock=lambda: now[0])
-    response = Response()
-    guard.sign_in(TOKEN, response, secure=False)
-    cookies = dict(c.split(";")[0].split("=", 1) for c in response.headers.getlist("set-cookie"))
-
     def request(cookie_map):
         header = "; ".join(f"{k}={v}" for k, v in cookie_map.items())
         return Request({"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", header.encode())]})
+
+    response = Response()
+    guard.sign_in(request({}), TOKEN, response)
+    cookies = dict(c.split(";")[0].split("=", 1) for c in response.headers.getlist("set-cookie"))
 
     assert guard.signed_in(request(cookies))
     assert not guard.signed_in(request({**cookies, "tracefence_session": SessionGuard.new_session()}))  # another session
@@ -248,7 +248,7 @@ def test_a_sign_in_is_bound_to_its_session_and_expires():
     now[0] += 1
     assert not guard.signed_in(request(cookies))
     with pytest.raises(Exception, match="not the review token"):
-        guard.sign_in("nope", Response(), secure=False)
+        guard.sign_in(request({}), "nope", Response())
 
 
 def test_sign_in_sends_the_browser_back_only_within_the_site():
@@ -263,7 +263,7 @@ def test_the_session_cookie_is_strict_and_pages_carry_security_headers(queue):
     client = client_for(queue)
     page = client.get("/")
     cookie = page.headers["set-cookie"]
-    assert "tracefence_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+    assert "tracefence_session_8077=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert page.headers["x-content-type-options"] == "nosniff"
 
@@ -498,3 +498,28 @@ def test_a_long_unknown_trace_id_is_not_echoed_in_full(queue):
     answer = client_for(queue).get("/items/" + "x" * 5000)
     assert answer.status_code == 404
     assert f"no review item for trace id &#39;{'x' * 100}&#39;... (5000 characters)" in answer.text and "x" * 101 not in answer.text
+
+
+def test_two_pages_on_one_host_keep_their_sessions_apart(tmp_path):
+    """Browsers share a host's cookies between ports (RFC 6265, 8.5): signing in to one page must not sign
+    the other out (``tracefence ui`` beside ``service.ui_endpoint``)."""
+    db = make_queue(tmp_path / "review.db")
+    with SQLiteReviewStore(db, create=False) as store:
+        first = TestClient(create_app(store, review_token="token-a"), base_url="http://127.0.0.1:8077", follow_redirects=False)
+        second = TestClient(create_app(store, review_token="token-b"), base_url="http://127.0.0.1:8078", follow_redirects=False)
+        for client, token in ((first, "token-a"), (second, "token-b")):
+            for name, value in (first if client is second else second).cookies.items():  # one browser: one cookie jar
+                client.cookies.set(name, value)
+            csrf_token = csrf_of(client.get("/login"))
+            signed_in = client.post("/login", data={"review_token": token, "csrf_token": csrf_token}, headers={"origin": str(client.base_url).rstrip("/")})
+            assert signed_in.status_code == 303
+        for name, value in second.cookies.items():
+            first.cookies.set(name, value)
+        assert first.get("/").status_code == 200  # still signed in to the first page
+        assert sorted({name for name in first.cookies.keys() if name.startswith("tracefence_")}) == [
+            "tracefence_session_8077", "tracefence_session_8078", "tracefence_signed_in_8077", "tracefence_signed_in_8078",
+        ]
+
+
+def csrf_of(page) -> str:
+    return re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text).group(1)

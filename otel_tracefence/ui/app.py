@@ -165,7 +165,7 @@ def create_app(
         }
         response = templates.TemplateResponse(request, name, context, status_code=status_code, headers=SECURITY_HEADERS)
         if new and request.method == "GET":  # never on a refused POST: a cross-site form must not replace the session
-            guard.set_session(response, session_id, request.url.scheme == "https")
+            guard.set_session(request, response, session_id)
         return response
 
     def signed_in_only(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -292,7 +292,7 @@ def create_app(
         try:
             form = await checked_form(request)
             response = RedirectResponse(local_path(str(form.get("next", "/"))), status_code=303)
-            guard.sign_in(str(form.get("review_token", "")), response, request.url.scheme == "https")
+            guard.sign_in(request, str(form.get("review_token", "")), response)
         except _Problem as exc:
             return problem(request, exc.status_code, exc.message)
         except Refused as exc:
@@ -308,7 +308,7 @@ def create_app(
         except Refused as exc:
             return problem(request, 403, str(exc))
         response = RedirectResponse("/login" if review_token else "/", status_code=303)
-        guard.sign_out(response)
+        guard.sign_out(request, response)
         return response
 
     async def inspector(request: Request) -> Response:

@@ -37,6 +37,14 @@ CSRF_HEADER = "x-csrf-token"
 SIGN_IN_TTL_S = 12 * 3600
 
 
+def cookie_names(request: Request) -> tuple[str, str]:
+    """The session and sign-in cookie names of the page ``request`` was sent to. Browsers share a host's
+    cookies between its ports (RFC 6265, section 8.5), so the port is in the names: two pages on one host
+    (``tracefence ui`` beside ``service.ui_endpoint``) keep their sessions apart."""
+    suffix = f"_{request.url.port}" if request.url.port else ""
+    return SESSION_COOKIE + suffix, SIGNED_IN_COOKIE + suffix
+
+
 class Refused(Exception):
     """A request refused (HTTP 403); the message says why, for a person."""
 
@@ -64,7 +72,7 @@ class SessionGuard:
 
     def session(self, request: Request) -> tuple[str, bool]:
         """The request's session id, and whether it is new (then :meth:`set_session` must send it)."""
-        current = request.cookies.get(SESSION_COOKIE, "")
+        current = request.cookies.get(cookie_names(request)[0], "")
         if 20 <= len(current) <= 100:
             return current, False
         return self.new_session(), True
@@ -74,9 +82,10 @@ class SessionGuard:
         return self._mac("csrf|" + session_id)
 
     @staticmethod
-    def set_session(response: Response, session_id: str, secure: bool) -> None:
+    def set_session(request: Request, response: Response, session_id: str) -> None:
         """Send the session cookie: ``HttpOnly``, ``SameSite=Strict``, ``Secure`` over HTTPS, for this browser session."""
-        response.set_cookie(SESSION_COOKIE, session_id, httponly=True, samesite="strict", secure=secure, path="/")
+        secure = request.url.scheme == "https"
+        response.set_cookie(cookie_names(request)[0], session_id, httponly=True, samesite="strict", secure=secure, path="/")
 
     def check_post(self, request: Request, given_token: str) -> None:
         """Raise :class:`Refused` unless the POST comes from this page's own origin with its session's CSRF token."""
@@ -92,7 +101,7 @@ class SessionGuard:
             raise Refused("refused: the request names no origin (no Origin or Referer header), so it cannot be told from a cross-site one")
         if origin.lower() != own.lower():
             raise Refused(f"refused: cross-origin request from {origin}; only pages of {own} may post here")
-        session_id = request.cookies.get(SESSION_COOKIE, "")
+        session_id = request.cookies.get(cookie_names(request)[0], "")
         if not session_id or not given_token or not hmac.compare_digest(given_token.encode(), self.token(session_id).encode()):
             raise Refused("refused: the form's CSRF token is missing or stale; reload the page and try again")
 
@@ -101,30 +110,32 @@ class SessionGuard:
         (always, when no token is configured)."""
         if not self.review_token:
             return True
-        session_id = request.cookies.get(SESSION_COOKIE, "")
-        issued, _, mac = request.cookies.get(SIGNED_IN_COOKIE, "").partition(".")
+        session_name, signed_in_name = cookie_names(request)
+        session_id = request.cookies.get(session_name, "")
+        issued, _, mac = request.cookies.get(signed_in_name, "").partition(".")
         if not session_id or not issued.isdigit() or not mac:
             return False
         if not 0 <= self._clock() - int(issued) <= SIGN_IN_TTL_S:
             return False
         return hmac.compare_digest(mac.encode(), self._mac(f"signed-in|{session_id}|{issued}").encode())
 
-    def sign_in(self, given_token: str, response: Response, secure: bool) -> None:
+    def sign_in(self, request: Request, given_token: str, response: Response) -> None:
         """Sign a new session in on ``response`` when ``given_token`` is the review token; else raise :class:`Refused`."""
         if not token_matches(given_token, self.review_token):
             raise Refused("refused: that is not the review token")
         session_id = self.new_session()
         issued = str(int(self._clock()))
-        self.set_session(response, session_id, secure)
+        self.set_session(request, response, session_id)
+        secure = request.url.scheme == "https"
         response.set_cookie(
-            SIGNED_IN_COOKIE, f"{issued}.{self._mac(f'signed-in|{session_id}|{issued}')}", httponly=True, samesite="strict", secure=secure, path="/"
+            cookie_names(request)[1], f"{issued}.{self._mac(f'signed-in|{session_id}|{issued}')}", httponly=True, samesite="strict", secure=secure, path="/"
         )
 
     @staticmethod
-    def sign_out(response: Response) -> None:
+    def sign_out(request: Request, response: Response) -> None:
         """Drop the sign-in and the session."""
-        response.delete_cookie(SIGNED_IN_COOKIE, path="/")
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        for name in cookie_names(request):
+            response.delete_cookie(name, path="/")
 
 
 def own_origin(request: Request) -> str:
