@@ -440,3 +440,14 @@ def test_spans_under_the_pre_1_0_name_are_read_and_under_an_unknown_one_reject_t
     resource["libSpans"] = resource.pop("instrumentationLibrarySpans")
     path.write_text(json.dumps(request))
     assert_rejected(plan(path), "line 1: libSpans: resourceSpans has a key OTLP/JSON does not define, holding an array: spans under it would be missed")
+
+
+def test_an_unclosed_quote_in_csv_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "unclosed.csv"
+    path.write_text('call_id,tool,effect,status\n"c1,t,write,ok\n')
+    result = run("plan", str(path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"tracefence plan: {path}: line 2: row: not CSV: unexpected end of data",
+        f"tracefence plan: {path}: rejected, 1 error(s); nothing was planned",
+    ]

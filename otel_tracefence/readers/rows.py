@@ -292,7 +292,7 @@ def _csv_rows(text: str) -> Iterator[tuple[int, Any]]:
     # "arguments_too_large" as in JSON rows, instead of failing the whole file.
     if len(text) >= csv.field_size_limit():
         csv.field_size_limit(len(text) + 1)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)  # an unclosed quote is an error, not a short row
     try:
         header = reader.fieldnames or []
     except csv.Error as exc:
