@@ -174,9 +174,13 @@ def depth(value: Any, limit: int) -> int:
     return inspect_value(value, limit)[0]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Canonical:
-    """Canonical JSON text and its SHA-256 (hex), or why there is none."""
+    """Canonical JSON text and its SHA-256 (hex), or why there is none.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     text: str | None
     sha256: str | None

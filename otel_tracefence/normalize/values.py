@@ -32,9 +32,13 @@ NOT_PARSED = object()
 """``Result.parsed`` of a result not recorded as JSON text that parsed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Arguments:
-    """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed."""
+    """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     json: str | None = None
     sha256: str | None = None
@@ -184,10 +188,14 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
     return NOT_RECORDED
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Result:
     """A recorded result's hash and value; ``error`` names the shape that says the call failed,
-    ``truncated`` is true for JSON text cut off before its end."""
+    ``truncated`` is true for JSON text cut off before its end.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     recorded: bool = False
     sha256: str | None = None
