@@ -68,6 +68,20 @@ def _no_float(text: str) -> Any:
     raise _FloatSeen
 
 
+def _decode(decoder: json.JSONDecoder, text: str) -> Any:
+    """``decoder.decode(text)``, without its two whitespace scans and two Python frames when the text has
+    no whitespace around its value (what serializers write): the decoder's own C scanner is called at
+    index 0, as ``decode`` calls it then. Any other text goes through ``decode`` itself, so every value
+    and every error is ``decode``'s."""
+    try:
+        value, end = decoder.scan_once(text, 0)
+    except StopIteration:  # not a value at index 0 (leading whitespace, empty text): decode says what it is
+        return decoder.decode(text)
+    if end != len(text):  # trailing whitespace or extra data
+        return decoder.decode(text)
+    return value
+
+
 # The fast path's decoder: as _DECODER, but stops at the first float (floats need RFC 8785's own form).
 _DECODER_NO_FLOAT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_no_float)
 _LONG_DIGITS = re.compile(r"[0-9]{16}")  # 16 digits or more: maybe an integer beyond 2**53 - 1
@@ -83,7 +97,7 @@ def parse_simple_json(text: str, max_depth: int) -> Any:
     if text.count("{") + text.count("[") > max_depth:  # an upper bound of the nesting depth
         return NOT_SIMPLE
     try:
-        return _DECODER_NO_FLOAT.decode(text)
+        return _decode(_DECODER_NO_FLOAT, text)
     except (_FloatSeen, ValueError, JSONTextError, RecursionError):
         return NOT_SIMPLE
 
@@ -106,7 +120,7 @@ def parse_json_text(text: str) -> Any:
     for nesting deeper than the interpreter can parse.
     """
     try:
-        return _DECODER.decode(text)
+        return _decode(_DECODER, text)
     except json.JSONDecodeError as exc:
         if exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and text.strip()) or _marked_truncated(text):
             raise JSONTruncatedError(f"cut off: the JSON text ends at character {len(text)} before its value is complete") from None
@@ -160,9 +174,13 @@ def depth(value: Any, limit: int) -> int:
     return inspect_value(value, limit)[0]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Canonical:
-    """Canonical JSON text and its SHA-256 (hex), or why there is none."""
+    """Canonical JSON text and its SHA-256 (hex), or why there is none.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     text: str | None
     sha256: str | None

@@ -7,7 +7,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_tracefence import reasons
+from otel_tracefence import canonical, reasons
 from otel_tracefence.canonical import NOT_SIMPLE, Canonical, canonicalize, inspect_value, parse_json_text, parse_simple_json
 
 SAFE_INT = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
@@ -87,3 +87,22 @@ def test_text_fast_path_examples():
     assert canonicalize(big, simple=True).unavailable == reasons.ARGUMENTS_NOT_I_JSON
     assert canonicalize(parse_simple_json('{"\\u00e9": 1, "z": 2}', 64), simple=True) == canonicalize({"\u00e9": 1, "z": 2})
     assert canonicalize(parse_simple_json('{"b": 1, "a": [2, "x"]}', 64), simple=True).text == '{"a":[2,"x"],"b":1}'
+
+
+def _outcome(decode, text):
+    """What decoding ``text`` gives: ("value", value) or (exception type, message)."""
+    try:
+        return ("value", decode(text))
+    except (ValueError, RecursionError, canonical.JSONTextError, canonical._FloatSeen) as exc:
+        return (type(exc), str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(text_values, st.sampled_from(["", " ", "\n\t"]), st.sampled_from(["", " ", " x", "}", ",1"]), st.integers(min_value=0, max_value=40))
+def test_direct_scan_decodes_as_the_decoder_does(value, before, after, cut):
+    """canonical._decode (the decoder's C scanner called at index 0) gives exactly what the decoder's own
+    decode gives, value or error, with whitespace around the value, extra data after it, and text cut off."""
+    text = before + json.dumps(value) + after
+    for candidate in (text, text[: max(0, len(text) - cut)]):
+        for decoder in (canonical._DECODER, canonical._DECODER_NO_FLOAT):
+            assert _outcome(lambda t: canonical._decode(decoder, t), candidate) == _outcome(decoder.decode, candidate)

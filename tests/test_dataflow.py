@@ -268,3 +268,24 @@ def test_links_explain_and_never_decide(specs):
             assert not d.step.result_recorded and any(position[o] > i for o in d.related_call_ids)
         if not flow_notes & set(d.reasons):
             assert not others
+
+
+_token_like = st.sampled_from(["pg_8812", "TCK-1234", "3MtwBwLkdIwHu7ix", "123e4567-e89b-12d3-a456-426614174000", "utf-8", "ok", "p99"])
+_results = st.recursive(
+    st.none() | st.booleans() | st.integers() | _token_like | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_token_like | st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_results, st.sampled_from(["", " ", "\n"]), st.integers(min_value=0, max_value=6), st.sampled_from([1, 2, 64]))
+def test_result_tokens_from_the_parsed_result_are_the_text_tokens(value, before, cut, limit):
+    """A result recorded as JSON text is parsed once (for its error shape) and its tokens are read from that
+    parse (values.result_tokens): the same hashes as text_tokens of its text, cut-off and padded text included."""
+    from otel_tracefence.normalize.values import result_from_value, result_tokens
+
+    text = before + json.dumps(value)
+    text = text[: len(text) - cut] if cut < len(text) else text
+    result = result_from_value(text, Limits())
+    assert result_tokens(result, limit) == text_tokens(text, limit)

@@ -63,6 +63,8 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
     """The first shape that says ``result`` (a parsed JSON value) is an error, or ``None``."""
     shapes = tuple(shapes)
     keys = _DEFAULT_KEYS if shapes is DEFAULT_SHAPES else frozenset(shape.key for shape in shapes)
+    if type(result) is dict and result.keys().isdisjoint(keys) and not any(isinstance(v, (dict, list)) for v in result.values()):
+        return None  # the common flat object with none of the keys: what the walk below would find, without it
     for obj, level in _objects(result, 0):
         if obj.keys().isdisjoint(keys):  # no key any shape looks for
             continue

@@ -12,8 +12,8 @@ from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
-from otel_tracefence.normalize.tokens import text_tokens, value_tokens
-from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, span_arguments, span_result
+from otel_tracefence.normalize.tokens import value_tokens
+from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
 
 
 def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
@@ -153,5 +153,5 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         notes=arguments.notes + notes,
         result_stable=stable,
         argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
-        result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result.recorded else (),
+        result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
     )

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Effect, EffectSource, MalformedField, ToolStatus, ToolStep
+from otel_tracefence.model import Effect, EffectSource, MalformedField, ToolStatus, ToolStep, step_order
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
@@ -370,7 +370,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         if root_of[sid] != sid:
             result.attempt_of[sid] = root_of[sid]
             continue
-        inner = sorted(attempts.get(sid, []), key=lambda s: s.order_key)
+        inner = sorted(attempts.get(sid, []), key=step_order)
         if inner:
             sent_ids = {a.span_id for a in inner if a.span_id not in has_inner}
             root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
@@ -412,5 +412,5 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
             sign = "its finish reason says the model asked for tool calls, and none could be read"
         if sign is not None and not _below_any(span, by_id, tool_ids):
             result.steps.append(_unrecognized_step(span, sign, config))
-    result.steps.sort(key=lambda s: s.order_key)
+    result.steps.sort(key=step_order)
     return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from otel_tracefence import reasons
@@ -24,14 +24,21 @@ from otel_tracefence.model import MalformedField
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape
 from otel_tracefence.normalize.span_view import SpanEvent
+from otel_tracefence.normalize.tokens import text_tokens, value_tokens
 from otel_tracefence.redact import REDACTED, redact_result_text, redact_value
 
 _ABSENT = object()
+NOT_PARSED = object()
+"""``Result.parsed`` of a result not recorded as JSON text that parsed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Arguments:
-    """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed."""
+    """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     json: str | None = None
     sha256: str | None = None
@@ -181,47 +188,57 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
     return NOT_RECORDED
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Result:
     """A recorded result's hash and value; ``error`` names the shape that says the call failed,
-    ``truncated`` is true for JSON text cut off before its end."""
+    ``truncated`` is true for JSON text cut off before its end.
+
+    Treat it as read-only: it is not frozen because one is built for every tool step and frozen
+    dataclasses are several times slower to build (as ``SpanView``; docs/DECISIONS.md, 107).
+    """
 
     recorded: bool = False
     sha256: str | None = None
     value: str | None = None  # canonical JSON, or the recorded text
     error: str | None = None
     truncated: bool = False
+    # The parsed JSON object or array of a result recorded as JSON text (parsed once, for the error
+    # shape, and read again for its tokens: tokens.result_tokens); NOT_PARSED for any other result.
+    parsed: Any = field(default=NOT_PARSED, compare=False, repr=False)
 
 
 NO_RESULT = Result()
 
 
-def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -> tuple[str | None, bool]:
-    """(the error shape the result matches, whether its JSON text is cut off)."""
+def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -> tuple[str | None, bool, Any]:
+    """(the error shape the result matches, whether its JSON text is cut off, the value parsed from
+    JSON text or :data:`NOT_PARSED`)."""
+    parsed = NOT_PARSED
     if isinstance(value, str):
         if not _looks_like_json(value) or text_too_large(value, limits.max_argument_bytes):
-            return None, False
+            return None, False, parsed
         try:
-            value = parse_json_text(value)
+            value = parsed = parse_json_text(value)
         except JSONTruncatedError:
-            return None, True
+            return None, True, parsed
         except (JSONTextError, RecursionError):
-            return None, False
+            return None, False, parsed
     if not isinstance(value, (dict, list)):
-        return None, False
+        return None, False, parsed
     shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)
     shape = error_shape(value, shapes)
-    return (f"{shape.key}" if shape is not None else None), False
+    return (f"{shape.key}" if shape is not None else None), False, parsed
 
 
 def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | None = None) -> Result:
     """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
     needed), structured values (OTLP kvlist, JSON rows) as canonical JSON. A JSON result is also
     checked for an error shape (``result_errors.py``) and for being cut off."""
-    error, truncated = _result_error(value, limits, config)
+    error, truncated, parsed = _result_error(value, limits, config)
     if isinstance(value, str):
         # Hashed as recorded; the value kept is one that can be written out (a lone surrogate escaped).
-        return Result(True, sha256_text(value), printable(value), error, truncated)
+        text = printable(value)
+        return Result(True, sha256_text(value), text, error, truncated, parsed if text is value else NOT_PARSED)
     if isinstance(value, bytes):
         return Result(True, sha256_text(value.hex()), value.hex())
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
@@ -241,6 +258,17 @@ def span_result(attributes: Mapping[str, Any], limits: Limits, events: Sequence[
     if value is not _ABSENT:
         return result_from_value(value, limits, config)
     return NO_RESULT
+
+
+def result_tokens(result: Result | None, limit: int) -> tuple[int, ...]:
+    """The data-flow tokens of a recorded result (``tokens.text_tokens`` of its value), read from the value
+    already parsed for its error shape when there is one, so JSON text is parsed once. ``None`` or a
+    result not recorded gives ``()``."""
+    if result is None or not result.recorded:
+        return ()
+    if result.parsed is not NOT_PARSED:
+        return value_tokens(result.parsed, limit, result.value)
+    return text_tokens(result.value, limit)
 
 
 # -- raw values kept on opt-in --------------------------------------------------------------

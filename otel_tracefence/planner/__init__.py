@@ -7,7 +7,7 @@ from typing import Iterable
 
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits
-from otel_tracefence.model import Decision, StepDecision, ToolStep, TracePlan
+from otel_tracefence.model import Decision, StepDecision, ToolStep, TracePlan, step_order
 from otel_tracefence.planner.dataflow import FLOW_NOTES, DataFlow
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.replay_class import replay_class
@@ -53,8 +53,9 @@ def plan_trace(trace_id: str, steps: Iterable[ToolStep], *, partial: bool = Fals
     the number of steps (groups by hashing; at most ``limits.max_related_call_ids``
     related ids per step). A trace with no step gets ``replay_class`` ``None``.
     """
-    ordered = sorted(steps, key=lambda s: s.order_key)
-    if any(a.order_key == b.order_key for a, b in zip(ordered, ordered[1:])):
+    ordered = sorted(steps, key=step_order)
+    keys = list(map(step_order, ordered))
+    if any(map(tuple.__eq__, keys, keys[1:])):
         # Steps alike in time, position and ids (only steps built directly can be): order
         # them by their whole content, so the input order never shows through.
         ordered.sort(key=lambda s: (s.order_key, repr(s)))

@@ -55,11 +55,12 @@ class DataFlow:
     linked: set[int] = field(default_factory=set)  # every step with a link of any kind
 
     @classmethod
-    def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "DataFlow":
-        """The links of a trace's steps, given in trace order."""
+    def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "DataFlow | None":
+        """The links of a trace's steps, given in trace order; ``None`` when no step's arguments hold a
+        token, so nothing consumes anything and there is no link (the common case, built for nothing)."""
+        if not any(s.argument_tokens for s in ordered):
+            return None
         flow = cls()
-        if not any(s.argument_tokens for s in ordered):  # nothing consumes anything: no link (the common case)
-            return flow
         cap = max_related + 1
         origin: dict[int, ToolStep | None] = {}  # token hash -> the step whose result it first appeared in, or None (arguments)
         unrecorded: list[ToolStep] = []  # earlier steps whose result a replay needs and nobody recorded

@@ -43,7 +43,7 @@ class TraceGroups:
     uncomparable_keys: set[tuple[str, str]] = field(default_factory=set)
     position: dict[int, int] = field(default_factory=dict)  # id(step) -> index within its content group
     max_related: int = 50
-    flow: Any = None  # planner.dataflow.DataFlow: links between steps through id-like tokens
+    flow: Any = None  # planner.dataflow.DataFlow: links between steps through id-like tokens (None: no link)
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":

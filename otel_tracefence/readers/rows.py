@@ -26,8 +26,8 @@ from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
 from otel_tracefence.normalize.step import result_stability
-from otel_tracefence.normalize.tokens import text_tokens, value_tokens
-from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value
+from otel_tracefence.normalize.tokens import value_tokens
+from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value, result_tokens
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 
 _ABSENT = object()
@@ -210,7 +210,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         malformed=tuple(malformed),
         result_stable=stable,
         argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
-        result_tokens=text_tokens(result.value, config.limits.max_tokens_per_value) if result is not None else (),
+        result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
     )
 
 

@@ -59,6 +59,11 @@ def is_local_root(span: ReadableSpan) -> bool:
     return span.parent is None or bool(span.parent.is_remote)
 
 
+def _view_is_local_root(view: SpanView) -> bool:
+    """:func:`is_local_root` of the span ``view`` was read from (``from_readable`` read its parent already)."""
+    return view.parent_span_id is None or bool(view.parent_is_remote)
+
+
 class SdkFence(Fence[ReadableSpan]):
     """A fence of SDK ``ReadableSpan`` objects, handing annotated copies to ``emit``."""
 
@@ -97,7 +102,7 @@ class SdkFence(Fence[ReadableSpan]):
         """Take one finished SDK span. Never raises; on failure it is handed on unannotated."""
         try:
             view = from_readable(span)
-            local_root = is_local_root(span)
+            local_root = _view_is_local_root(view)
         except Exception as exc:  # noqa: BLE001
             self.pass_through([span], "intake", exc)
             return
@@ -109,7 +114,8 @@ class SdkFence(Fence[ReadableSpan]):
         items = []
         for span in spans:
             try:
-                items.append((from_readable(span), span, is_local_root(span)))
+                view = from_readable(span)
+                items.append((view, span, _view_is_local_root(view)))
             except Exception as exc:  # noqa: BLE001
                 self.pass_through([span], "intake", exc)
         if items:
