@@ -1108,27 +1108,8 @@ def test_processor_force_flush_with_the_review_db_locked_returns_false_within_it
     """``force_flush(500)`` while another connection holds the review database locked (past the store's 5 s
     busy timeout): it returns False within its bound instead of waiting the busy timeout out; once the lock
     is gone, a flush writes the item and returns True, and every span is handed on once, annotated."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from otel_tracefence.instrument import tool_call
-    from otel_tracefence.sdk import TraceFenceSpanProcessor
-
     db = tmp_path / "review.db"
-    store = SQLiteReviewStore(db)
-    exporter = InMemorySpanExporter()
-    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=store, decision_wait_ms=60_000)
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    tracer = provider.get_tracer("agent")
-    root = tracer.start_span("invoke_agent billing")  # still open: the trace is held
-    with trace_api_use(root):
-        try:
-            with tool_call("payments.charge", effect="write", idempotency_key="order-17", call_id="c-1", tracer_provider=provider):
-                raise TimeoutError("no answer")
-        except TimeoutError:
-            pass
+    processor, exporter, root = held_timed_out_write(SQLiteReviewStore(db))
     holder = sqlite3.connect(db, isolation_level=None, timeout=0)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -1158,28 +1139,10 @@ def test_processor_shutdown_with_the_review_db_locked_returns_within_its_timeout
     """``shutdown(timeout_millis=500)`` with the review database locked: it returns within its bound, counts the
     overrun, and still shuts the downstream processors down."""
     from opentelemetry.sdk.metrics import MeterProvider as Meters
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from otel_tracefence.instrument import tool_call
-    from otel_tracefence.sdk import TraceFenceSpanProcessor
 
     db = tmp_path / "review.db"
     reader = InMemoryMetricReader()
-    exporter = InMemorySpanExporter()
-    processor = TraceFenceSpanProcessor(
-        SimpleSpanProcessor(exporter), review_sink=SQLiteReviewStore(db), decision_wait_ms=60_000, meter_provider=Meters(metric_readers=[reader])
-    )
-    provider = TracerProvider()
-    provider.add_span_processor(processor)
-    root = provider.get_tracer("agent").start_span("invoke_agent billing")
-    with trace_api_use(root):
-        try:
-            with tool_call("payments.charge", effect="write", idempotency_key="order-17", call_id="c-1", tracer_provider=provider):
-                raise TimeoutError("no answer")
-        except TimeoutError:
-            pass
+    processor, exporter, _ = held_timed_out_write(SQLiteReviewStore(db), meter_provider=Meters(metric_readers=[reader]))
     holder = sqlite3.connect(db, isolation_level=None, timeout=0)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -1192,6 +1155,30 @@ def test_processor_shutdown_with_the_review_db_locked_returns_within_its_timeout
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def held_timed_out_write(store, **processor_options):
+    """A ``TraceFenceSpanProcessor`` over a ``SimpleSpanProcessor`` into memory, writing ``store``, holding one
+    trace: its root still open, a timed-out ``payments.charge`` ended under it. Returns (processor, exporter, root)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence.instrument import tool_call
+    from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+    exporter = InMemorySpanExporter()
+    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=store, decision_wait_ms=60_000, **processor_options)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    root = provider.get_tracer("agent").start_span("invoke_agent billing")  # still open: the trace is held
+    with trace_api_use(root):
+        try:
+            with tool_call("payments.charge", effect="write", idempotency_key="order-17", call_id="c-1", tracer_provider=provider):
+                raise TimeoutError("no answer")
+        except TimeoutError:
+            pass
+    return processor, exporter, root
 
 
 def trace_api_use(span):
