@@ -523,3 +523,13 @@ def test_two_pages_on_one_host_keep_their_sessions_apart(tmp_path):
 
 def csrf_of(page) -> str:
     return re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text).group(1)
+
+
+def test_tracefence_ui_names_an_unusable_database_once_and_masks_a_password(tmp_path, capsys):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert main(["ui", "--db", str(empty)]) == 2
+    assert capsys.readouterr().err.strip() == f"tracefence ui: {empty}: not a tracefence review database (no review schema)"
+    assert main(["ui", "--db", "postgresql://u:hunter2@127.0.0.1:1/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracefence ui: postgresql://u:***@127.0.0.1:1/x: ") and "hunter2" not in err

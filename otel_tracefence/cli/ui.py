@@ -11,6 +11,7 @@ import urllib.parse
 from pydantic import ValidationError
 
 from otel_tracefence.config import DEFAULT_UI_LISTEN, ConfigError, ServiceSettings, TraceFenceConfig, UiSettings, describe
+from otel_tracefence.review.open import display_target
 from otel_tracefence.review.store import ReviewStoreError
 
 DEFAULT_DB = "tracefence-review.db"
@@ -66,15 +67,18 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     try:
         store = open_store(path)
     except FileNotFoundError:
-        print(f"tracefence ui: {path}: no review database there (give --db PATH or set $OTEL_TRACEFENCE_REVIEW_DB)", file=sys.stderr)
+        print(f"tracefence ui: {display_target(path)}: no review database there (give --db PATH or set $OTEL_TRACEFENCE_REVIEW_DB)", file=sys.stderr)
         return 2
-    except (ReviewStoreError, sqlite3.Error, OSError) as exc:
-        print(f"tracefence ui: {path}: {exc}", file=sys.stderr)
+    except ReviewStoreError as exc:  # its message names the database (a URL's password masked)
+        print(f"tracefence ui: {exc}", file=sys.stderr)
+        return 2
+    except (sqlite3.Error, OSError) as exc:
+        print(f"tracefence ui: {display_target(path)}: {exc}", file=sys.stderr)
         return 2
     app = app_for(store, config, listen)
     parts = urllib.parse.urlsplit("//" + listen)
     level = "info" if args.log_level in ("DEBUG", "INFO") else "warning"
-    print(f"tracefence ui: review page for {path} on http://{listen}/ (inspector: /inspect)", file=sys.stderr)
+    print(f"tracefence ui: review page for {display_target(path)} on http://{listen}/ (inspector: /inspect)", file=sys.stderr)
     try:
         # uvicorn stops on SIGTERM and SIGINT; its access log names method, path and status, never a body.
         uvicorn.run(app, host=parts.hostname, port=parts.port, log_level=level, server_header=False)
