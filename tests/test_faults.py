@@ -615,6 +615,51 @@ def test_sigkill_while_writing_review_items_keeps_every_committed_item(tmp_path,
         conn.close()
 
 
+class AgentLoad:
+    """Three real OTLP exporters (the ``clients`` fixture) sending to ``tracefence serve`` in a loop until stopped.
+    Each Export carries a complete trace and one whose root never comes (held until a shutdown decides it).
+    ``acked[i]``: span ids (hex) of client ``i`` whose Export returned OK; ``attempted``: every span id sent.
+    A client stops at its first refused call."""
+
+    def __init__(self, clients, count: int = 3) -> None:
+        self._clients = clients
+        self._stop = threading.Event()
+        self.acked: list[set[str]] = [set() for _ in range(count)]
+        self.attempted: set[str] = set()
+        self._threads = [threading.Thread(target=self._send_loop, args=(i,), daemon=True) for i in range(count)]
+        self._port = 0
+
+    def start(self, port: int) -> None:
+        self._port = port
+        for thread in self._threads:
+            thread.start()
+
+    def _send_loop(self, index: int) -> None:
+        client = self._clients(self._port, f"agent-{index}", timeout_s=3)
+        done = 0
+        while not self._stop.is_set():
+            agent_trace(client, review=index % 2 == 0)
+            agent_trace(client, review=index % 2 == 1, end_root=False)  # held: its root never comes
+            batch = [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()[done:]]
+            done += len(batch)
+            self.attempted.update(batch)
+            if client.send() is not OK:
+                return
+            self.acked[index].update(batch)
+
+    def wait_acknowledged(self, least: int, timeout_s: float) -> None:
+        wait_for(lambda: all(len(a) >= least for a in self.acked), timeout=timeout_s, what="every client acknowledged a while")
+
+    def stop(self, *, check: bool = True) -> None:
+        """Stop the loops and join the started ones; ``check``: assert they all ended."""
+        self._stop.set()
+        for thread in self._threads:
+            if thread.ident is not None:
+                thread.join(timeout=15 if check else 1)
+        if check:
+            assert not any(thread.is_alive() for thread in self._threads)
+
+
 def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream, clients):
     # Several agents send while SIGTERM arrives. Each Export carries a complete trace (decided at once) and
     # one whose root never comes (held until the shutdown decides it, partial). Acknowledged = Export
@@ -625,39 +670,17 @@ def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream,
         "--decision-wait-ms", "0", "--max-wait-ms", "600000",
         cwd=tmp_path,
     )
-    stop = threading.Event()
-    acked: list[set[str]] = [set() for _ in range(3)]
-    attempted: set[str] = set()
-    threads: list[threading.Thread] = []
+    load = AgentLoad(clients)
     try:
-        port = serve.log("tracefence serve listening")["port"]
-
-        def send_loop(index: int) -> None:
-            client = clients(port, f"agent-{index}", timeout_s=3)
-            done = 0
-            while not stop.is_set():
-                agent_trace(client, review=index % 2 == 0)
-                agent_trace(client, review=index % 2 == 1, end_root=False)
-                batch = [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()[done:]]
-                done += len(batch)
-                attempted.update(batch)
-                if client.send() is not OK:
-                    return
-                acked[index].update(batch)
-
-        threads = [threading.Thread(target=send_loop, args=(i,), daemon=True) for i in range(3)]
-        for thread in threads:
-            thread.start()
-        wait_for(lambda: all(len(a) >= 60 for a in acked), timeout=20, what="every client acknowledged a while")
+        load.start(serve.log("tracefence serve listening")["port"])
+        load.wait_acknowledged(60, timeout_s=20)
         serve.proc.send_signal(signal.SIGTERM)
         assert serve.proc.wait(timeout=30) == 0, serve.stderr()
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=15)
-        assert not any(thread.is_alive() for thread in threads)
+        load.stop()
     finally:
-        stop.set()
+        load.stop(check=False)
         serve.stop()
+    acked, attempted = load.acked, load.attempted
     received = upstream.spans()
     ids = Counter(r.span_id for r in received)
     every_acked = set().union(*acked)
@@ -1210,39 +1233,17 @@ def test_persistent_queue_every_acknowledged_span_is_delivered_after_a_restart(t
         )  # fmt: skip
 
     first = serve()
-    stop = threading.Event()
-    acked: list[set[str]] = [set() for _ in range(3)]
-    attempted: set[str] = set()
+    load = AgentLoad(clients)
     try:
-        port = first.log("tracefence serve listening")["port"]
-
-        def send_loop(index: int) -> None:
-            client = clients(port, f"agent-{index}", timeout_s=3)
-            done = 0
-            while not stop.is_set():
-                agent_trace(client, review=index % 2 == 0)
-                agent_trace(client, review=index % 2 == 1, end_root=False)  # held: its root never comes
-                batch = [format(s.context.span_id, "016x") for s in client.sent.get_finished_spans()[done:]]
-                done += len(batch)
-                attempted.update(batch)
-                if client.send() is not OK:
-                    return
-                acked[index].update(batch)
-
-        threads = [threading.Thread(target=send_loop, args=(i,), daemon=True) for i in range(3)]
-        for thread in threads:
-            thread.start()
-        least = 1_500 if CHAOS else 60
-        wait_for(lambda: all(len(a) >= least for a in acked), timeout=120 if CHAOS else 20, what="every client acknowledged a while")
+        load.start(first.log("tracefence serve listening")["port"])
+        load.wait_acknowledged(1_500 if CHAOS else 60, timeout_s=120 if CHAOS else 20)
         first.proc.send_signal(how)
         assert first.proc.wait(timeout=30) == (0 if how == signal.SIGTERM else -signal.SIGKILL), first.stderr()
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=15)
-        assert not any(thread.is_alive() for thread in threads)
+        load.stop()
     finally:
-        stop.set()
+        load.stop(check=False)
         first.stop()
+    acked, attempted = load.acked, load.attempted
     every_acked = set().union(*acked)
     if how == signal.SIGTERM:
         stopped = first.log("tracefence serve stopped", timeout=1)
