@@ -164,10 +164,9 @@ class WorkerPool:
                     pauses[worker.index] = RESTART_PAUSE_S[0]
                 pause = pauses[worker.index]
                 _log.error(
-                    "worker %d (pid %d) exited with code %d after %.1fs; restarting it in %.1fs: the traces it held are lost, "
-                    "what the router had not handed to it yet is sent to the new one",
-                    worker.index, worker.process.pid, code, lived, pause,
-                )  # fmt: skip
+                    "worker exited; restarting it: the traces it held are lost, what the router had not handed to it yet goes to the new one",
+                    extra={"worker": worker.index, "pid": worker.process.pid, "exit_code": code, "lived_s": round(lived, 1), "restart_in_s": pause},
+                )
                 if self._stopping.wait(pause):
                     return
                 pauses[worker.index] = min(pause * 2, RESTART_PAUSE_S[1])
@@ -175,11 +174,11 @@ class WorkerPool:
                     worker.spawn()
                     worker.wait_ready()
                 except OSError as exc:
-                    _log.error("worker %d: restart failed: %s; trying again", worker.index, exc)
+                    _log.error("worker restart failed; trying again", extra={"worker": worker.index, "error": str(exc)})
                     continue
                 self.restarts += 1
                 self._on_restart(worker.index)
-                _log.warning("worker %d restarted (pid %d)", worker.index, worker.process.pid)
+                _log.warning("worker restarted", extra={"worker": worker.index, "pid": worker.process.pid, "restarts": self.restarts})
 
     def stop(self, timeout_s: float) -> dict[int, int | None]:
         """SIGTERM every worker (each drains: decides what it holds, forwards, closes its store) and wait up to
