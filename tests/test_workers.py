@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
 from case_spans import readable_spans
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
@@ -379,3 +379,56 @@ def test_a_stalled_worker_fills_its_share_and_the_router_answers_unavailable_ref
         upstream.wait_spans(40, timeout=20)
     finally:
         serve.stop()
+
+
+def test_refused_spans_stand_in_their_trace_at_its_worker_over_otlp_http_as_in_one_process(tmp_path, upstream):
+    """Protobuf: the refused span reaches its trace's worker as it came, which stands it in (decision 30).
+    OTLP/JSON: a span the router cannot read is sent as a span the worker refuses, carrying its ids."""
+    import json
+
+    import requests
+
+    serve, port, _ = start_router(tmp_path, upstream, "--decision-wait-ms", "0")
+    try:
+        http = f"http://127.0.0.1:{router_log(serve, 'tracefence serve listening')['http_port']}/v1/traces"
+        trace = trace_for(1, 9)
+        request = raw_request(
+            raw_span(trace, b"\x02" * 8, "invoke_agent"),
+            raw_tool_span(trace, b"\x00" * 8, "payments.charge", effect="write", parent=b"\x02" * 8),
+        )
+        response = requests.post(http, data=request.SerializeToString(), headers={"Content-Type": "application/x-protobuf"}, timeout=10)
+        partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+        assert (response.status_code, partial.rejected_spans, partial.error_message) == (
+            200, 1, "1 span(s) rejected; first: span 0000000000000000: span_id must be 8 bytes and not all zero",
+        )  # fmt: skip
+        other = "a1" * 8 + "00" * 7 + "02"  # worker 0
+        assert worker_of(bytes.fromhex(other), 2) == 0
+        body = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-agent"}}]}, "scopeSpans": [{"spans": [
+            {"traceId": other, "spanId": "b1" * 8, "name": "invoke_agent", "startTimeUnixNano": "1", "endTimeUnixNano": "2"},
+            {"traceId": other, "spanId": "b2" * 8, "parentSpanId": "b1" * 8, "name": "execute_tool x", "attributes": 5},
+        ]}]}]}  # fmt: skip
+        response = requests.post(http, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, timeout=10)
+        assert (response.status_code, response.json()) == (200, {
+            "partialSuccess": {"rejectedSpans": "1", "errorMessage": "1 span(s) rejected; first: span b2b2b2b2b2b2b2b2: attributes: repeated field attributes must be in [] which is 5 at Span"}
+        })  # fmt: skip
+        assert sorted(r.span_id for r in upstream.wait_spans(2)) == ["0202020202020202", "b1b1b1b1b1b1b1b1"]
+        time.sleep(0.5)
+        assert len(upstream.spans()) == 2  # the refused spans are never forwarded
+        assert {r.tf["tracefence.replay.class"] for r in upstream.spans()} == {"review"}
+
+        def items():
+            with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
+                return store.list()[0]
+
+        found = wait_for(lambda: len(items()) == 2 and items(), what="two review items")
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()
+    assert sorted((i.trace_id, i.service_name) for i in found) == sorted([(trace.hex(), "raw-agent"), (other, "json-agent")])
+    for item in found:
+        (step,) = item.plan.steps
+        call_id = "0000000000000000" if item.trace_id == trace.hex() else "b2b2b2b2b2b2b2b2"
+        assert (step.decision, step.step.call_id, step.step.span_id) == (pb.DECISION_REVIEW, call_id, "")
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert stopped["dropped_spans"] == 0  # the workers' refusals of those two spans are expected, not drops

@@ -266,6 +266,9 @@ class RouterService(TraceFenceService):
     def _refuse(self) -> str | None:
         if not self._accepting:
             return "tracefence is shutting down; retry against another replica or later"
+        share = self.intake.share_spans  # type: ignore[attr-defined]
+        if all(f.depth >= share for f in self.forwarders):  # no part of any request fits: refused before decoding
+            return f"the queues for every worker are full ({share} spans each); retry later"
         return None
 
     def _export(self, transport: str) -> TraceExport:

@@ -184,10 +184,10 @@ class WorkerPool:
         """SIGTERM every worker (each drains: decides what it holds, forwards, closes its store) and wait up to
         ``timeout_s`` for them all; SIGKILL any still running then. Returns each worker's exit code (``None``:
         killed after the time ran out)."""
+        deadline = time.monotonic() + timeout_s
         self._stopping.set()
         if self._monitor is not None:
-            self._monitor.join(timeout=1.0)  # a restart under way: its new process gets the SIGTERM below
-        deadline = time.monotonic() + timeout_s
+            self._monitor.join(timeout=min(1.0, timeout_s / 4))  # a restart under way: its new process gets the SIGTERM below
         for worker in self.workers:
             if worker.process is not None and worker.process.poll() is None:
                 worker.process.send_signal(signal.SIGTERM)
