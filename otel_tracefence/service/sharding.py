@@ -10,9 +10,14 @@ depends on the id's bytes only, so it is the same in every process, on every run
 
 from __future__ import annotations
 
+from typing import Any
+
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_tracefence.service.otlp_spans import OtlpItem
+
+
+_ZERO_TRACE = bytes(16)
 
 
 def worker_of(trace_id: bytes, workers: int) -> int:
@@ -36,47 +41,48 @@ def split_request(request: ExportTraceServiceRequest, workers: int) -> tuple[lis
     keeps its resource and scope (with their schema URLs): a part holds one ``ResourceSpans`` / ``ScopeSpans``
     per original one that has spans for that worker, in the original order. ``whole``: every span of the
     request went to one worker and none was left out, and that part *is* ``request`` itself (not copied).
-    Built with protobuf message operations only (``CopyFrom``, ``add``).
+    Built with protobuf message operations only (``CopyFrom``, ``add``, ``extend``).
     """
-    # One pass reading only the trace ids: the common cases (every span for one worker) stop here.
-    targets: list[list[list[int]]] = []  # per ResourceSpans, per ScopeSpans: each span's worker (-1: left out)
+    # One pass reading only the trace ids (worker_of and readable_trace, inlined: this runs for every span the
+    # router takes); the common case of one worker for every span stops here.
+    grouped: list[list[list[list]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
     counts = [0] * workers
+    total = 0
+    from_bytes = int.from_bytes
     for resource_spans in request.resource_spans:
         per_scope = []
         for scope_spans in resource_spans.scope_spans:
-            ids = [worker_of(span.trace_id, workers) if readable_trace(span.trace_id) else -1 for span in scope_spans.spans]
-            for w in ids:
-                if w >= 0:
-                    counts[w] += 1
-            per_scope.append(ids)
-        targets.append(per_scope)
-    total = sum(len(ids) for per_scope in targets for ids in per_scope)
+            by_worker: list[list] = [[] for _ in range(workers)]
+            for span in scope_spans.spans:
+                total += 1
+                trace_id = span.trace_id
+                if len(trace_id) == 16 and trace_id != _ZERO_TRACE:
+                    by_worker[from_bytes(trace_id[8:16], "big") % workers].append(span)
+            for w, spans in enumerate(by_worker):
+                counts[w] += len(spans)
+            per_scope.append(by_worker)
+        grouped.append(per_scope)
     used = [w for w in range(workers) if counts[w]]
     if len(used) == 1 and counts[used[0]] == total:
         parts: list[tuple[ExportTraceServiceRequest, int] | None] = [None] * workers
         parts[used[0]] = (request, total)
         return parts, True
     built = [ExportTraceServiceRequest() if counts[w] else None for w in range(workers)]
-    for resource_spans, per_scope in zip(request.resource_spans, targets):
-        made_resource: dict[int, object] = {}
-        for scope_spans, ids in zip(resource_spans.scope_spans, per_scope):
-            made_scope: dict[int, object] = {}
-            for span, w in zip(scope_spans.spans, ids):
-                if w < 0:
+    for resource_spans, per_scope in zip(request.resource_spans, grouped):
+        made_resource: dict[int, Any] = {}
+        for scope_spans, by_worker in zip(resource_spans.scope_spans, per_scope):
+            for w, spans in enumerate(by_worker):
+                if not spans:
                     continue
-                out = made_scope.get(w)
-                if out is None:
-                    part_resource = made_resource.get(w)
-                    if part_resource is None:
-                        part_resource = built[w].resource_spans.add()  # type: ignore[union-attr]
-                        part_resource.resource.CopyFrom(resource_spans.resource)
-                        part_resource.schema_url = resource_spans.schema_url
-                        made_resource[w] = part_resource
-                    out = part_resource.scope_spans.add()  # type: ignore[attr-defined]
-                    out.scope.CopyFrom(scope_spans.scope)
-                    out.schema_url = scope_spans.schema_url
-                    made_scope[w] = out
-                out.spans.add().CopyFrom(span)  # type: ignore[attr-defined]
+                part_resource = made_resource.get(w)
+                if part_resource is None:
+                    part_resource = made_resource[w] = built[w].resource_spans.add()  # type: ignore[union-attr]
+                    part_resource.resource.CopyFrom(resource_spans.resource)
+                    part_resource.schema_url = resource_spans.schema_url
+                out = part_resource.scope_spans.add()
+                out.scope.CopyFrom(scope_spans.scope)
+                out.schema_url = scope_spans.schema_url
+                out.spans.extend(spans)  # copies each span (upb, in C)
     return [(part, counts[w]) if part is not None else None for w, part in enumerate(built)], False
 
 
