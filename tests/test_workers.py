@@ -173,6 +173,28 @@ def test_a_request_is_queued_whole_or_refused_whole():
         put(one)
 
 
+def test_a_worker_takes_the_routers_settings_with_its_listeners_swapped(tmp_path):
+    from otel_tracefence.config import ServiceSettings, TraceFenceConfig
+    from otel_tracefence.service.workers import worker_config
+
+    router = TraceFenceConfig(
+        review_db=str(tmp_path / "r.db"), max_traces=77,
+        service=ServiceSettings(
+            endpoint="0.0.0.0:4317", http_endpoint="0.0.0.0:4318", ui_endpoint="127.0.0.1:8077", review_endpoint="127.0.0.1:4319",
+            bearer_token="ingest", review_token="review", worker_processes=2, persistent_queue_dir=str(tmp_path / "q"),
+            output_file=str(tmp_path / "spans.otlp.jsonl"), drain_timeout_s=8, intake_queue_spans=1234,
+        ),
+    )  # fmt: skip
+    worker = worker_config(router, 1, "/tmp/x/worker-1.sock")
+    s = worker.service
+    assert (s.endpoint, s.http_endpoint, s.ui_endpoint, s.review_endpoint, s.bearer_token, s.review_token, s.worker_processes) == (
+        "unix:/tmp/x/worker-1.sock", "", "", "", "", "", 1,
+    )  # fmt: skip
+    assert (s.persistent_queue_dir, s.output_file, s.drain_timeout_s) == (str(tmp_path / "q" / "worker-1"), str(tmp_path / "spans.worker-1.otlp.jsonl"), 4)
+    assert (s.intake_queue_spans, worker.max_traces, worker.review_db) == (1234, 77, str(tmp_path / "r.db"))  # the rest as the router's
+    assert router.service.endpoint == "0.0.0.0:4317"  # the router's own settings untouched
+
+
 # -- real processes -----------------------------------------------------------------------------------
 
 
@@ -309,6 +331,7 @@ def test_sigterm_drains_the_router_then_the_workers_which_decide_what_they_hold(
     assert all(e["forwarded_all"] and e["dropped_spans"] == 0 for e in workers_stopped.values())
     stopped = router_log(serve, "tracefence serve stopped", timeout=1)
     assert (stopped["forwarded_all"], stopped["handed_to_workers"], stopped["worker_exit_codes"]) == (True, 16, {"0": 0, "1": 0})
+    assert (stopped["decided_at_shutdown"], stopped["dropped_spans"], stopped["undecided_traces"], stopped["workers_reported"]) == (8, 0, 0, 2)  # summed
     assert not any(alive(pid) for pid in pids)
 
 

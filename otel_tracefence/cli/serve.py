@@ -180,4 +180,8 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
             received.append(signal.SIGTERM)
     logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
     service.stop()
+    if worker is not None:  # the router sums its workers' stop lines
+        from otel_tracefence.service.workers import write_stop_summary
+
+        write_stop_summary(os.path.dirname(args.worker_of), worker, getattr(service, "stop_summary", {}))
     return 0

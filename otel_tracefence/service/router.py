@@ -46,7 +46,7 @@ from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
-from otel_tracefence.service.workers import WorkerPool, worker_socket
+from otel_tracefence.service.workers import WorkerPool, sum_stop_summaries, worker_socket
 from otel_tracefence.telemetry import COMPONENT
 from otel_tracefence.ui.security import check_ui_exposure
 
@@ -312,15 +312,21 @@ class RouterService(TraceFenceService):
         for thread in drains:
             thread.join(timeout=until + 1.5)
         codes = self.pool.stop(left() + STOP_OVERRUN_S)
+        workers = sum_stop_summaries(self.folder, range(len(self.pool.workers)))
         if self.store is not None:
             self.store.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         _log.info(
             "tracefence serve stopped",
             extra={
-                "forwarded_all": all(results) and all(code == 0 for code in codes.values()),
-                "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
+                # The router's and its workers' figures together, as one process reports them.
+                "decided_at_shutdown": workers["decided_at_shutdown"],
+                "forwarded_all": all(results) and all(code == 0 for code in codes.values()) and workers["forwarded_all"],
+                "dropped_spans": sum(f.dropped_spans for f in self.forwarders) + workers["dropped_spans"],
+                "undecided_traces": workers["undecided_traces"],
+                **({"kept_spans": workers["kept_spans"]} if self.config.service.persistent_queue_dir else {}),
                 "handed_to_workers": sum(f.sent_spans for f in self.forwarders),
+                "workers_reported": workers["workers_reported"],
                 "worker_exit_codes": codes,
                 "worker_restarts": self.pool.restarts,
             },

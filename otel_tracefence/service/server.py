@@ -478,6 +478,7 @@ class TraceFenceService:
             self.persistent.close()
             extra["kept_requests"], extra["kept_spans"] = PersistentQueue.count(self.persistent.path)
         _log.info("tracefence serve stopped", extra=extra)
+        self.stop_summary = extra  # the stop line's figures (a worker hands them to its router)
         if self._owned_meter_provider is not None:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()

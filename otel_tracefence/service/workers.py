@@ -3,7 +3,8 @@
 Each worker is a ``tracefence serve`` process with the router's configuration except what
 :func:`worker_config` changes: it listens on a Unix socket in a private folder (mode 0700, so only the
 router's user can reach it; no token, no TLS), serves no OTLP/HTTP, review API or review page, keeps its
-persistent queue (if any) in ``<persistent_queue_dir>/worker-<index>``, and drains within half the router's
+persistent queue (if any) in ``<persistent_queue_dir>/worker-<index>``, writes its own ``output_file`` (with
+no upstream: ``tracefence-spans.worker-<index>.otlp.jsonl``), and drains within half the router's
 ``drain_timeout_s``. A worker exits when its router does: ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` on Linux, and
 on every platform its signal loop stops when its parent process id changes (:func:`watch_parent`).
 """
@@ -11,6 +12,7 @@ on every platform its signal loop stops when its parent process id changes (:fun
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -44,8 +46,14 @@ def worker_config(config: TraceFenceConfig, index: int, socket_path: str) -> Tra
     validation (the public listen-address rule is for ``host:port`` addresses)."""
     settings = config.service
     persistent = str(Path(settings.persistent_queue_dir) / f"worker-{index}") if settings.persistent_queue_dir else ""
+    # With no upstream, each worker writes a file of its own: two processes appending to one file could
+    # interleave the parts of a long line. tracefence-spans.otlp.jsonl -> tracefence-spans.worker-0.otlp.jsonl
+    output = Path(settings.output_file)
+    base, dot, rest = output.name.partition(".")
+    output_file = str(output.with_name(f"{base}.worker-{index}.{rest}" if dot else f"{base}.worker-{index}"))
     service = settings.model_copy(
         update={
+            "output_file": output_file,
             "endpoint": f"unix:{socket_path}",
             "http_endpoint": "",
             "review_endpoint": "",
@@ -79,6 +87,36 @@ def die_with_parent(parent_pid: int) -> None:
 def watch_parent(parent_pid: int) -> bool:
     """True while the router ``parent_pid`` is still this process's parent (polled by the worker's signal loop)."""
     return os.getppid() == parent_pid
+
+
+def stop_summary_path(folder: str | Path, index: int) -> Path:
+    return Path(folder) / f"worker-{index}.stopped.json"
+
+
+def write_stop_summary(folder: str | Path, index: int, summary: dict) -> None:
+    """Worker ``index``'s stop line figures, for its router to sum (a file in the router's private folder)."""
+    try:
+        stop_summary_path(folder, index).write_text(json.dumps(summary, default=str), encoding="utf-8")
+    except OSError as exc:  # the router is gone with its folder: nobody to tell
+        _log.warning("worker: could not hand the stop line to the router: %s", exc)
+
+
+def sum_stop_summaries(folder: str | Path, indexes) -> dict:
+    """The workers' stop lines summed: ``decided_at_shutdown``, ``dropped_spans``, ``undecided_traces`` and
+    ``kept_spans`` added up, ``forwarded_all`` true when every worker said so; ``workers_reported``: how many
+    workers wrote theirs (one killed after the deadline writes none)."""
+    total = {"decided_at_shutdown": 0, "dropped_spans": 0, "undecided_traces": 0, "kept_spans": 0, "forwarded_all": True, "workers_reported": 0}
+    for index in indexes:
+        try:
+            line = json.loads(stop_summary_path(folder, index).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            total["forwarded_all"] = False
+            continue
+        total["workers_reported"] += 1
+        for key in ("decided_at_shutdown", "dropped_spans", "undecided_traces", "kept_spans"):
+            total[key] += int(line.get(key) or 0)
+        total["forwarded_all"] = total["forwarded_all"] and bool(line.get("forwarded_all"))
+    return total
 
 
 class WorkerProcess:
@@ -205,4 +243,6 @@ class WorkerPool:
         return codes
 
 
-__all__ = ["WorkerPool", "WorkerProcess", "die_with_parent", "watch_parent", "worker_config", "worker_socket"]
+__all__ = [
+    "WorkerPool", "WorkerProcess", "die_with_parent", "sum_stop_summaries", "watch_parent", "worker_config", "worker_socket", "write_stop_summary",
+]  # fmt: skip
