@@ -352,20 +352,25 @@ def _tool_trace(tid: bytes, n: int, first: int) -> ExportTraceServiceRequest:
     return raw_request(root, *tools)
 
 
-def test_a_killed_worker_is_restarted_and_later_traffic_is_delivered_and_a_killed_router_takes_its_workers(tmp_path, upstream):
+def test_a_killed_worker_is_restarted_gets_what_it_never_acknowledged_and_a_killed_router_takes_its_workers(tmp_path, upstream):
     serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "50")
     try:
         assert _send(port, _tool_trace(trace_for(0, 1), 3, 100)) == grpc.StatusCode.OK
         upstream.wait_spans(3, timeout=15)
-        os.kill(pids[0], signal.SIGKILL)
+        os.kill(pids[0], signal.SIGSTOP)  # the router's send to it gets no answer...
+        assert _send(port, _tool_trace(trace_for(0, 7), 3, 700)) == grpc.StatusCode.OK  # ...but the client has its acknowledgement
+        time.sleep(0.5)
+        os.kill(pids[0], signal.SIGKILL)  # what it never acknowledged goes to its successor
         restarted = router_log(serve, "worker restarted")
         assert (restarted["level"], restarted["worker"], restarted["restarts"]) == ("WARNING", 0, 1)
         died = router_log(serve, "worker exited; restarting it: the traces it held are lost, what the router had not handed to it yet goes to the new one")
         assert (died["level"], died["worker"], died["pid"], died["exit_code"]) == ("ERROR", 0, pids[0], -9)
         for seed in range(2, 6):
             assert _send(port, _tool_trace(trace_for(seed % 2, seed), 3, 100 * seed)) == grpc.StatusCode.OK
-        received = upstream.wait_spans(15, timeout=20)
-        assert sorted(r.span_id for r in received) == sorted(f"{100 * s + i:016x}" for s in range(1, 6) for i in range(3))
+        received = upstream.wait_spans(18, timeout=30)
+        time.sleep(0.5)
+        received = upstream.spans()
+        assert sorted(r.span_id for r in received) == sorted(f"{100 * s + i:016x}" for s in (1, 2, 3, 4, 5, 7) for i in range(3))
         assert {r.tf["tracefence.replay.class"] for r in received} == {"dynamic"}
         children = [int(p) for task in os.listdir(f"/proc/{serve.proc.pid}/task") for p in open(f"/proc/{serve.proc.pid}/task/{task}/children").read().split()]
         assert sorted(children) == sorted([pids[1], restarted["pid"]]) and restarted["pid"] != pids[0]
