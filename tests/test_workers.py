@@ -460,3 +460,34 @@ def test_refused_spans_stand_in_their_trace_at_its_worker_over_otlp_http_as_in_o
         assert (step.decision, step.step.call_id, step.step.span_id) == (pb.DECISION_REVIEW, call_id, "")
     stopped = router_log(serve, "tracefence serve stopped", timeout=1)
     assert stopped["dropped_spans"] == 0  # the workers' refusals of those two spans are expected, not drops
+
+
+def test_with_the_persistent_queue_a_killed_worker_loses_nothing_it_acknowledged(tmp_path, upstream):
+    """Each worker keeps its own persistent queue (DIR/worker-<index>); the one restarted after a SIGKILL sends
+    what the killed one held, so a trace whose first spans it held is still decided whole."""
+    queue = tmp_path / "queue"
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "100", "--max-wait-ms", "600000", "--persistent-queue-dir", str(queue))
+    try:
+        trace = trace_for(0, 11)
+        root_id = (1100).to_bytes(8, "big")
+        tools = [raw_tool_span(trace, (1100 + i).to_bytes(8, "big"), "search", parent=root_id) for i in (1, 2)]
+        assert _send(port, raw_request(*tools)) == grpc.StatusCode.OK  # held by worker 0: no root yet
+        assert sorted(p.name for p in queue.iterdir()) == ["worker-0", "worker-1"]
+        from otel_tracefence.service.persistent_queue import PersistentQueue
+
+        held = queue / "worker-0" / "tracefence-queue.db"
+        wait_for(lambda: PersistentQueue.count(held) == (1, 2), what="the part in worker 0's persistent queue")
+        assert PersistentQueue.count(queue / "worker-1" / "tracefence-queue.db") == (0, 0)
+        time.sleep(0.5)  # its answer reaches the router (written before it answers; else the router sends it again)
+        os.kill(pids[0], signal.SIGKILL)
+        router_log(serve, "worker restarted")
+        assert _send(port, raw_request(raw_span(trace, root_id, "invoke_agent"))) == grpc.StatusCode.OK
+        received = upstream.wait_spans(3, timeout=20)
+        assert sorted(r.span_id for r in received) == [f"{1100 + i:016x}" for i in range(3)]
+        assert {(r.tf["tracefence.replay.class"], "tracefence.trace.partial" in r.tf) for r in received} == {("dynamic", False)}
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert (stopped["kept_spans"], stopped["dropped_spans"], stopped["forwarded_all"]) == (0, 0, True)
