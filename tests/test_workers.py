@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -377,6 +378,8 @@ def test_a_killed_worker_is_restarted_gets_what_it_never_acknowledged_and_a_kill
         serve.proc.kill()  # kill -9 of the router: its workers go too (PR_SET_PDEATHSIG)
         serve.proc.wait(timeout=10)
         wait_for(lambda: not any(alive(pid) for pid in children), timeout=15, what="the workers to exit after their router")
+        folder = os.path.dirname(next(e for e in serve.logs() if e.get("message") == "tracefence serve listening" and WORKER in e)["endpoint"][5:])
+        assert folder.startswith(tempfile.gettempdir()) and not os.path.exists(folder)  # removed by the workers (SECURITY.md)
     finally:
         serve.stop()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import logging
@@ -180,8 +181,12 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
             received.append(signal.SIGTERM)
     logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
     service.stop()
-    if worker is not None:  # the router sums its workers' stop lines
+    if worker is not None:
         from otel_tracefence.service.workers import write_stop_summary
 
-        write_stop_summary(os.path.dirname(args.worker_of), worker, getattr(service, "stop_summary", {}))
+        folder = os.path.dirname(args.worker_of)
+        if watch_parent(args.worker_parent):  # the router sums its workers' stop lines
+            write_stop_summary(folder, worker, getattr(service, "stop_summary", {}))
+        else:  # the router died without cleaning up: its private folder (config, sockets) goes with its workers
+            shutil.rmtree(folder, ignore_errors=True)
     return 0
