@@ -10,6 +10,8 @@ the one cut at each boundary, whose root then comes in the next request.
 Peers, each a process of its own, each with its own counting upstream process:
   * ``tracefence``: ``python -m otel_tracefence serve --endpoint 127.0.0.1:0 --upstream http://127.0.0.1:<upstream>
     --review-db <tmp> --decision-wait-ms 0 --max-wait-ms 30000`` from this checkout;
+  * ``tracefence-2w``: the same command with ``--workers 2`` (a router and two worker processes; its CPU and
+    memory are the sums over the three);
   * ``tracefence@base`` (with ``--baseline DIR``): the same command from another checkout
     (``PYTHONPATH=DIR``), e.g. ``git worktree add /tmp/base <rev>``: before/after in one run;
   * ``rotel``: the ``rotel-agent`` binary of the ``rotel`` wheel (a test dependency), ``start
@@ -34,7 +36,8 @@ Per peer and run it reports:
   * Export latency (client side) and end-to-end latency (Export sent -> the upstream holds all 10 spans of
     the probe trace; ``time.monotonic`` is system-wide on Linux, so the two processes' stamps compare) p50/p99;
   * peak memory: the peer's VmHWM at the end of the run.
-Then the paired ratios of each run, tracefence/rotel, tracefence/relay (and tracefence/tracefence@base),
+Then the paired ratios of each run, tracefence/rotel, tracefence/relay (and tracefence/tracefence@base,
+tracefence-2w/tracefence, tracefence-2w/rotel, ...),
 as min / median / max. With --held N, the memory per held span of ``tracefence serve`` (and the baseline):
 N traces sent without roots (--max-wait-ms 600000), VmHWM against VmHWM right after start.
 Every child process is stopped with SIGTERM (killed after a timeout), also on error. --profile attaches
@@ -340,6 +343,17 @@ class Peer:
     def errors(self) -> list[str]:
         return []
 
+    def pids(self) -> list[int]:
+        """The peer's processes: itself and its children (the workers of ``serve --workers N``)."""
+        pid = self.process.pid
+        children = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return [pid, *children]
+
 
 class Service(Peer):
     """``python -m otel_tracefence serve`` in a subprocess (from ``checkout`` when given); its stderr (JSON log lines) read by a thread."""
@@ -377,7 +391,7 @@ class Service(Peer):
     def _read(self) -> None:
         for line in self.process.stderr:
             self.lines.append(line)
-            if not self.port and "tracefence serve listening" in line:
+            if not self.port and "tracefence serve listening" in line and '"tracefence.worker"' not in line:
                 try:
                     self.port = int(json.loads(line)["port"])
                 except (ValueError, KeyError):
@@ -609,6 +623,8 @@ def print_profile(path: Path, top: int = 25) -> None:
 def start_peer(kind: str, workdir: Path, upstream: Upstream, args: argparse.Namespace) -> Peer:
     if kind == "tracefence":
         return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000)
+    if kind == "tracefence-2w":
+        return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000, name="tracefence-2w", extra_args=("--workers", "2"))
     if kind == "tracefence@base":
         return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000, name="tracefence@base", checkout=args.baseline)
     if kind == "rotel":
@@ -630,10 +646,11 @@ def run_peer(kind: str, workdir: Path, data: dict, args: argparse.Namespace, pro
         upstream.ask("reset")
         if profile is not None:
             profiler = start_profiler(peer.process.pid, profile)
-        cpu0, up_cpu0 = cpu_seconds(peer.process.pid), cpu_seconds(upstream.process.pid)
+        pids = peer.pids()
+        cpu0, up_cpu0 = [cpu_seconds(p) for p in pids], cpu_seconds(upstream.process.pid)
         start, latencies = send(peer.port, data["requests"], args.concurrency)
         done = upstream.ask(f"wait {data['total']} 120")
-        cpu1, up_cpu1 = cpu_seconds(peer.process.pid), cpu_seconds(upstream.process.pid)
+        cpu1, up_cpu1 = [cpu_seconds(p) for p in pids], cpu_seconds(upstream.process.pid)
         if profiler is not None:
             stop_profiler(profiler)
             profiler = None
@@ -649,13 +666,14 @@ def run_peer(kind: str, workdir: Path, data: dict, args: argparse.Namespace, pro
             raise RuntimeError(f"{kind}: {len(sent) - len(e2e)} of {len(sent)} probe traces never arrived whole")
         return {
             "rate": counted / (reached - start),
-            "cpu_us": (cpu1 - cpu0) / counted * 1e6,
+            "cpu_us": (sum(cpu1) - sum(cpu0)) / counted * 1e6,  # summed over the peer's processes
+            "cpu_us_each": [(b - a) / counted * 1e6 for a, b in zip(cpu0, cpu1)],
             "upstream_cpu_us": (up_cpu1 - up_cpu0) / counted * 1e6,
             "calls_per_100k": done["calls"] / counted * 100_000,
             "export_p50": percentile(probe_lat, 0.5), "export_p99": percentile(probe_lat, 0.99),
             "e2e_p50": percentile(e2e, 0.5), "e2e_p99": percentile(e2e, 0.99),
             "load_p50": percentile(latencies, 0.5),
-            "hwm_mib": proc_status_mib(peer.process.pid, "VmHWM"),
+            "hwm_mib": sum(proc_status_mib(p, "VmHWM") for p in pids),
             "errors": peer.errors(),
         }  # fmt: skip
     finally:
@@ -697,7 +715,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512, help="spans per Export (default 512)")
     parser.add_argument("--concurrency", type=int, default=4, help="Export calls in flight (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every peer, interleaved (default 3)")
-    parser.add_argument("--peers", default="tracefence,rotel,relay", help="comma-separated: tracefence, rotel, relay (default all three)")
+    parser.add_argument("--peers", default="tracefence,rotel,relay", help="comma-separated: tracefence, tracefence-2w, rotel, relay (default: tracefence,rotel,relay)")
     parser.add_argument("--baseline", type=Path, help="another checkout: adds the peer tracefence@base (its serve, PYTHONPATH=DIR)")
     parser.add_argument("--probes", type=int, default=100, help="probe traces per run (default 100)")
     parser.add_argument("--probe-rate", type=float, default=25.0, help="probe Export calls per second (default 25)")
@@ -746,10 +764,11 @@ def main() -> None:
                 profile = args.profile if (args.profile and kind == "tracefence" and r == args.repeat - 1) else None
                 res = run_peer(kind, workdir, data, args, profile)
                 results[kind].append(res)
-                print(f"  repeat {r + 1} {kind:16s} {res['rate']:9.0f} spans/s, {res['cpu_us']:6.1f} us CPU/span, "
+                each = "" if len(res["cpu_us_each"]) < 2 else f" (router {res['cpu_us_each'][0]:.1f} + workers {' + '.join(f'{c:.1f}' for c in res['cpu_us_each'][1:])})"
+                print(f"  repeat {r + 1} {kind:16s} {res['rate']:9.0f} spans/s, {res['cpu_us']:6.1f} us CPU/span{each}, "
                       f"{res['calls_per_100k']:7.0f} upstream calls/100k spans, e2e p50 {1000 * res['e2e_p50']:6.1f} ms, VmHWM {res['hwm_mib']:.0f} MiB", flush=True)  # fmt: skip
         if args.held:
-            for name in [p for p in peers if p.startswith("tracefence")]:
+            for name in [p for p in peers if p in ("tracefence", "tracefence@base")]:
                 held[name] = held_memory(name, workdir, held_requests, args)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -770,8 +789,8 @@ def main() -> None:
               f"{1000 * statistics.median(col('e2e_p50')):7.1f}/{1000 * statistics.median(col('e2e_p99')):<7.1f} "
               f"{statistics.median(col('hwm_mib')):10.0f}")  # fmt: skip
     print("paired ratios of spans/s (run i of one peer over run i of the other), median (min-max):")
-    for mine in [p for p in peers if p == "tracefence"]:
-        for other in [p for p in peers if p != mine]:
+    for mine in [p for p in peers if p in ("tracefence", "tracefence-2w")]:
+        for other in [p for p in peers if p != mine and not (mine == "tracefence" and p == "tracefence-2w")]:
             ratios = [a["rate"] / b["rate"] for a, b in zip(results[mine], results[other])]
             print(f"  {mine}/{other:16s}: {spread(ratios)}")
     for kind, runs in results.items():

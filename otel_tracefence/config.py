@@ -227,6 +227,11 @@ class ServiceSettings(BaseModel):
     drain could not forward is sent at the next start. Empty (the default): spans are kept in memory only."""
     max_workers: int = Field(default=8, gt=0)
     """Threads serving gRPC calls."""
+    worker_processes: int = Field(default=1, ge=1, le=64)
+    """Processes deciding traces (``tracefence serve --workers N``). 1: one process does everything, as before. N > 1:
+    the process started is a router that owns every listener and sends each span to worker process
+    ``int.from_bytes(trace_id[8:16], "big") % N``, so a trace is always decided whole by one worker
+    (``otel_tracefence.service.router``)."""
     tls_certificate_file: str | None = None
     """Server certificate chain (PEM); with ``tls_key_file``, the receiver and review API speak TLS."""
     tls_key_file: str | None = None

@@ -308,14 +308,14 @@ def tracefence(*args: str, cwd: Path | None = None, timeout: float = 60, **env: 
 class ServeProcess:
     """``tracefence serve`` as a real subprocess; its JSON log lines on stderr are read as they come."""
 
-    def __init__(self, *args: str, cwd: Path) -> None:
+    def __init__(self, *args: str, cwd: Path, **env: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "otel_tracefence", "serve", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=cwd,
-            env=clean_env(),
+            env=clean_env(**env),
         )
         self.lines: list[str] = []
         self._lock = threading.Lock()

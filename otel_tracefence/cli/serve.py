@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import logging
@@ -45,7 +46,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="serve the review API beyond loopback with no review token (anyone who reaches it can resolve items); "
         "without it, such a service refuses to start",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes deciding traces (default 1). N > 1: this process routes each trace, by its id, to one of N worker processes",
+    )
     parser.add_argument("--log-format", choices=("json", "text"), default="json", help="log lines on standard error (default json)")
+    # A worker process of `serve --workers N`, started by its router (not for people to use).
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-of", help=argparse.SUPPRESS)  # the router's configuration, as JSON
+    parser.add_argument("--worker-parent", type=int, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
 
@@ -65,6 +76,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
             "max_wait_ms": args.max_wait_ms,
             "insecure_review_api": args.insecure_review_api,
             "persistent_queue_dir": args.persistent_queue_dir,
+            "worker_processes": getattr(args, "workers", None),
         }.items()
         if value is not None
     }
@@ -98,13 +110,45 @@ def upstream_transport(upstream: UpstreamSettings, environ: Mapping[str, str] = 
     return True, f"no scheme: TLS is the default; write http://{upstream.endpoint} for plaintext"
 
 
+def _worker_service(args: argparse.Namespace):
+    """Worker ``args.worker_index`` of ``serve --workers N``: the router's configuration (``--worker-of``, JSON), as
+    :func:`~otel_tracefence.service.workers.worker_config` changes it. Its log lines carry ``tracefence.worker``."""
+    from otel_tracefence.service.server import TraceFenceService
+    from otel_tracefence.service.workers import die_with_parent, worker_config, worker_socket
+
+    die_with_parent(args.worker_parent)
+    index = args.worker_index
+
+    def tag(record: logging.LogRecord) -> bool:
+        setattr(record, "tracefence.worker", index)
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(tag)
+    with open(args.worker_of, encoding="utf-8") as source:
+        router_config = TraceFenceConfig.model_validate_json(source.read())
+    folder = os.path.dirname(args.worker_of)
+    return TraceFenceService(worker_config(router_config, index, worker_socket(folder, index)), worker=index)
+
+
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service import logs
     from otel_tracefence.service.server import TraceFenceService
+    from otel_tracefence.service.workers import watch_parent
 
     logs.configure(args.log_level if args.log_level != "WARNING" else "INFO", args.log_format)
+    worker = getattr(args, "worker_index", None)
     try:
-        service = TraceFenceService(with_flags(config, args))
+        if worker is not None:
+            service = _worker_service(args)
+        else:
+            config = with_flags(config, args)
+            if config.service.worker_processes > 1:
+                from otel_tracefence.service.router import RouterService
+
+                service = RouterService(config, log_format=args.log_format)
+            else:
+                service = TraceFenceService(config)
     except ConfigError:
         raise
     except (OSError, ValueError, sqlite3.Error, ReviewStoreError) as exc:  # a bad upstream, review db or output file
@@ -123,6 +167,8 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     # bytecodes, so it must not take a lock the main thread may hold.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: received.append(signum))
+    if worker is not None:  # Ctrl-C reaches the whole process group: the router alone decides when workers stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         service.start()
     except OSError as exc:
@@ -131,6 +177,16 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         return 2
     while not received:
         time.sleep(0.2)
+        if worker is not None and not watch_parent(args.worker_parent):  # the router is gone: drain and exit
+            received.append(signal.SIGTERM)
     logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
     service.stop()
+    if worker is not None:
+        from otel_tracefence.service.workers import write_stop_summary
+
+        folder = os.path.dirname(args.worker_of)
+        if watch_parent(args.worker_parent):  # the router sums its workers' stop lines
+            write_stop_summary(folder, worker, getattr(service, "stop_summary", {}))
+        else:  # the router died without cleaning up: its private folder (config, sockets) goes with its workers
+            shutil.rmtree(folder, ignore_errors=True)
     return 0

@@ -128,7 +128,9 @@ def input_limits(config: TraceFenceConfig) -> dict[str, int]:
     }
 
 
-def _meter_provider(config: TraceFenceConfig) -> Any:
+def _meter_provider(config: TraceFenceConfig, worker: int | None = None) -> Any:
+    """The service's own MeterProvider (``service.metrics_exporter``), or None. A worker process of
+    ``serve --workers N`` carries its index in the resource attribute ``tracefence.worker``."""
     settings = config.service
     if settings.metrics_exporter == "none":
         return None
@@ -143,7 +145,7 @@ def _meter_provider(config: TraceFenceConfig) -> Any:
 
         exporter = OTLPMetricExporter()
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metrics_interval_ms)
-    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "tracefence"}))
+    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "tracefence", **({"tracefence.worker": worker} if worker is not None else {})}))
 
 
 class TraceFenceService:
@@ -155,15 +157,19 @@ class TraceFenceService:
     takes it within that time.
     """
 
-    def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None) -> None:
-        self._review_warning = check_review_exposure(config)  # before anything starts: refuses a review API left open
+    def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None, worker: int | None = None) -> None:
+        # ``worker``: this is worker process ``worker`` of ``serve --workers N``: its receiver is
+        # the router's internal socket, and it serves no review API (the router does, from the same store).
+        self.worker = worker
+        # Before anything starts: refuses a review API left open.
+        self._review_warning = check_review_exposure(config) if worker is None else None
         # The same rule for the review page (service.ui_endpoint): refused beyond loopback with no review token.
         self._ui_warning = check_ui_exposure(config.service.ui_endpoint, config) if config.service.ui_endpoint else None
         self.config = config
         settings = config.service
         self._owned_meter_provider = None
         if meter_provider is None:
-            meter_provider = self._owned_meter_provider = _meter_provider(config)
+            meter_provider = self._owned_meter_provider = _meter_provider(config, worker)
         meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
         attrs = {COMPONENT: "service"}
         dropped = meter.create_counter(
@@ -307,7 +313,7 @@ class TraceFenceService:
         main = self._server()
         main.add_generic_rpc_handlers((TraceReceiver(self._export("grpc")).handler(),))
         review_server = main if not settings.review_endpoint else self._server()
-        if self.store is not None:
+        if self.store is not None and self.worker is None:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
         self.port = self._bind(main, settings.endpoint)
         self.review_port = self.port if review_server is main else self._bind(review_server, settings.review_endpoint)
@@ -338,7 +344,8 @@ class TraceFenceService:
             self._replay_thread.start()
         for server in self._servers:
             server.start()
-        for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if self.store is not None else ())):  # only what is served
+        serves_review = self.store is not None and self.worker is None
+        for name in ("", TRACE_SERVICE, *((REVIEW_SERVICE,) if serves_review else ())):  # only what is served
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         _log.info(
             "tracefence serve listening",
@@ -358,6 +365,19 @@ class TraceFenceService:
                 "limits": input_limits(self.config),
             },
         )
+
+    def _stop_listeners(self, grace_s: float, left: Any) -> None:
+        """Stop accepting: health says NOT_SERVING, every listener stops, calls under way get ``grace_s`` seconds
+        and at most ``left()`` more to finish."""
+        self._accepting = False
+        self.health.enter_graceful_shutdown()
+        stopping = [server.stop(grace_s) for server in self._servers]
+        if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
+            self._http_server.stop(grace_s)
+        if self._ui_server is not None:  # before the store closes
+            self._ui_server.stop(grace_s)
+        for event in stopping:
+            event.wait(timeout=left())
 
     def _replay(self) -> None:
         """Hand the requests left in the persistent queue to the intake, as received, within its bounds."""
@@ -410,15 +430,7 @@ class TraceFenceService:
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
-        self._accepting = False
-        self.health.enter_graceful_shutdown()
-        stopping = [server.stop(min(grace_s, budget / 5)) for server in self._servers]
-        if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
-            self._http_server.stop(min(grace_s, budget / 5))
-        if self._ui_server is not None:  # before the store closes
-            self._ui_server.stop(min(grace_s, budget / 5))
-        for event in stopping:
-            event.wait(timeout=left())
+        self._stop_listeners(min(grace_s, budget / 5), left)
         not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
         held = len(self.fence.buffer)
         # Decides what is held (partial where the root never came), writes review items, closes the store.
@@ -466,6 +478,7 @@ class TraceFenceService:
             self.persistent.close()
             extra["kept_requests"], extra["kept_spans"] = PersistentQueue.count(self.persistent.path)
         _log.info("tracefence serve stopped", extra=extra)
+        self.stop_summary = extra  # the stop line's figures (a worker hands them to its router)
         if self._owned_meter_provider is not None:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()

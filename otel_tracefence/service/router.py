@@ -1,0 +1,339 @@
+"""``tracefence serve --workers N`` (N > 1): the router process, which spreads traces over N worker processes.
+
+One Python process uses one core (the GIL). ``SO_REUSEPORT`` would spread connections, not traces, and a trace
+must be decided whole by one process, so the router owns every public listener (OTLP/gRPC, OTLP/HTTP, the
+review API and page, health) and sends each span to worker ``sharding.worker_of(trace_id, N)``:
+
+* **Checks are the single process's.** Export calls go through the same
+  :class:`~otel_tracefence.service.export.TraceExport` (token, TLS, sizes, decoding, span ids, partial
+  success); only the queue behind it differs (:class:`RouterIntake`).
+* **Splitting** (:func:`~otel_tracefence.service.sharding.split_request`): a request whose spans all go to one
+  worker is handed on as it was decoded; others are regrouped per worker, each span keeping its resource and
+  scope. Spans refused for their ids go to their trace's worker as they came, which refuses them the same way
+  and plans the same ``review`` stand-in (decision 30) as a single process would.
+* **Acknowledgement and back-pressure.** The call is acknowledged once every part is in its worker's queue.
+  Each queue is bounded by a share of the intake bounds (``intake_queue_spans / N`` spans,
+  ``intake_queue_bytes / N`` bytes; an empty queue takes one request past its share, so whatever one process
+  accepts the router accepts too). Room for every part is checked before any is queued: a request that does
+  not fit is refused whole with ``UNAVAILABLE`` and a retry delay. Nothing is partly accepted.
+* **Sending** reuses the forwarder (:class:`~otel_tracefence.service.forward.Forwarder` over an
+  :class:`~otel_tracefence.service.forward.UpstreamTarget`, the SDK's OTLP exporter): a part stays at the head
+  of its queue until the worker acknowledges it, retried as an upstream would be; a worker that died is
+  restarted (:mod:`~otel_tracefence.service.workers`) and gets what was not acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from grpc_health.v1 import health
+from opentelemetry import metrics
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from otel_tracefence.config import TraceFenceConfig, UpstreamSettings
+from otel_tracefence.normalize import SpanView
+from otel_tracefence.service.export import TraceExport
+from otel_tracefence.service.forward import Forwarder, Outcome, UpstreamTarget
+from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
+from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason
+from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
+from otel_tracefence.service.sharding import split_items, split_request, worker_of
+from otel_tracefence.service.workers import WorkerPool, sum_stop_summaries, worker_socket
+from otel_tracefence.telemetry import COMPONENT
+from otel_tracefence.ui.security import check_ui_exposure
+
+_log = logging.getLogger("otel_tracefence.service")
+WORKER_TIMEOUT_S = 10.0  # one send to a worker, retries included (the SDK exporter's default timeout)
+
+
+class WorkerTarget:
+    """A worker's internal socket as a forward target: the SDK's OTLP/gRPC exporter (plaintext: the socket is in a
+    folder only the router's user can open). ``on_done(size)`` is told the encoded size of every part the worker
+    took or refused for good, so the router's byte bound goes down as parts leave."""
+
+    def __init__(self, index: int, socket_path: str, max_message_bytes: int, on_done) -> None:
+        self.index = index
+        self._upstream = UpstreamTarget(
+            # Not validated: the endpoint rule is for host:port addresses; gRPC and the SDK exporter take unix: ones.
+            UpstreamSettings.model_construct(endpoint=f"unix:{socket_path}", insecure=True, timeout_s=WORKER_TIMEOUT_S, max_message_bytes=max_message_bytes)
+        )
+        self.name = f"worker-{index}"
+        self.max_message_bytes = self._upstream.max_message_bytes
+        self._on_done = on_done
+
+    def send(self, request: ExportTraceServiceRequest) -> Outcome:
+        outcome = self._upstream.send(request)
+        if outcome.kind in ("sent", "rejected"):
+            self._on_done(request.ByteSize())
+        if outcome.rejected_spans:
+            # Spans refused for their ids were refused (and stood in) by the router too: only the others count.
+            expected = sum(1 for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans if invalid_reason(span) is not None)
+            unexpected = max(0, outcome.rejected_spans - expected)
+            if not unexpected:
+                return Outcome("sent")
+            return Outcome("sent", outcome.reason, rejected_spans=unexpected)
+        return outcome
+
+    def close(self) -> None:
+        self._upstream.close()
+
+
+class RouterIntake:
+    """What :class:`~otel_tracefence.service.export.TraceExport` needs of an intake, over the per-worker queues.
+
+    ``reserve`` checks a request against the whole bounds only (``TOO_LARGE`` past them, as one process does);
+    ``put`` splits it, checks room for every part in its worker's share and queues them all, or raises
+    :class:`~otel_tracefence.service.intake.IntakeRefusal` (not permanent) with nothing queued.
+    """
+
+    def __init__(self, forwarders: list[Forwarder], max_spans: int, max_bytes: int) -> None:
+        self.forwarders = forwarders
+        self.workers = len(forwarders)
+        self.max_spans = max_spans
+        self.max_bytes = max_bytes
+        self.share_spans = math.ceil(max_spans / self.workers)
+        self.share_bytes = math.ceil(max_bytes / self.workers)
+        self.depth_bytes = [0] * self.workers  # encoded bytes queued per worker
+        self._lock = threading.Lock()
+        self.current = threading.local()  # .request: the protobuf request being accepted on this thread, if any
+
+    check_size = Intake.check_size  # the same permanent refusals, worded the same
+
+    def reserve(self, spans: int, size: int) -> Reservation:
+        self.check_size(spans=spans, size=size)
+        return Reservation(spans, size)
+
+    def release(self, reservation: Reservation) -> None:
+        """Nothing is held by a reservation here: room is taken in :meth:`put`, all at once."""
+
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", **_: Any) -> None:
+        request = getattr(self.current, "request", None)
+        parts = split_request(request, self.workers)[0] if request is not None else split_items(items, self.workers)
+        sized = [(w, part, spans, part.ByteSize()) for w, entry in enumerate(parts) if entry is not None for part, spans in [entry]]
+        with self._lock:
+            for w, _part, spans, size in sized:
+                forwarder = self.forwarders[w]
+                if forwarder.depth == 0:  # nothing queued or under way: whatever was counted has left
+                    self.depth_bytes[w] = 0
+                    continue  # an empty queue takes one request past its share
+                if forwarder.depth + spans > self.share_spans or self.depth_bytes[w] + size > self.share_bytes:
+                    raise IntakeRefusal(
+                        f"the queue for worker {w} holds {forwarder.depth}/{self.share_spans} spans, {self.depth_bytes[w]}/{self.share_bytes} "
+                        f"bytes; a part of {spans} spans and {size} bytes does not fit; retry later",
+                        permanent=False,
+                    )
+            for w, part, spans, size in sized:
+                self.depth_bytes[w] += size
+                self.forwarders[w].put(part, spans)
+
+    def stand_in(self, view: SpanView) -> None:
+        """A span refused for its ids, standing in its trace (decision 30). A protobuf request's refused spans went
+        to their worker as they came (it stands them in itself); an OTLP/JSON span the router could not read is
+        sent as a span the worker refuses for its parent id, carrying the trace id, span id, name and start time."""
+        if getattr(self.current, "request", None) is not None:
+            return
+        trace_id = bytes.fromhex(view.trace_id)
+        try:
+            span_id = bytes.fromhex(view.span_id)
+        except ValueError:
+            span_id = b""
+        request = ExportTraceServiceRequest()
+        span = request.resource_spans.add().scope_spans.add().spans.add()
+        span.trace_id, span.name, span.start_time_unix_nano = trace_id, view.name, view.start_time_unix_nano or 0
+        span.span_id = span_id if len(span_id) == 8 else b""
+        span.parent_span_id = b"\x00"  # never valid: the worker refuses it and plans the stand-in
+        w = worker_of(trace_id, self.workers)
+        with self._lock:
+            self.depth_bytes[w] += request.ByteSize()
+            self.forwarders[w].put(request, 1)
+
+    @property
+    def depth(self) -> int:
+        return sum(f.depth for f in self.forwarders)
+
+
+class RouterExport(TraceExport):
+    """:class:`~otel_tracefence.service.export.TraceExport` whose protobuf path lets the router's intake see the
+    decoded request whole (to hand it on unsplit, refused spans included)."""
+
+    def export_protobuf(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
+        self.admit()
+        request = self.decode_protobuf(data)
+        current = self._intake.current  # type: ignore[attr-defined]
+        current.request = request
+        try:
+            return self.accept(request, len(data), source=source)
+        finally:
+            current.request = None
+
+
+class RouterService(TraceFenceService):
+    """The router of ``tracefence serve --workers N``: the public listeners of :class:`TraceFenceService`, with the
+    per-worker queues and the worker processes in place of the fence (see the module's docstring).
+
+    ``start()`` starts the workers, waits until each answers health checks, then binds; ``stop()`` stops
+    accepting, drains the per-worker queues (at most half of ``drain_timeout_s``), then SIGTERMs the workers,
+    which drain within the other half (what they hold is decided, forwarded, written), and waits for them.
+    """
+
+    def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None, log_format: str = "json") -> None:
+        self._review_warning = check_review_exposure(config)
+        self._ui_warning = check_ui_exposure(config.service.ui_endpoint, config) if config.service.ui_endpoint else None
+        self.config = config
+        self.worker = None
+        self._owned_meter_provider = None
+        if meter_provider is None:
+            meter_provider = self._owned_meter_provider = _meter_provider(config)
+        meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
+        attrs = {COMPONENT: "router"}
+        self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
+        self._refused = meter.create_counter(
+            "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
+        )
+        self.store = None
+        if config.review_db:  # the router serves the review API and page; the workers write the items
+            from otel_tracefence.review.open import open_review_store
+
+            self.store = open_review_store(config.review_db, store_raw_values=config.store_raw_values)
+        self.persistent = None  # each worker keeps its own (workers.worker_config)
+        self.log_format = log_format
+        self.folder = tempfile.mkdtemp(prefix="tracefence-workers-")  # mode 0700: the sockets and the config
+        try:
+            self._build(config, meter, attrs)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+
+    def _build(self, config: TraceFenceConfig, meter: Any, attrs: dict[str, str]) -> None:
+        settings = config.service
+        count = settings.worker_processes
+        dropped = meter.create_counter(
+            "tracefence.forward.dropped", unit="{span}", description="Spans not handed to a worker, by reason (workers' own drops are theirs)."
+        )
+        failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Sends to a worker that failed.")
+        restarts = meter.create_counter("tracefence.worker.restarts", unit="{process}", description="Worker processes restarted after they died.")
+        config_path = os.path.join(self.folder, "config.json")
+        with open(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+            out.write(config.model_dump_json())
+        level = logging.getLevelName(logging.getLogger().level)
+
+        def command(index: int) -> list[str]:
+            return [
+                sys.executable, "-m", "otel_tracefence", "--log-level", level if isinstance(level, str) else "INFO", "serve",
+                "--log-format", self.log_format, "--worker-index", str(index), "--worker-of", config_path, "--worker-parent", str(os.getpid()),
+            ]  # fmt: skip
+
+        self.pool = WorkerPool(count, command, self.folder, on_restart=lambda i: restarts.add(1, {**attrs, "tracefence.worker": i}))
+        self.forwarders: list[Forwarder] = []
+        for index in range(count):
+            target = WorkerTarget(index, worker_socket(self.folder, index), settings.max_message_bytes, on_done=lambda size, i=index: self._sent(i, size))
+            self.forwarders.append(
+                Forwarder(
+                    target,
+                    settings.intake_queue_spans,  # never reached: RouterIntake keeps each queue within its share
+                    on_drop=lambda n, reason, i=index: dropped.add(n, {**attrs, "tracefence.worker": i, "reason": reason}),
+                    on_failure=lambda i=index: failures.add(1, {**attrs, "tracefence.worker": i}),
+                    batch_wait_s=0.0,  # whatever queues while a part is being sent goes in the next send
+                )
+            )
+        self.intake = RouterIntake(self.forwarders, settings.intake_queue_spans, settings.intake_queue_bytes)  # type: ignore[assignment]
+
+        def queue_depth(options):
+            for f in self.forwarders:
+                yield metrics.Observation(f.depth, {**attrs, "tracefence.worker": f.target.index})  # type: ignore[attr-defined]
+
+        meter.create_observable_gauge("tracefence.worker.queue.size", callbacks=[queue_depth], unit="{span}", description="Spans waiting to be handed to each worker.")
+        self._accepting = True
+        self.health = health.HealthServicer()
+        self._servers = []
+        self.port = self.review_port = self.http_port = self.ui_port = 0
+        self._http_server = None
+        self._ui_server = None
+        self._stopped = threading.Event()
+
+    def _sent(self, index: int, size: int) -> None:
+        with self.intake._lock:  # type: ignore[attr-defined]
+            self.intake.depth_bytes[index] = max(0, self.intake.depth_bytes[index] - size)  # type: ignore[attr-defined]
+
+    def _refuse(self) -> str | None:
+        if not self._accepting:
+            return "tracefence is shutting down; retry against another replica or later"
+        share = self.intake.share_spans  # type: ignore[attr-defined]
+        if all(f.depth >= share for f in self.forwarders):  # no part of any request fits: refused before decoding
+            return f"the queues for every worker are full ({share} spans each); retry later"
+        return None
+
+    def _export(self, transport: str) -> TraceExport:
+        attrs = {COMPONENT: "router", "transport": transport}
+        return RouterExport(
+            self.intake,  # type: ignore[arg-type]
+            self._refuse,
+            self.config.service.retry_delay_s,
+            on_rejected=lambda n: self._rejected.add(n, attrs),
+            on_refused_too_large=lambda: self._refused.add(1, {**attrs, "reason": "too_large"}),
+        )
+
+    def start(self) -> None:
+        """Start the workers (each ready), then bind and serve. Raises ``OSError`` when a worker cannot start or an
+        address is taken."""
+        self.pool.start()
+        _log.info("workers ready", extra={"workers": len(self.pool.workers), "pids": [w.process.pid for w in self.pool.workers]})  # type: ignore[union-attr]
+        super().start()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting; hand every queued part to its worker (at most half of ``drain_timeout_s``); SIGTERM the
+        workers and wait for their own drain (the other half, and ``STOP_OVERRUN_S`` more). Idempotent."""
+        if self._stopped.is_set():
+            return
+        budget = self.config.service.drain_timeout_s
+        deadline = time.monotonic() + budget
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        self._stop_listeners(min(grace_s, budget / 5), left)
+        results = [False] * len(self.forwarders)
+
+        def drain(index: int, forwarder: Forwarder, seconds: float) -> None:
+            results[index] = forwarder.drain(seconds)
+
+        until = max(0.1, left() - budget / 2)
+        drains = [threading.Thread(target=drain, args=(i, f, until), daemon=True) for i, f in enumerate(self.forwarders)]
+        for thread in drains:
+            thread.start()
+        for thread in drains:
+            thread.join(timeout=until + 1.5)
+        codes = self.pool.stop(left() + STOP_OVERRUN_S)
+        workers = sum_stop_summaries(self.folder, range(len(self.pool.workers)))
+        if self.store is not None:
+            self.store.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        _log.info(
+            "tracefence serve stopped",
+            extra={
+                # The router's and its workers' figures together, as one process reports them.
+                "decided_at_shutdown": workers["decided_at_shutdown"],
+                "forwarded_all": all(results) and all(code == 0 for code in codes.values()) and workers["forwarded_all"],
+                "dropped_spans": sum(f.dropped_spans for f in self.forwarders) + workers["dropped_spans"],
+                "undecided_traces": workers["undecided_traces"],
+                **({"kept_spans": workers["kept_spans"]} if self.config.service.persistent_queue_dir else {}),
+                "handed_to_workers": sum(f.sent_spans for f in self.forwarders),
+                "workers_reported": workers["workers_reported"],
+                "worker_exit_codes": codes,
+                "worker_restarts": self.pool.restarts,
+            },
+        )
+        if self._owned_meter_provider is not None:
+            self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
+        self._stopped.set()
+
+
+__all__ = ["RouterExport", "RouterIntake", "RouterService", "WorkerTarget"]

@@ -1,0 +1,100 @@
+"""Trace-affine sharding for ``tracefence serve --workers N``: which worker process decides a trace, and a
+request's spans regrouped per worker.
+
+A trace is decided whole, so every span of a trace must reach the same process. The worker of a trace is
+``int.from_bytes(trace_id[8:16], "big") % N``: the last 8 of the 16 trace-id bytes, which W3C Trace Context
+(level 2, "random" trace-id flag) asks to be random, and which every OpenTelemetry SDK fills at random. The rule
+depends on the id's bytes only, so it is the same in every process, on every run and on every machine (Python's
+``hash()`` is salted per process and would not be).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_tracefence.service.otlp_spans import OtlpItem
+
+
+_ZERO_TRACE = bytes(16)
+
+
+def worker_of(trace_id: bytes, workers: int) -> int:
+    """The worker (``0 .. workers-1``) that decides the trace ``trace_id`` (16 bytes as OTLP carries them).
+
+    A trace id of another length (refused by every worker for its id) still gets a worker, by the same rule
+    on the bytes it has."""
+    return int.from_bytes(trace_id[8:16], "big") % workers
+
+
+def readable_trace(trace_id: bytes) -> bool:
+    """Whether a span's trace id can be read (16 bytes, not all zero: OTLP): a span whose trace id cannot is
+    refused outright and stands in no trace (``otlp_spans.stand_in``), so no worker needs it."""
+    return len(trace_id) == 16 and any(trace_id)
+
+
+def split_request(request: ExportTraceServiceRequest, workers: int) -> tuple[list[tuple[ExportTraceServiceRequest, int] | None], bool]:
+    """``request``'s spans with a readable trace id, regrouped per worker: ``(parts, whole)``.
+
+    ``parts[w]`` is ``(request_w, spans_w)`` for worker ``w``, or ``None`` when no span goes there. Every span
+    keeps its resource and scope (with their schema URLs): a part holds one ``ResourceSpans`` / ``ScopeSpans``
+    per original one that has spans for that worker, in the original order. ``whole``: every span of the
+    request went to one worker and none was left out, and that part *is* ``request`` itself (not copied).
+    Built with protobuf message operations only (``CopyFrom``, ``add``, ``extend``).
+    """
+    # One pass reading only the trace ids (worker_of and readable_trace, inlined: this runs for every span the
+    # router takes); the common case of one worker for every span stops here.
+    grouped: list[list[list[list]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
+    counts = [0] * workers
+    total = 0
+    from_bytes = int.from_bytes
+    for resource_spans in request.resource_spans:
+        per_scope = []
+        for scope_spans in resource_spans.scope_spans:
+            by_worker: list[list] = [[] for _ in range(workers)]
+            for span in scope_spans.spans:
+                total += 1
+                trace_id = span.trace_id
+                if len(trace_id) == 16 and trace_id != _ZERO_TRACE:
+                    by_worker[from_bytes(trace_id[8:16], "big") % workers].append(span)
+            for w, spans in enumerate(by_worker):
+                counts[w] += len(spans)
+            per_scope.append(by_worker)
+        grouped.append(per_scope)
+    used = [w for w in range(workers) if counts[w]]
+    if len(used) == 1 and counts[used[0]] == total:
+        parts: list[tuple[ExportTraceServiceRequest, int] | None] = [None] * workers
+        parts[used[0]] = (request, total)
+        return parts, True
+    built = [ExportTraceServiceRequest() if counts[w] else None for w in range(workers)]
+    for resource_spans, per_scope in zip(request.resource_spans, grouped):
+        made_resource: dict[int, Any] = {}
+        for scope_spans, by_worker in zip(resource_spans.scope_spans, per_scope):
+            for w, spans in enumerate(by_worker):
+                if not spans:
+                    continue
+                part_resource = made_resource.get(w)
+                if part_resource is None:
+                    part_resource = made_resource[w] = built[w].resource_spans.add()  # type: ignore[union-attr]
+                    part_resource.resource.CopyFrom(resource_spans.resource)
+                    part_resource.schema_url = resource_spans.schema_url
+                out = part_resource.scope_spans.add()
+                out.scope.CopyFrom(scope_spans.scope)
+                out.schema_url = scope_spans.schema_url
+                out.spans.extend(spans)  # copies each span (upb, in C)
+    return [(part, counts[w]) if part is not None else None for w, part in enumerate(built)], False
+
+
+def split_items(items: list[OtlpItem], workers: int) -> list[tuple[ExportTraceServiceRequest, int] | None]:
+    """Already-read spans (an OTLP/JSON body's, as :class:`~otel_tracefence.service.export.TraceExport` accepted
+    them) regrouped per worker, as :func:`split_request` does: one request per worker that gets spans."""
+    from otel_tracefence.service.otlp_spans import to_request
+
+    grouped: list[list[OtlpItem]] = [[] for _ in range(workers)]
+    for item in items:
+        grouped[worker_of(item.span.trace_id, workers)].append(item)
+    return [to_request(group) if group else None for group in grouped]
+
+
+__all__ = ["readable_trace", "split_items", "split_request", "worker_of"]

@@ -1,0 +1,510 @@
+"""``tracefence serve --workers N``: a router process sharding traces by trace id over worker processes.
+
+Real processes throughout: the router and its workers as started by the CLI, a real gRPC upstream, real SDK
+OTLP exporters as clients, a real SQLite review store written by two worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from case_spans import readable_spans
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.service.router import RouterIntake
+from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.sharding import split_items, split_request, worker_of
+from service_helpers import (
+    Client,
+    RecordingUpstream,
+    ServeProcess,
+    agent_trace,
+    kv,
+    raw_request,
+    raw_span,
+    raw_tool_span,
+    service_config,
+    trace_stub,
+    wait_for,
+)
+from test_cases_doors import OTLP_CASES, _cli_plans, _disagreements
+
+WORKER = "tracefence.worker"
+
+
+def router_log(serve: ServeProcess, message: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The router's own log line ``message`` (workers' lines carry ``tracefence.worker``)."""
+
+    def find():
+        exited = serve.proc.poll() is not None
+        found = next((e for e in serve.logs() if e.get("message") == message and WORKER not in e), None)
+        if found is None and exited:
+            serve._reader.join(timeout=2)
+            found = next((e for e in serve.logs() if e.get("message") == message and WORKER not in e), None)
+            if found is None:
+                raise AssertionError(f"serve exited {serve.proc.returncode} before logging {message!r}: {serve.stderr()}")
+        return found
+
+    return wait_for(find, timeout, what=f"router log line {message!r}")
+
+
+def start_router(tmp_path, upstream: RecordingUpstream, *args: str, **env: str) -> tuple[ServeProcess, int, list[int]]:
+    """``tracefence serve --workers 2`` with ``upstream``; its port and its workers' pids (by index)."""
+    serve = ServeProcess(
+        "--workers", "2",
+        "--endpoint", "127.0.0.1:0",
+        "--upstream", f"http://127.0.0.1:{upstream.port}",
+        "--review-db", str(tmp_path / "review.db"),
+        *args,
+        cwd=tmp_path,
+        **env,
+    )  # fmt: skip
+    ready = router_log(serve, "workers ready")
+    port = router_log(serve, "tracefence serve listening")["port"]
+    return serve, port, ready["pids"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is not running
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def trace_for(worker: int, seed: int) -> bytes:
+    """A trace id that ``worker_of`` sends to ``worker`` of 2."""
+    tid = seed.to_bytes(8, "big") + (2 * seed + worker).to_bytes(8, "big")
+    assert worker_of(tid, 2) == worker
+    return tid
+
+
+# -- the sharding rule, without processes -------------------------------------------------------------
+
+
+def test_worker_of_reads_the_last_eight_trace_id_bytes():
+    assert worker_of(bytes(8) + (7).to_bytes(8, "big"), 2) == 1
+    assert worker_of(bytes(8) + (7).to_bytes(8, "big"), 3) == 1
+    assert worker_of(b"\xff" * 8 + (6).to_bytes(8, "big"), 4) == 2  # the first 8 bytes do not count
+    assert worker_of(bytes.fromhex("0af7651916cd43dd8448eb211c80319c"), 2) == 0x8448EB211C80319C % 2
+
+
+def test_split_keeps_each_spans_resource_and_scope_and_hands_a_one_worker_request_on_whole():
+    a0, a1, b1 = trace_for(0, 1), trace_for(1, 2), trace_for(1, 3)
+    request = raw_request(raw_span(a0, b"\x01" * 8), raw_span(a1, b"\x02" * 8), raw_span(b"\x00" * 16, b"\x03" * 8), service_name="svc-a")
+    request.resource_spans[0].schema_url = "https://opentelemetry.io/schemas/1.26.0"
+    other = request.resource_spans.add()
+    other.resource.attributes.append(kv("service.name", "svc-b"))
+    scope = other.scope_spans.add()
+    scope.scope.name, scope.schema_url = "other.scope", "https://opentelemetry.io/schemas/1.27.0"
+    scope.spans.append(raw_span(b1, b"\x04" * 8, parent=b"\x09"))  # refused for its parent id: still sent to its trace's worker
+    parts, whole = split_request(request, 2)
+    assert not whole
+    (zero, zero_spans), (one, one_spans) = parts  # type: ignore[misc]
+    assert (zero_spans, one_spans) == (1, 2)  # the all-zero trace id stands in no trace: left out
+    assert [(rs.resource.attributes[0].value.string_value, rs.schema_url, [(ss.scope.name, ss.schema_url, [s.span_id for s in ss.spans]) for ss in rs.scope_spans])
+            for rs in zero.resource_spans] == [("svc-a", "https://opentelemetry.io/schemas/1.26.0", [("raw.client", "", [b"\x01" * 8])])]  # fmt: skip
+    assert [(rs.resource.attributes[0].value.string_value, rs.schema_url, [(ss.scope.name, ss.schema_url, [s.span_id for s in ss.spans]) for ss in rs.scope_spans])
+            for rs in one.resource_spans] == [
+        ("svc-a", "https://opentelemetry.io/schemas/1.26.0", [("raw.client", "", [b"\x02" * 8])]),
+        ("svc-b", "", [("other.scope", "https://opentelemetry.io/schemas/1.27.0", [b"\x04" * 8])]),
+    ]  # fmt: skip
+    single = raw_request(raw_span(a1, b"\x05" * 8), raw_span(b1, b"\x06" * 8))
+    parts, whole = split_request(single, 2)
+    assert whole and parts[0] is None and parts[1] == (single, 2) and parts[1][0] is single  # not copied
+    from otel_tracefence.service.otlp_spans import Origin, OtlpItem
+
+    rs = request.resource_spans[0]
+    origin = Origin(rs.resource, rs.schema_url, rs.scope_spans[0].scope, "")
+    items = [OtlpItem(origin, s) for s in rs.scope_spans[0].spans[:2]]
+    by_worker = split_items(items, 2)
+    assert [[s.span_id for r in part[0].resource_spans for ss in r.scope_spans for s in ss.spans] for part in by_worker] == [[b"\x01" * 8], [b"\x02" * 8]]  # type: ignore[index]
+
+
+def test_a_request_is_queued_whole_or_refused_whole():
+    """Room for every part is checked before any part is queued (no processes: stand-in queues)."""
+    from otel_tracefence.service.intake import IntakeRefusal
+
+    class Queue:
+        def __init__(self) -> None:
+            self.depth, self.put_spans = 0, []
+
+        def put(self, request: ExportTraceServiceRequest, spans: int) -> None:
+            self.depth += spans
+            self.put_spans.append(spans)
+
+    queues = [Queue(), Queue()]
+    intake = RouterIntake(queues, max_spans=8, max_bytes=1 << 20)  # type: ignore[arg-type]
+    assert (intake.share_spans, intake.share_bytes) == (4, 1 << 19)
+
+    def put(*tids: bytes) -> None:
+        intake.current.request = raw_request(*(raw_span(t, (i + 1).to_bytes(8, "big")) for i, t in enumerate(tids)))
+        try:
+            intake.put([])
+        finally:
+            intake.current.request = None
+
+    zero, one = trace_for(0, 1), trace_for(1, 2)
+    put(zero, zero, zero, zero, zero, zero)  # an empty queue takes one request past its share
+    assert [q.put_spans for q in queues] == [[6], []]
+    with pytest.raises(IntakeRefusal) as refused:
+        put(one, zero)  # worker 1 has room, worker 0 has none: nothing is queued
+    assert not refused.value.permanent and "worker 0 holds 6/4 spans" in str(refused.value)
+    assert [q.put_spans for q in queues] == [[6], []]
+    put(one, one, one)
+    put(one)
+    assert [q.put_spans for q in queues] == [[6], [3, 1]]
+    with pytest.raises(IntakeRefusal):
+        put(one)
+
+
+def test_a_worker_takes_the_routers_settings_with_its_listeners_swapped(tmp_path):
+    from otel_tracefence.config import ServiceSettings, TraceFenceConfig
+    from otel_tracefence.service.workers import worker_config
+
+    router = TraceFenceConfig(
+        review_db=str(tmp_path / "r.db"), max_traces=77,
+        service=ServiceSettings(
+            endpoint="0.0.0.0:4317", http_endpoint="0.0.0.0:4318", ui_endpoint="127.0.0.1:8077", review_endpoint="127.0.0.1:4319",
+            bearer_token="ingest", review_token="review", worker_processes=2, persistent_queue_dir=str(tmp_path / "q"),
+            output_file=str(tmp_path / "spans.otlp.jsonl"), drain_timeout_s=8, intake_queue_spans=1234,
+        ),
+    )  # fmt: skip
+    worker = worker_config(router, 1, "/tmp/x/worker-1.sock")
+    s = worker.service
+    assert (s.endpoint, s.http_endpoint, s.ui_endpoint, s.review_endpoint, s.bearer_token, s.review_token, s.worker_processes) == (
+        "unix:/tmp/x/worker-1.sock", "", "", "", "", "", 1,
+    )  # fmt: skip
+    assert (s.persistent_queue_dir, s.output_file, s.drain_timeout_s) == (str(tmp_path / "q" / "worker-1"), str(tmp_path / "spans.worker-1.otlp.jsonl"), 4)
+    assert (s.intake_queue_spans, worker.max_traces, worker.review_db) == (1234, 77, str(tmp_path / "r.db"))  # the rest as the router's
+    assert router.service.endpoint == "0.0.0.0:4317"  # the router's own settings untouched
+
+
+# -- real processes -----------------------------------------------------------------------------------
+
+
+def _inputs() -> tuple[list[Any], set[str]]:
+    """The shared OTLP cases' spans and twelve agent turns (half need review), as finished SDK spans; and the
+    trace ids the agent turns should put in the review queue."""
+    spans = [span for _, path, _ in OTLP_CASES for span in readable_spans(path)]
+    agent = Client(1, "billing-agent", batch=True)  # its exporter is never used: the spans stay in memory
+    review = set()
+    for i in range(12):
+        trace_id = agent_trace(agent, review=i % 2 == 0)
+        if i % 2 == 0:
+            review.add(trace_id)
+    spans += list(agent.sent.get_finished_spans())
+    agent.shutdown()
+    return spans, review
+
+
+def _tf_by_span(upstream: RecordingUpstream) -> dict[str, tuple[str, dict[str, Any]]]:
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r in upstream.spans():
+        assert r.span_id not in out, f"span {r.span_id} arrived twice"
+        out[r.span_id] = (r.trace_id, r.tf)
+    return out
+
+
+def test_two_workers_decide_every_trace_once_and_agree_with_one_process_and_the_cli(tmp_path, upstream):
+    spans, review_turns = _inputs()
+    order = list(spans)
+    random.Random(7).shuffle(order)  # traces interleaved; each trace's spans spread over requests and clients
+    chunks = [order[i : i + 3] for i in range(0, len(order), 3)]
+    clients_of_trace: dict[str, set[int]] = defaultdict(set)
+    for n, chunk in enumerate(chunks):
+        for span in chunk:
+            clients_of_trace[format(span.context.trace_id, "032x")].add(n % 3)
+    split_traces = [t for t, clients in clients_of_trace.items() if len(clients) > 1]
+    assert len(split_traces) >= 10  # the test sends many traces through several clients each
+    assert {worker_of(bytes.fromhex(t), 2) for t in split_traces} == {0, 1}  # and both workers get some
+
+    # One process, everything in one Export call.
+    single_up = RecordingUpstream()
+    single_up.start()
+    single = TraceFenceService(service_config(single_up, tmp_path / "single.db", decision_wait_ms=3000))
+    single.start()
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{single.port}", insecure=True, timeout=10)
+    try:
+        assert exporter.export(spans).name == "SUCCESS"
+        single_up.wait_spans(len(spans), timeout=30)
+    finally:
+        exporter.shutdown()
+        single.stop(grace_s=0)
+        single_up.stop()
+    expected = _tf_by_span(single_up)
+
+    # Two workers, three clients sending at once.
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "3000")
+    try:
+        exporters = [OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=10) for _ in range(3)]
+        results: list[str] = []
+
+        def send(k: int) -> None:
+            for chunk in chunks[k::3]:
+                results.append(exporters[k].export(chunk).name)
+
+        threads = [threading.Thread(target=send, args=(k,)) for k in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert results == ["SUCCESS"] * len(chunks)
+        upstream.wait_spans(len(spans), timeout=30)
+        time.sleep(0.5)  # nothing more may come
+        got = _tf_by_span(upstream)
+        for e in exporters:
+            e.shutdown()
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+    finally:
+        serve.stop()
+    assert len(got) == len(spans)  # every span exactly once
+    assert got == expected  # the same annotations, span by span, as one process gives
+    by_trace: dict[str, set[Any]] = defaultdict(set)
+    for trace_id, tf in got.values():
+        assert "tracefence.trace.late" not in tf and "tracefence.trace.partial" not in tf  # decided once, whole
+        by_trace[trace_id].add(tf.get("tracefence.replay.class"))
+    assert all(len(classes) == 1 for classes in by_trace.values())
+    received = [(trace_id, span_id, "", tf) for span_id, (trace_id, tf) in got.items()]
+    for _, path, _ in OTLP_CASES:  # and as `tracefence plan` plans each case
+        plans = _cli_plans(path)
+        assert _disagreements("workers", [r for r in received if r[0] in plans], plans) == []
+    cli_review = {t for _, path, _ in OTLP_CASES for t, plan in _cli_plans(path).items() if plan["replayClass"] == "REPLAY_CLASS_REVIEW"}
+    with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
+        items, _ = store.list(page_size=1000)
+    with SQLiteReviewStore(tmp_path / "single.db", create=False) as store:
+        single_items, _ = store.list(page_size=1000)
+    assert sorted(i.trace_id for i in items) == sorted(cli_review | review_turns)  # each written once
+    assert {i.trace_id: (i.plan.replay_class, len(i.plan.steps)) for i in items} == {
+        i.trace_id: (i.plan.replay_class, len(i.plan.steps)) for i in single_items
+    }
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert (stopped["forwarded_all"], stopped["dropped_spans"], stopped["worker_restarts"]) == (True, 0, 0)
+    assert sorted(e[WORKER] for e in serve.logs() if e.get("message") == "tracefence serve stopped" and WORKER in e) == [0, 1]
+    assert not any(alive(pid) for pid in pids)
+    assert "Traceback" not in serve.stderr()
+
+
+def test_sigterm_drains_the_router_then_the_workers_which_decide_what_they_hold(tmp_path, upstream):
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "100", "--max-wait-ms", "600000")
+    client = None
+    try:
+        client = Client(port, "billing-agent", batch=True)
+        traces = [agent_trace(client, review=i % 2 == 0, end_root=False) for i in range(8)]  # roots never sent
+        assert {worker_of(bytes.fromhex(t), 2) for t in traces} == {0, 1}
+        assert client.send().name == "SUCCESS"
+        time.sleep(0.5)
+        assert upstream.spans() == []  # held by the workers
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=20) == 0, serve.stderr()
+    finally:
+        if client is not None:
+            client.shutdown()
+        serve.stop()
+    received = upstream.spans()
+    assert sorted(r.trace_id for r in received) == sorted(t for t in traces for _ in range(2))
+    for r in received:
+        assert r.tf["tracefence.trace.partial"] is True
+        assert r.tf["tracefence.replay.class"] == ("review" if traces.index(r.trace_id) % 2 == 0 else "injected")
+    with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
+        items, _ = store.list()
+    assert sorted((i.trace_id, i.plan.replay_class) for i in items) == sorted((t, pb.REPLAY_CLASS_REVIEW) for t in traces[::2])
+    workers_stopped = {e[WORKER]: e for e in serve.logs() if e.get("message") == "tracefence serve stopped" and WORKER in e}
+    assert sorted(workers_stopped) == [0, 1]
+    assert sum(e["decided_at_shutdown"] for e in workers_stopped.values()) == 8
+    assert all(e["forwarded_all"] and e["dropped_spans"] == 0 for e in workers_stopped.values())
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert (stopped["forwarded_all"], stopped["handed_to_workers"], stopped["worker_exit_codes"]) == (True, 16, {"0": 0, "1": 0})
+    assert (stopped["decided_at_shutdown"], stopped["dropped_spans"], stopped["undecided_traces"], stopped["workers_reported"]) == (8, 0, 0, 2)  # summed
+    assert not any(alive(pid) for pid in pids)
+
+
+def _send(port: int, request: ExportTraceServiceRequest) -> grpc.StatusCode:
+    channel, stub = trace_stub(f"127.0.0.1:{port}")
+    with channel:
+        try:
+            stub.Export(request, timeout=10)
+            return grpc.StatusCode.OK
+        except grpc.RpcError as error:
+            return error.code()
+
+
+def _tool_trace(tid: bytes, n: int, first: int) -> ExportTraceServiceRequest:
+    """A root and ``n - 1`` read tool spans of trace ``tid``; span ids from ``first``."""
+    root = raw_span(tid, first.to_bytes(8, "big"), "invoke_agent")
+    tools = [raw_tool_span(tid, (first + i).to_bytes(8, "big"), "search", parent=first.to_bytes(8, "big")) for i in range(1, n)]
+    return raw_request(root, *tools)
+
+
+def test_a_killed_worker_is_restarted_gets_what_it_never_acknowledged_and_a_killed_router_takes_its_workers(tmp_path, upstream):
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "50")
+    try:
+        assert _send(port, _tool_trace(trace_for(0, 1), 3, 100)) == grpc.StatusCode.OK
+        upstream.wait_spans(3, timeout=15)
+        os.kill(pids[0], signal.SIGSTOP)  # the router's send to it gets no answer...
+        assert _send(port, _tool_trace(trace_for(0, 7), 3, 700)) == grpc.StatusCode.OK  # ...but the client has its acknowledgement
+        time.sleep(0.5)
+        os.kill(pids[0], signal.SIGKILL)  # what it never acknowledged goes to its successor
+        restarted = router_log(serve, "worker restarted")
+        assert (restarted["level"], restarted["worker"], restarted["restarts"]) == ("WARNING", 0, 1)
+        died = router_log(serve, "worker exited; restarting it: the traces it held are lost, what the router had not handed to it yet goes to the new one")
+        assert (died["level"], died["worker"], died["pid"], died["exit_code"]) == ("ERROR", 0, pids[0], -9)
+        for seed in range(2, 6):
+            assert _send(port, _tool_trace(trace_for(seed % 2, seed), 3, 100 * seed)) == grpc.StatusCode.OK
+        received = upstream.wait_spans(18, timeout=30)
+        time.sleep(0.5)
+        received = upstream.spans()
+        assert sorted(r.span_id for r in received) == sorted(f"{100 * s + i:016x}" for s in (1, 2, 3, 4, 5, 7) for i in range(3))
+        assert {r.tf["tracefence.replay.class"] for r in received} == {"dynamic"}
+        children = [int(p) for task in os.listdir(f"/proc/{serve.proc.pid}/task") for p in open(f"/proc/{serve.proc.pid}/task/{task}/children").read().split()]
+        assert sorted(children) == sorted([pids[1], restarted["pid"]]) and restarted["pid"] != pids[0]
+        serve.proc.kill()  # kill -9 of the router: its workers go too (PR_SET_PDEATHSIG)
+        serve.proc.wait(timeout=10)
+        wait_for(lambda: not any(alive(pid) for pid in children), timeout=15, what="the workers to exit after their router")
+        folder = os.path.dirname(next(e for e in serve.logs() if e.get("message") == "tracefence serve listening" and WORKER in e)["endpoint"][5:])
+        assert folder.startswith(tempfile.gettempdir()) and not os.path.exists(folder)  # removed by the workers (SECURITY.md)
+    finally:
+        serve.stop()
+
+
+def test_a_stalled_worker_fills_its_share_and_the_router_answers_unavailable_refusing_whole_requests(tmp_path, upstream):
+    serve, port, pids = start_router(
+        tmp_path, upstream, "--decision-wait-ms", "50", OTEL_TRACEFENCE_SERVICE__INTAKE_QUEUE_SPANS="40", OTEL_TRACEFENCE_SERVICE__RETRY_DELAY_S="0.5"
+    )
+    try:
+        os.kill(pids[0], signal.SIGSTOP)  # worker 0 stops reading: its share (20 spans) fills
+        try:
+            assert _send(port, _tool_trace(trace_for(0, 1), 10, 100)) == grpc.StatusCode.OK
+            assert _send(port, _tool_trace(trace_for(0, 2), 10, 200)) == grpc.StatusCode.OK
+            assert _send(port, _tool_trace(trace_for(0, 3), 10, 300)) == grpc.StatusCode.UNAVAILABLE
+            assert _send(port, _tool_trace(trace_for(1, 4), 10, 400)) == grpc.StatusCode.OK  # worker 1 still takes its traces
+            mixed = _tool_trace(trace_for(1, 5), 5, 500)
+            mixed.MergeFrom(_tool_trace(trace_for(0, 6), 5, 600))
+            assert _send(port, mixed) == grpc.StatusCode.UNAVAILABLE  # refused whole: no part reaches worker 1
+            upstream.wait_spans(10, timeout=15)
+            time.sleep(1.0)
+        finally:
+            os.kill(pids[0], signal.SIGCONT)
+        received = upstream.wait_spans(30, timeout=20)
+        time.sleep(1.0)
+        received = upstream.spans()
+        assert sorted(r.span_id for r in received) == sorted(f"{100 * s + i:016x}" for s in (1, 2, 4) for i in range(10))
+        assert _send(port, mixed) == grpc.StatusCode.OK  # retried once there is room: taken
+        upstream.wait_spans(40, timeout=20)
+    finally:
+        serve.stop()
+
+
+def test_refused_spans_stand_in_their_trace_at_its_worker_over_otlp_http_as_in_one_process(tmp_path, upstream):
+    """Protobuf: the refused span reaches its trace's worker as it came, which stands it in (decision 30).
+    OTLP/JSON: a span the router cannot read is sent as a span the worker refuses, carrying its ids."""
+    import json
+
+    import requests
+
+    serve, port, _ = start_router(tmp_path, upstream, "--decision-wait-ms", "0")
+    try:
+        http = f"http://127.0.0.1:{router_log(serve, 'tracefence serve listening')['http_port']}/v1/traces"
+        trace = trace_for(1, 9)
+        request = raw_request(
+            raw_span(trace, b"\x02" * 8, "invoke_agent"),
+            raw_tool_span(trace, b"\x00" * 8, "payments.charge", effect="write", parent=b"\x02" * 8),
+        )
+        response = requests.post(http, data=request.SerializeToString(), headers={"Content-Type": "application/x-protobuf"}, timeout=10)
+        partial = ExportTraceServiceResponse.FromString(response.content).partial_success
+        assert (response.status_code, partial.rejected_spans, partial.error_message) == (
+            200, 1, "1 span(s) rejected; first: span 0000000000000000: span_id must be 8 bytes and not all zero",
+        )  # fmt: skip
+        other = "a1" * 8 + "00" * 7 + "02"  # worker 0
+        assert worker_of(bytes.fromhex(other), 2) == 0
+        body = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "json-agent"}}]}, "scopeSpans": [{"spans": [
+            {"traceId": other, "spanId": "b1" * 8, "name": "invoke_agent", "startTimeUnixNano": "1", "endTimeUnixNano": "2"},
+            {"traceId": other, "spanId": "b2" * 8, "parentSpanId": "b1" * 8, "name": "execute_tool x", "attributes": 5},
+        ]}]}]}  # fmt: skip
+        response = requests.post(http, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, timeout=10)
+        assert (response.status_code, response.json()) == (200, {
+            "partialSuccess": {"rejectedSpans": "1", "errorMessage": "1 span(s) rejected; first: span b2b2b2b2b2b2b2b2: attributes: repeated field attributes must be in [] which is 5 at Span"}
+        })  # fmt: skip
+        assert sorted(r.span_id for r in upstream.wait_spans(2)) == ["0202020202020202", "b1b1b1b1b1b1b1b1"]
+        time.sleep(0.5)
+        assert len(upstream.spans()) == 2  # the refused spans are never forwarded
+        assert {r.tf["tracefence.replay.class"] for r in upstream.spans()} == {"review"}
+
+        def items():
+            with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
+                return store.list()[0]
+
+        found = wait_for(lambda: len(items()) == 2 and items(), what="two review items")
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()
+    assert sorted((i.trace_id, i.service_name) for i in found) == sorted([(trace.hex(), "raw-agent"), (other, "json-agent")])
+    for item in found:
+        (step,) = item.plan.steps
+        call_id = "0000000000000000" if item.trace_id == trace.hex() else "b2b2b2b2b2b2b2b2"
+        assert (step.decision, step.step.call_id, step.step.span_id) == (pb.DECISION_REVIEW, call_id, "")
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert stopped["dropped_spans"] == 0  # the workers' refusals of those two spans are expected, not drops
+
+
+def test_with_the_persistent_queue_a_killed_worker_loses_nothing_it_acknowledged(tmp_path, upstream):
+    """Each worker keeps its own persistent queue (DIR/worker-<index>); the one restarted after a SIGKILL sends
+    what the killed one held, so a trace whose first spans it held is still decided whole."""
+    queue = tmp_path / "queue"
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "100", "--max-wait-ms", "600000", "--persistent-queue-dir", str(queue))
+    try:
+        trace = trace_for(0, 11)
+        root_id = (1100).to_bytes(8, "big")
+        tools = [raw_tool_span(trace, (1100 + i).to_bytes(8, "big"), "search", parent=root_id) for i in (1, 2)]
+        assert _send(port, raw_request(*tools)) == grpc.StatusCode.OK  # held by worker 0: no root yet
+        assert sorted(p.name for p in queue.iterdir()) == ["worker-0", "worker-1"]
+        from otel_tracefence.service.persistent_queue import PersistentQueue
+
+        held = queue / "worker-0" / "tracefence-queue.db"
+        wait_for(lambda: PersistentQueue.count(held) == (1, 2), what="the part in worker 0's persistent queue")
+        assert PersistentQueue.count(queue / "worker-1" / "tracefence-queue.db") == (0, 0)
+        time.sleep(0.5)  # its answer reaches the router (written before it answers; else the router sends it again)
+        os.kill(pids[0], signal.SIGKILL)
+        router_log(serve, "worker restarted")
+        assert _send(port, raw_request(raw_span(trace, root_id, "invoke_agent"))) == grpc.StatusCode.OK
+        received = upstream.wait_spans(3, timeout=20)
+        assert sorted(r.span_id for r in received) == [f"{1100 + i:016x}" for i in range(3)]
+        assert {(r.tf["tracefence.replay.class"], "tracefence.trace.partial" in r.tf) for r in received} == {("dynamic", False)}
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()
+    stopped = router_log(serve, "tracefence serve stopped", timeout=1)
+    assert (stopped["kept_spans"], stopped["dropped_spans"], stopped["forwarded_all"]) == (0, 0, True)
+
+
+def test_a_workers_metrics_carry_its_index_as_a_resource_attribute():
+    from otel_tracefence.config import ServiceSettings, TraceFenceConfig
+    from otel_tracefence.service.server import _meter_provider
+
+    config = TraceFenceConfig(service=ServiceSettings(metrics_exporter="console", metrics_interval_ms=3_600_000))
+    worker, single = _meter_provider(config, 1), _meter_provider(config)
+    try:
+        assert worker._sdk_config.resource.attributes["tracefence.worker"] == 1
+        assert "tracefence.worker" not in single._sdk_config.resource.attributes
+    finally:
+        worker.shutdown()
+        single.shutdown()
