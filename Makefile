@@ -7,7 +7,11 @@ PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
 .PHONY: setup demo test proto bench soak chaos fuzz clean
 
-$(VENV)/.installed: pyproject.toml
+# The engine's sources (otel_tracefence/compiled.py, ENGINE_SOURCES): setup.py compiles them at install, so an
+# edit reinstalls (meanwhile an extension module built from an older source is never loaded).
+ENGINE_SOURCES := $(wildcard otel_tracefence/normalize/*.py otel_tracefence/planner/*.py) otel_tracefence/canonical.py otel_tracefence/model.py otel_tracefence/pipeline.py
+
+$(VENV)/.installed: pyproject.toml setup.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@

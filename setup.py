@@ -34,6 +34,9 @@ DIRECTIVES = {
     "embedsignature": False,
 }
 
+# Appended to the interpreter's own flags (later ones win): no debug info, -O2.
+UNIX_FLAGS = ["-O2", "-g0"]
+
 
 def _warn(message: str) -> None:
     print(f"otel-tracefence: {message}", file=sys.stderr)
@@ -55,6 +58,8 @@ class OptionalBuildExt(build_ext):
         self._write_record()
 
     def build_extension(self, ext: Extension) -> None:
+        if self.compiler.compiler_type == "unix":  # gcc, clang: half the compile time of -g -O3, same speed
+            ext.extra_compile_args = [*ext.extra_compile_args, *UNIX_FLAGS]
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - no compiler, missing headers: that module stays pure Python

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+import otel_tracefence
 from otel_tracefence.cli.serve import upstream_transport
 from otel_tracefence.config import UpstreamSettings
 from service_helpers import ServeProcess, tracefence
@@ -14,7 +15,7 @@ from service_helpers import ServeProcess, tracefence
 
 def test_version():
     proc = tracefence("--version")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "tracefence 0.1.0\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"tracefence 0.1.0 ({otel_tracefence.engine()} engine)\n", "")
 
 
 def test_each_upstreams_transport_is_logged_at_startup(tmp_path):
