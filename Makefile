@@ -9,9 +9,9 @@ PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
 # The engine's sources (otel_tracefence/compiled.py, ENGINE_SOURCES): setup.py compiles them at install, so an
 # edit reinstalls (meanwhile an extension module built from an older source is never loaded).
-ENGINE_SOURCES := $(wildcard otel_tracefence/normalize/*.py otel_tracefence/planner/*.py) otel_tracefence/canonical.py otel_tracefence/model.py otel_tracefence/pipeline.py
+ENGINE_SOURCES := $(shell $(PYTHON) -c "import runpy; m = runpy.run_path('otel_tracefence/compiled.py'); print(*(p.relative_to(m['_ROOT']) for p in m['engine_files']()))")
 
-$(VENV)/.installed: pyproject.toml setup.py $(ENGINE_SOURCES)
+$(VENV)/.installed: pyproject.toml setup.py otel_tracefence/compiled.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@

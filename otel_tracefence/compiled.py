@@ -9,8 +9,9 @@ installed at the front of ``sys.meta_path`` when the package is imported, change
 
 * ``TRACEFENCE_PURE_PYTHON`` is set to ``1`` / ``true`` / ``yes`` / ``on`` (read once, when
   ``otel_tracefence`` is first imported): every module of the package loads from its ``.py`` file;
-* an extension module was built from a source that has changed since (an edited checkout with an
-  editable install): that module loads from its ``.py`` file and a warning says to rebuild. Which
+* an extension module (of any module of the package) was built from a source that has changed since
+  (an edited checkout with an editable install), or is not in the build record: that module loads
+  from its ``.py`` file and a warning says to rebuild. Which
   source each extension module was built from is recorded by ``setup.py`` in :data:`BUILD_RECORD`
   (SHA-256 of each ``.py`` file); an extension module with no record is not trusted either.
 
@@ -79,26 +80,23 @@ def pure_python_forced(environ: os._Environ | dict = os.environ) -> bool:
 
 
 class SourceOnlyFinder(importlib.abc.MetaPathFinder):
-    """Loads modules of the package from their ``.py`` files: all of them (``pure=True``), or the engine
-    modules whose extension module was built from another source than the one on disk."""
+    """Loads modules of the package from their ``.py`` files: all of them (``pure=True``), or those whose
+    extension module was not built from the source on disk (by :data:`BUILD_RECORD`)."""
 
     def __init__(self, pure: bool) -> None:
         self.pure = pure
         self._stale_warned: set[str] = set()
         self._record: dict[str, str] | None = None
-        self._engine_modules: set[str] | None = None
 
     def find_spec(self, fullname: str, path, target=None):  # noqa: ANN001 - the MetaPathFinder protocol
         if not path or not fullname.startswith(_PACKAGE + "."):
             return None
-        if self.pure:
-            return self._source_spec(fullname, path)
-        if self._engine_modules is None:
-            self._engine_modules = {module_name(file) for file in engine_files()}
-        if fullname not in self._engine_modules:
-            return None
         spec = self._source_spec(fullname, path)
-        return spec if spec is not None and self._compiled_and_stale(fullname, Path(spec.origin)) else None
+        if self.pure or spec is None:
+            return spec
+        # Any module of the package, not only those ENGINE_SOURCES names now: one dropped from the
+        # list may have left an old extension module beside its source.
+        return spec if self._compiled_and_stale(fullname, Path(spec.origin)) else None
 
     @staticmethod
     def _source_spec(fullname: str, path) -> importlib.machinery.ModuleSpec | None:  # noqa: ANN001
@@ -110,7 +108,7 @@ class SourceOnlyFinder(importlib.abc.MetaPathFinder):
 
     def _compiled_and_stale(self, fullname: str, source: Path) -> bool:
         """True when an extension module sits beside ``source`` and was not built from it (warned once)."""
-        stem = source.parent / ("__init__" if source.stem == "__init__" else source.stem)
+        stem = source.with_suffix("")
         if not any(stem.with_name(stem.name + suffix).exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
             return False
         try:

@@ -178,7 +178,7 @@ def test_an_extension_built_from_another_source_is_not_loaded():
 
     finder = compiled.SourceOnlyFinder(pure=False)
     assert finder.find_spec("otel_tracefence.planner.rules", planner.__path__) is None  # as built: the extension
-    assert finder.find_spec("otel_tracefence.cli", otel_tracefence.__path__) is None  # not an engine module
+    assert finder.find_spec("otel_tracefence.cli", otel_tracefence.__path__) is None  # no extension module beside it
     finder._record = {"otel_tracefence/planner/rules.py": "0" * 64}  # as if the source changed since the build
     spec = finder.find_spec("otel_tracefence.planner.rules", planner.__path__)
     assert type(spec.loader) is importlib.machinery.SourceFileLoader
