@@ -58,7 +58,7 @@ class OptionalBuildExt(build_ext):
         self._write_record()
 
     def build_extension(self, ext: Extension) -> None:
-        if self.compiler.compiler_type == "unix":  # gcc, clang: half the compile time of -g -O3, same speed
+        if self.compiler.compiler_type == "unix":  # gcc, clang: half the compile time of -g -O3, same speed (DECISIONS 115)
             ext.extra_compile_args = [*ext.extra_compile_args, *UNIX_FLAGS]
         try:
             super().build_extension(ext)
@@ -88,7 +88,7 @@ class OptionalBuildExt(build_ext):
 
 def _cythonized(extensions: list[Extension]) -> list[Extension]:
     """The engine's extensions with their ``.py`` sources translated to C, or none (warned) when that fails."""
-    if os.environ.get("TRACEFENCE_PURE_PYTHON_BUILD", "").strip().lower() in {"1", "true", "yes", "on"}:
+    if _compiled["env_flag"]("TRACEFENCE_PURE_PYTHON_BUILD"):
         _warn("TRACEFENCE_PURE_PYTHON_BUILD is set: the engine is not compiled (pure Python)")
         return []
     try:

@@ -74,9 +74,9 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def pure_python_forced(environ: os._Environ | dict = os.environ) -> bool:
-    """True when ``TRACEFENCE_PURE_PYTHON`` asks for the pure-Python engine (``1``, ``true``, ``yes``, ``on``)."""
-    return environ.get(PURE_PYTHON_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+def env_flag(name: str, environ: os._Environ | dict = os.environ) -> bool:
+    """True when the environment variable ``name`` is ``1``, ``true``, ``yes`` or ``on`` (any case)."""
+    return environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 class SourceOnlyFinder(importlib.abc.MetaPathFinder):
@@ -136,7 +136,7 @@ def install_finder(environ: os._Environ | dict = os.environ) -> SourceOnlyFinder
     for finder in sys.meta_path:
         if isinstance(finder, SourceOnlyFinder):
             return finder
-    finder = SourceOnlyFinder(pure=pure_python_forced(environ))
+    finder = SourceOnlyFinder(pure=env_flag(PURE_PYTHON_ENV, environ))
     sys.meta_path.insert(0, finder)
     return finder
 
