@@ -7,7 +7,11 @@ PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
 .PHONY: setup demo test proto bench soak chaos fuzz clean
 
-$(VENV)/.installed: pyproject.toml
+# The engine's sources (otel_tracefence/compiled.py, ENGINE_SOURCES): setup.py compiles them at install, so an
+# edit reinstalls (meanwhile an extension module built from an older source is never loaded).
+ENGINE_SOURCES := $(shell $(PYTHON) -c "import runpy; m = runpy.run_path('otel_tracefence/compiled.py'); print(*(p.relative_to(m['_ROOT']) for p in m['engine_files']()))")
+
+$(VENV)/.installed: pyproject.toml setup.py otel_tracefence/compiled.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@

@@ -6,6 +6,7 @@ each, an ``invoke_agent`` root, 4 chat spans, 3 ``execute_tool`` spans with 8 at
 processor reads them. What is timed is ``pipeline.plan_spans`` over every trace (best of --repeat).
 
     .venv/bin/python bench/normalize.py [--traces 300] [--repeat 5] [--rounds 5] [--baseline DIR] [--instructions]
+                                        [--engine installed|compiled|python|both]
 
 With ``--baseline DIR`` (another checkout of the project, e.g. ``git worktree add /tmp/base <rev>``),
 each round runs this checkout and the baseline in fresh subprocesses, interleaved, and prints the
@@ -14,11 +15,17 @@ pairs, then min / median / max of the ratio this / baseline (above 1: this check
 With ``--instructions``, instructions per span are counted by ``valgrind --tool=callgrind`` instead (stable
 on a busy machine): a child with --repeat R less one with --repeat 0, over R x spans; with ``--baseline``,
 the same for the baseline and the ratio.
+
+``--engine`` picks this checkout's engine (docs/DECISIONS.md, 115): ``compiled`` (the Cython extension
+modules setup.py built; the child refuses to run on anything else), ``python`` (``TRACEFENCE_PURE_PYTHON=1``),
+``both`` (each round runs one then the other, and the ratio compiled / python is printed), or ``installed``
+(the default: whatever this environment loads).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +34,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from engines import check_engine, engine_env  # noqa: E402 - bench/ first on the path
 
 
 def measure(root: Path, traces: int, repeat: int) -> float:
@@ -36,6 +45,8 @@ def measure(root: Path, traces: int, repeat: int) -> float:
 
     if not Path(otel_tracefence.__file__).resolve().is_relative_to(root.resolve()):
         raise SystemExit(f"imported {otel_tracefence.__file__}, not from {root}")
+    if root.resolve() == HERE.parent.resolve():
+        check_engine()
     from agent_shape import run_agent_traces
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -66,7 +77,7 @@ def measure(root: Path, traces: int, repeat: int) -> float:
     return best / spans * 1e6 if repeat else 0.0
 
 
-def instructions(root: Path, args: argparse.Namespace) -> float:
+def instructions(root: Path, args: argparse.Namespace, env: dict[str, str] | None = None) -> float:
     """Instructions per span of ``plan_spans`` for the checkout at ``root``, counted by callgrind: a child
     with --repeat R less one with --repeat 0 (same set-up and warm-up), over R x spans."""
     counts = []
@@ -76,17 +87,17 @@ def instructions(root: Path, args: argparse.Namespace) -> float:
             subprocess.run(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
                  "--child", str(root), "--traces", str(args.traces), "--repeat", str(repeat)],
-                capture_output=True, text=True, check=True,
+                capture_output=True, text=True, check=True, env=env,
             )  # fmt: skip
             totals = [line for line in out.read_text().splitlines() if line.startswith("totals:") or line.startswith("summary:")]
             counts.append(int(totals[-1].split()[1]))
     return (counts[1] - counts[0]) / (args.repeat * args.traces * 10)
 
 
-def _child(root: Path, args: argparse.Namespace) -> float:
+def _child(root: Path, args: argparse.Namespace, env: dict[str, str] | None = None) -> float:
     out = subprocess.run(
         [sys.executable, __file__, "--child", str(root), "--traces", str(args.traces), "--repeat", str(args.repeat)],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=env,
     )
     return float(out.stdout.strip())
 
@@ -98,14 +109,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path)
     parser.add_argument("--instructions", action="store_true", help="count instructions with valgrind's callgrind instead of timing")
+    parser.add_argument("--engine", choices=("installed", "compiled", "python", "both"), default="installed", help="this checkout's engine (default: as installed)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         print(f"{measure(args.child, args.traces, args.repeat):.3f}")
         return
     this = HERE.parent
+    if args.engine == "both":
+        both_engines(this, args)
+        return
+    this_env = engine_env(args.engine)
     if args.instructions:
-        mine = instructions(this, args)
+        mine = instructions(this, args, this_env)
         print(f"this checkout: {mine:,.0f} instructions per span")
         if args.baseline is not None:
             base = instructions(args.baseline, args)
@@ -114,7 +130,7 @@ def main() -> None:
         return
     ratios = []
     for round_number in range(1, args.rounds + 1):
-        mine = _child(this, args)
+        mine = _child(this, args, this_env)
         if args.baseline is None:
             print(f"round {round_number}: {mine:.2f} us/span")
             continue
@@ -123,6 +139,23 @@ def main() -> None:
         print(f"round {round_number}: this {mine:.2f} us/span, baseline {base:.2f} us/span, ratio {mine / base:.2f}")
     if ratios:
         print(f"ratio this/baseline: min {min(ratios):.2f}, median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
+
+
+def both_engines(this: Path, args: argparse.Namespace) -> None:
+    """The compiled and the pure-Python engine of this checkout, one after the other in each round."""
+    envs = {name: engine_env(name) for name in ("compiled", "python")}
+    if args.instructions:
+        got = {name: instructions(this, args, env) for name, env in envs.items()}
+        for name, value in got.items():
+            print(f"{name:8} engine: {value:,.0f} instructions per span")
+        print(f"ratio compiled/python: {got['compiled'] / got['python']:.3f}")
+        return
+    ratios = []
+    for round_number in range(1, args.rounds + 1):
+        got = {name: _child(this, args, env) for name, env in envs.items()}
+        ratios.append(got["compiled"] / got["python"])
+        print(f"round {round_number}: compiled {got['compiled']:.2f} us/span, python {got['python']:.2f} us/span, ratio {ratios[-1]:.2f}")
+    print(f"ratio compiled/python: min {min(ratios):.2f}, median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
 
 
 if __name__ == "__main__":

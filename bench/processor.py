@@ -17,7 +17,9 @@ checkout), --rounds fresh children of this checkout and of the baseline alternat
 --repeat pairs, and both sets are printed. ``--instructions`` counts instructions per span with
 ``valgrind --tool=callgrind`` instead (each set-up less its own start and warm-up), and prints the
 ratio Batch alone / fence + Batch, the throughput ratio a machine with nothing else to do would
-show; with ``--baseline`` for that checkout too.
+show; with ``--baseline`` for that checkout too. ``--engine compiled|python|both`` measures this checkout's
+compiled engine, its pure-Python one (``TRACEFENCE_PURE_PYTHON=1``), or both, alternating (bench/engines.py);
+the default runs whatever is installed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import time
 from pathlib import Path
 
 from agent_shape import run_agent_traces
+from engines import CHOICES, check_engine, engine_env
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -55,6 +58,8 @@ def measure(kind: str, traces: int) -> tuple[float, float]:
     if kind == "fence":
         from otel_tracefence.sdk import TraceFenceSpanProcessor
 
+        check_engine()
+
         provider.add_span_processor(TraceFenceSpanProcessor(batch, review_sink=None))
     else:
         provider.add_span_processor(batch)
@@ -74,7 +79,7 @@ def paired(traces: int, repeat: int) -> dict:
 
     measure("batch", 200)
     measure("fence", 200)  # warm up imports and caches
-    out: dict = {"module": otel_tracefence.__file__, "batch": [], "fence": [], "wall": [], "cpu": []}
+    out: dict = {"module": f"{otel_tracefence.__file__}, {getattr(otel_tracefence, 'engine', lambda: 'python')()} engine", "batch": [], "fence": [], "wall": [], "cpu": []}
     for _ in range(repeat):
         (batch_wall, batch_cpu), (fence_wall, fence_cpu) = measure("batch", traces), measure("fence", traces)
         out["batch"].append(batch_wall)
@@ -84,11 +89,11 @@ def paired(traces: int, repeat: int) -> dict:
     return out
 
 
-def instructions(kind: str, traces: int, checkout: Path | None) -> int:
+def instructions(kind: str, traces: int, checkout: Path | None, engine: str = "installed") -> int:
     """Instructions callgrind counts for ``traces`` traces through one set-up (all threads), less the same
     child's set-up and warm-up (a run with 0 traces): stable on a busy machine, unlike time."""
     counts = []
-    env = {**os.environ, **({"PYTHONPATH": str(checkout.resolve())} if checkout is not None else {})}
+    env = {**engine_env(engine), **({"PYTHONPATH": str(checkout.resolve())} if checkout is not None else {})}
     for n in (0, traces):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "callgrind.out"
@@ -133,6 +138,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="with --baseline: rounds of (this, baseline) children (default 3)")
     parser.add_argument("--held-memory-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--instructions", action="store_true", help="count instructions per span with valgrind's callgrind instead of timing")
+    parser.add_argument("--engine", choices=CHOICES, default="installed", help="this checkout's engine (default: as installed)")
     parser.add_argument("--pairs-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--instructions-child", choices=("batch", "fence"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -142,8 +148,10 @@ def main() -> None:
             measure(args.instructions_child, args.traces)
         return
     if args.instructions:
-        for name, checkout in [("this", None)] + ([("baseline", args.baseline)] if args.baseline is not None else []):
-            batch, fence = (instructions(kind, args.traces, checkout) / (args.traces * 10) for kind in ("batch", "fence"))
+        engines = ("compiled", "python") if args.engine == "both" else (args.engine,)
+        sets = [(f"this, {engine} engine", None, engine) for engine in engines]
+        for name, checkout, engine in sets + ([("baseline", args.baseline, "installed")] if args.baseline is not None else []):
+            batch, fence = (instructions(kind, args.traces, checkout, engine) / (args.traces * 10) for kind in ("batch", "fence"))
             print(f"{name}: Batch alone {batch:,.0f} instructions/span, fence + Batch {fence:,.0f}: ratio Batch/(fence + Batch) {batch / fence:.3f}")
         return
     if args.held_memory_child:
@@ -157,13 +165,17 @@ def main() -> None:
         return f"{fmt.format(statistics.median(values))} (min {fmt.format(min(values))}, max {fmt.format(max(values))})"
 
     print(f"traces: {args.traces} x 10 spans (3 tool spans with 8 attributes), {args.repeat} paired runs per set")
-    runs = {"this": paired(args.traces, args.repeat)} if args.baseline is None else {"this": {}, "baseline": {}}
+    engines = ("compiled", "python") if args.engine == "both" else (args.engine,)
+    sets = [(f"this, {engine} engine" if args.engine != "installed" else "this", engine_env(engine)) for engine in engines]
     if args.baseline is not None:
+        sets.append(("baseline", {**engine_env("installed"), "PYTHONPATH": str(args.baseline.resolve())}))
+    runs = {"this": paired(args.traces, args.repeat)} if len(sets) == 1 and args.engine == "installed" else {name: {} for name, _ in sets}
+    if len(runs) > 1 or args.engine != "installed":
         for _ in range(args.rounds):  # alternating fresh children, so drift on the machine hits both alike
-            for name, extra in (("this", {}), ("baseline", {"PYTHONPATH": str(args.baseline.resolve())})):
+            for name, env in sets:
                 child = subprocess.run(
                     [sys.executable, __file__, "--pairs-child", "--traces", str(args.traces), "--repeat", str(args.repeat)],
-                    capture_output=True, text=True, check=True, env={**os.environ, **extra}, cwd=tempfile.gettempdir(),
+                    capture_output=True, text=True, check=True, env=env, cwd=tempfile.gettempdir(),
                 )  # fmt: skip
                 got = json.loads(child.stdout)
                 for key, values in got.items():

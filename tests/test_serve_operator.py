@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+import otel_tracefence
 from otel_tracefence.cli.serve import upstream_transport
 from otel_tracefence.config import UpstreamSettings
 from service_helpers import ServeProcess, tracefence
@@ -14,7 +15,7 @@ from service_helpers import ServeProcess, tracefence
 
 def test_version():
     proc = tracefence("--version")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "tracefence 0.1.0\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"tracefence 0.1.0 ({otel_tracefence.engine()} engine)\n", "")
 
 
 def test_each_upstreams_transport_is_logged_at_startup(tmp_path):
@@ -25,6 +26,7 @@ def test_each_upstreams_transport_is_logged_at_startup(tmp_path):
     )
     try:
         serve.log("tracefence serve listening")
+        engine_line = serve.log("engine")
         lines = [
             (e["level"], e["upstream"], e["transport"], e["because"]) for e in serve.logs() if e.get("message") == "upstream transport"
         ]
@@ -32,6 +34,7 @@ def test_each_upstreams_transport_is_logged_at_startup(tmp_path):
         assert serve.proc.wait(timeout=20) == 0
     finally:
         serve.stop()
+    assert (engine_line["level"], engine_line["engine"]) == ("INFO", otel_tracefence.engine())  # compiled or python
     assert lines == [
         ("WARNING", "127.0.0.1:9", "tls", "no scheme: TLS is the default; write http://127.0.0.1:9 for plaintext"),
         ("INFO", "http://127.0.0.1:9", "plaintext", "http:// endpoint"),

@@ -38,9 +38,23 @@ def version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version and which engine runs (``compiled`` or ``python``, see
+    :func:`otel_tracefence.engine`), on standard output, then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, default: object = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option_string: str | None = None) -> None:
+        from otel_tracefence import engine
+
+        print(f"tracefence {version()} ({engine()} engine)")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
-    parser.add_argument("--version", action="version", version=f"tracefence {version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and the engine (compiled or python), and exit")
     _global_options(parser, None)
     parser.set_defaults(log_level="WARNING")
     subparsers = parser.add_subparsers(dest="command", required=True)

@@ -15,6 +15,7 @@ import sqlite3
 
 from pydantic import ValidationError
 
+from otel_tracefence import engine
 from otel_tracefence.config import ConfigError, ServiceSettings, TraceFenceConfig, UpstreamSettings, describe
 from otel_tracefence.review.store import ReviewStoreError
 
@@ -155,6 +156,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(f"tracefence serve: cannot start: {exc}", file=sys.stderr)
         return 2
     log = logging.getLogger("otel_tracefence.service")
+    log.info("engine", extra={"engine": engine()})  # compiled (Cython) or python (docs/DECISIONS.md, 115)
     for upstream in service.config.service.upstreams:
         tls, because = upstream_transport(upstream)
         log.log(
