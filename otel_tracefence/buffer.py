@@ -160,6 +160,10 @@ class TraceBuffer(Generic[P]):
     ``max_wait_ms`` (0: no limit): how long a trace is held at most since its
     first span arrived; a trace whose root never came is then decided partial.
 
+    ``read_view(view, payload)``: the view planning reads of a held span, when a door holds a smaller one
+    (the service holds views without attributes and builds the full ones when the trace is planned); by
+    default the held view itself.
+
     Memory: at most ``max_traces`` traces held and ``max_spans_per_trace`` spans each;
     open spans are tracked for at most ``max_traces`` traces and ``max_spans_per_trace``
     spans each (past that a trace falls back to the whole wait); ``decided_cache_size``
@@ -173,8 +177,10 @@ class TraceBuffer(Generic[P]):
         decision_wait_ms: float | None = None,
         max_wait_ms: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        read_view: Callable[[SpanView, Any], SpanView] | None = None,
     ) -> None:
         self._config = config
+        self._read_view = read_view
         self._clock = clock
         self._wait_s = (config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms) / 1000.0
         self._max_wait_s = max_wait_ms / 1000.0
@@ -338,7 +344,9 @@ class TraceBuffer(Generic[P]):
             batch = self._late_batch(trace_id, spans, root_ended=held.deadline is not None, overflow=held.deadline is None)
             return [batch] if batch.spans else []
         try:
-            planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
+            read = self._read_view
+            views = [view for view, _ in spans] if read is None else [read(view, payload) for view, payload in spans]
+            planned = plan_spans(trace_id, views, self._config, partial=partial)
             self._remember(
                 trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()),
                 overflow=overflow, root_ended=held.deadline is not None,
@@ -408,8 +416,9 @@ class TraceBuffer(Generic[P]):
                 kinds.append((view, payload, "again", known.get(view.span_id)))
                 continue
             remembered.span_ids.add(view.span_id)
+            read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
-            step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
+            step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
             if step is None:
                 kinds.append((view, payload, "plain", None))
                 continue

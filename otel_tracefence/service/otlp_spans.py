@@ -48,12 +48,13 @@ class Origin:
 
 
 class OtlpItem:
-    """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``."""
+    """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
+    ``full``: planning reads the span in full (set by :func:`held_view`)."""
 
-    __slots__ = ("origin", "span")
+    __slots__ = ("origin", "span", "full")
 
     def __init__(self, origin: Origin, span: bytes) -> None:
-        self.origin, self.span = origin, span
+        self.origin, self.span, self.full = origin, span, True
 
 
 def any_value(value: Any) -> AnyValue:
@@ -165,12 +166,29 @@ def needs_full_view(span: bytes) -> bool:
     return False
 
 
+def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
+    """The view the service holds of a received span until its trace is planned: its ids, name, times, kind
+    and status, without attributes and events (``from_otlp_head``). Sets ``item.full``: whether planning
+    must read the span in full (:func:`needs_full_view`). Raises ``DecodeError``."""
+    item.full = needs_full_view(item.span)
+    return from_otlp_head(SpanHead.FromString(item.span), sequence)
+
+
+def planning_view(view: SpanView, item: OtlpItem | None) -> SpanView:
+    """What planning reads of a held span (the fence's ``read_view``): the held view, or the full view
+    (``from_otlp``) of a span that holds a marker, built now, when its trace is planned, so a held span
+    costs its bytes and a small view."""
+    if item is None or not item.full:
+        return view
+    return from_otlp(Span.FromString(item.span), view.sequence)
+
+
 def view_of(span: bytes, sequence: int = 0) -> SpanView:
-    """The view the normalizer reads of an encoded span: in full (``from_otlp``) when :func:`needs_full_view`,
-    else without attributes and events (``from_otlp_head``), which plans the same. Raises ``DecodeError``."""
-    if needs_full_view(span):
-        return from_otlp(Span.FromString(span), sequence)
-    return from_otlp_head(SpanHead.FromString(span), sequence)
+    """The view planning reads of an encoded span, as the service makes it (:func:`held_view`, then
+    :func:`planning_view`): in full when it holds a marker, else without attributes and events, which plans
+    the same. Raises ``DecodeError``."""
+    item = OtlpItem(None, span)  # type: ignore[arg-type]
+    return planning_view(held_view(item, sequence), item)
 
 
 def stand_in(span: Any, problem: str) -> SpanView | None:
@@ -305,5 +323,5 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 
 __all__: Sequence[str] = [
     "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "invalid_reason",
-    "lazy_request", "needs_full_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
+    "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
 ]

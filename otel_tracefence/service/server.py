@@ -32,7 +32,7 @@ from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
-from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, read_request, to_request
+from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
 from otel_tracefence.telemetry import COMPONENT
@@ -205,6 +205,7 @@ class TraceFenceService:
             config,
             emit=self._emit,
             annotate_span=annotate_item,
+            read_view=planning_view,
             service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
             review_sink=self.store,
