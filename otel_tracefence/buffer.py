@@ -160,9 +160,11 @@ class TraceBuffer(Generic[P]):
     ``max_wait_ms`` (0: no limit): how long a trace is held at most since its
     first span arrived; a trace whose root never came is then decided partial.
 
-    ``read_view(view, payload)``: the view planning reads of a held span, when a door holds a smaller one
-    (the service holds views without attributes and builds the full ones when the trace is planned); by
-    default the held view itself.
+    ``read_view(view, payload)``: the view planning reads of a span, made from its payload when a door holds
+    no view (the service holds span bytes only: it builds the views when the trace is planned). With it,
+    the buffer keeps no view of a held span that has a payload and asks ``read_view(None, payload)`` for
+    it when the trace is planned; a late span's view is given to ``read_view`` as it came. Without it,
+    planning reads the views as they came.
 
     Memory: at most ``max_traces`` traces held and ``max_spans_per_trace`` spans each;
     open spans are tracked for at most ``max_traces`` traces and ``max_spans_per_trace``
@@ -269,7 +271,7 @@ class TraceBuffer(Generic[P]):
                     held = self._held[trace_id] = _Held(self._clock(), late=remembered is not None)
                     if remembered is not None and remembered.root_ended:
                         held.deadline = self._clock() + self._wait_s
-                held.spans.append((view, payload))
+                held.spans.append((view if self._read_view is None or payload is None else None, payload))
                 if local_root:
                     held.deadline = self._clock() + self._wait_s
                 # Complete: the root ended with no wait, or it ended and so has every span started here.
@@ -340,13 +342,21 @@ class TraceBuffer(Generic[P]):
 
     def _decide(self, trace_id: str, held: _Held[P], partial: bool, overflow: bool = False) -> list[Decided[P] | LateBatch[P]]:
         spans = held.spans
+        read = self._read_view
+        if read is not None:
+            try:
+                spans = [(read(view, payload), payload) for view, payload in spans]
+            except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
+                with self._lock:
+                    deciding = self._deciding.pop(trace_id, None)
+                if deciding is not None:
+                    deciding.set()
+                return [Decided(trace_id, spans, None, exc)]
         if held.late:  # a chunk of an overflowing trace: one re-plan for all of it; it overflows on until its root ends
             batch = self._late_batch(trace_id, spans, root_ended=held.deadline is not None, overflow=held.deadline is None)
             return [batch] if batch.spans else []
         try:
-            read = self._read_view
-            views = [view for view, _ in spans] if read is None else [read(view, payload) for view, payload in spans]
-            planned = plan_spans(trace_id, views, self._config, partial=partial)
+            planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
             self._remember(
                 trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()),
                 overflow=overflow, root_ended=held.deadline is not None,

@@ -177,7 +177,7 @@ from otel_tracefence.normalize import from_otlp  # noqa: E402
 from otel_tracefence.normalize.span_view import from_otlp_head  # noqa: E402
 from otel_tracefence.pipeline import plan_spans  # noqa: E402
 from otel_tracefence.service.otlp_bytes import SpanHead  # noqa: E402
-from otel_tracefence.service.otlp_spans import invalid_reason, needs_full_view, view_of  # noqa: E402
+from otel_tracefence.service.otlp_spans import held_view, invalid_reason, needs_full_view, planning_view, view_of  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Status  # noqa: E402
@@ -223,6 +223,11 @@ def _with_plain_spans(spans: list[Span]) -> list[Span]:
 def _assert_same_plans(trace_id: str, spans: list[bytes], what: str) -> tuple[int, int]:
     full_views = [from_otlp(Span.FromString(s), i) for i, s in enumerate(spans)]
     service_views = [view_of(s, i) for i, s in enumerate(spans)]
+    # As the buffer reads them: it keeps no view of a held span and asks planning_view(None, item).
+    items = [OtlpItem(None, s) for s in spans]  # type: ignore[arg-type]
+    for i, item in enumerate(items):
+        held_view(item, i)
+    assert [planning_view(None, item) for item in items] == service_views
     for config in CONFIGS:
         assert _planned(trace_id, service_views, config) == _planned(trace_id, full_views, config), f"{what}: trace {trace_id}"
     light = sum(1 for s in spans if not needs_full_view(s))

@@ -177,7 +177,6 @@ class Intake:
         """Read ``items`` (the next slice of the current request) into views and give them to the fence as one batch."""
         cond = self._cond
         batch = []
-        shared: dict[str, str] = {}  # one string object for a trace id, a parent id or a name met again in the slice
         try:
             for item in items:
                 with cond:  # a drain whose time ran out stops the slice here, and counts the rest as not read
@@ -188,11 +187,6 @@ class Intake:
                     self.handed_spans += 1
                 try:
                     view = held_view(item, self._sequence)
-                    view.trace_id = shared.setdefault(view.trace_id, view.trace_id)
-                    view.span_id = shared.setdefault(view.span_id, view.span_id)  # a child's parent id, met first
-                    view.name = shared.setdefault(view.name, view.name)
-                    if view.parent_span_id is not None:
-                        view.parent_span_id = shared.setdefault(view.parent_span_id, view.parent_span_id)
                 except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
                     self._fence.pass_through([item], "intake", exc)
                     continue

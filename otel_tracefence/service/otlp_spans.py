@@ -49,12 +49,13 @@ class Origin:
 
 class OtlpItem:
     """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
-    ``full``: planning reads the span in full (set by :func:`held_view`)."""
+    ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
+    by :func:`held_view`). While its trace is held, this is all the service keeps of a span."""
 
-    __slots__ = ("origin", "span", "full")
+    __slots__ = ("origin", "span", "full", "sequence")
 
     def __init__(self, origin: Origin, span: bytes) -> None:
-        self.origin, self.span, self.full = origin, span, True
+        self.origin, self.span, self.full, self.sequence = origin, span, True, 0
 
 
 def any_value(value: Any) -> AnyValue:
@@ -167,20 +168,24 @@ def needs_full_view(span: bytes) -> bool:
 
 
 def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
-    """The view the service holds of a received span until its trace is planned: its ids, name, times, kind
-    and status, without attributes and events (``from_otlp_head``). Sets ``item.full``: whether planning
-    must read the span in full (:func:`needs_full_view`). Raises ``DecodeError``."""
+    """The view the fence takes a received span with: its ids, name, times, kind and status, without
+    attributes and events (``from_otlp_head``). Sets ``item.full`` (whether planning must read the span in
+    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
     item.full = needs_full_view(item.span)
+    item.sequence = sequence
     return from_otlp_head(SpanHead.FromString(item.span), sequence)
 
 
-def planning_view(view: SpanView, item: OtlpItem | None) -> SpanView:
-    """What planning reads of a held span (the fence's ``read_view``): the held view, or the full view
-    (``from_otlp``) of a span that holds a marker, built now, when its trace is planned, so a held span
-    costs its bytes and a small view."""
-    if item is None or not item.full:
+def planning_view(view: SpanView | None, item: OtlpItem | None) -> SpanView:
+    """What planning reads of a span (the fence's ``read_view``), made when its trace is planned: the full view
+    (``from_otlp``) of a span holding a marker; else ``view``, or, for a held span whose view the buffer did
+    not keep (``None``), the view :func:`held_view` made. A held span so costs its bytes and its item only."""
+    if item is None:
+        assert view is not None
         return view
-    return from_otlp(Span.FromString(item.span), view.sequence)
+    if item.full:
+        return from_otlp(Span.FromString(item.span), item.sequence)
+    return view if view is not None else from_otlp_head(SpanHead.FromString(item.span), item.sequence)
 
 
 def view_of(span: bytes, sequence: int = 0) -> SpanView:
