@@ -112,11 +112,25 @@ def _encoded_attribute(key: str, value: Any) -> bytes:
     return encoded
 
 
+_LAST: tuple[Any, bytes] = (None, b"")  # the last attribute set encoded (kept alive here, so compared by identity), and its encoding
+
+
 def encoded_attributes(extra: dict[str, Any]) -> bytes:
     """``Span(attributes=extra)`` as protobuf encodes it: appended to an encoded span, it adds ``extra`` after the
     span's own attributes (protobuf merges concatenated encodings; a repeated field's elements are appended). The
-    encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute."""
-    return b"".join([_encoded_attribute(key, value) for key, value in extra.items()])
+    encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute.
+
+    The fence gives every span of a trace but its steps one dict: the encoding of the last dict is reused while
+    the same object comes again (one tuple, replaced whole, so threads never see a dict with another's
+    encoding). ``extra`` must not be changed once it has been encoded (the fence builds a dict per trace or span).
+    """
+    global _LAST
+    last = _LAST
+    if extra is last[0]:
+        return last[1]
+    encoded = b"".join([_encoded_attribute(key, value) for key, value in extra.items()])
+    _LAST = (extra, encoded)
+    return encoded
 
 
 _KEY_BYTES: dict[str, bytes] = {}  # annotation key -> its UTF-8 bytes (the keys are a handful)
