@@ -112,7 +112,8 @@ def _encoded_attribute(key: str, value: Any) -> bytes:
     return encoded
 
 
-_LAST: tuple[Any, bytes] = (None, b"")  # the last attribute set encoded (kept alive here, so compared by identity), and its encoding
+_RECENT: dict[int, tuple[Any, bytes]] = {}  # id(attribute set) -> (that set, kept alive here; its encoding)
+_RECENT_MAX = 16
 
 
 def encoded_attributes(extra: dict[str, Any]) -> bytes:
@@ -120,16 +121,17 @@ def encoded_attributes(extra: dict[str, Any]) -> bytes:
     span's own attributes (protobuf merges concatenated encodings; a repeated field's elements are appended). The
     encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute.
 
-    The fence gives every span of a trace but its steps one dict: the encoding of the last dict is reused while
-    the same object comes again (one tuple, replaced whole, so threads never see a dict with another's
-    encoding). ``extra`` must not be changed once it has been encoded (the fence builds a dict per trace or span).
+    The fence gives every span of a trace but its steps one dict: the encodings of the last few dicts are kept
+    by the dict's identity (each entry holds its dict, so an id is never reused while it is there, and is one
+    tuple, replaced whole). ``extra`` must not be changed once encoded (the fence builds a dict per trace or span).
     """
-    global _LAST
-    last = _LAST
-    if extra is last[0]:
-        return last[1]
+    found = _RECENT.get(id(extra))
+    if found is not None and found[0] is extra:
+        return found[1]
     encoded = b"".join([_encoded_attribute(key, value) for key, value in extra.items()])
-    _LAST = (extra, encoded)
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[id(extra)] = (extra, encoded)
     return encoded
 
 
@@ -167,8 +169,12 @@ def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) 
     return item
 
 
-# Most spans of agent traces hold one of the first few: they are looked for first.
-_MARKERS = tuple(sorted((m.encode() for m in READ_MARKERS), key=lambda m: (m not in (b"gen_ai.", b"tool", b"llm.", b"http."), m)))
+# A marker holding another one ("tool." holds "tool") is found whenever it is there: only the others are looked
+# for, those most spans of agent traces hold first.
+_MARKERS = tuple(sorted(
+    (m.encode() for m in READ_MARKERS if not any(other != m and other in m for other in READ_MARKERS)),
+    key=lambda m: (m not in (b"ai.", b"tool", b"llm.", b"http."), m),
+))
 
 
 def needs_full_view(span: bytes) -> bool:
