@@ -6,15 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from conftest import ROOT, SHARED_CASES
 from case_spans import is_otlp_case
+from conftest import ROOT, SHARED_CASES
 from service_helpers import raw_request, raw_span, raw_tool_span
+from test_fuzz import _SPAN_ID_POOL, CONFIGS as FUZZ_CONFIGS, FAST, examples, otlp_spans, tool_like_spans
+from otel_tracefence import annotate
+from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import from_otlp
+from otel_tracefence.normalize.span_view import from_otlp_head
+from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.readers.otlp_json import read_otlp_json
-from otel_tracefence.service.otlp_bytes import LazyRequest, encoded_span_count, lazy_spans, span_key
-from otel_tracefence.service.otlp_spans import OtlpItem, annotated, read_request, set_attributes, split_request, to_request
+from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, encoded_span_count, lazy_spans, span_key
+from otel_tracefence.service.otlp_spans import (
+    OtlpItem, annotated, held_view, invalid_reason, needs_full_view, planning_view, read_request, set_attributes, split_request,
+    to_request, view_of,
+)
 
 
 def _reference_annotation(span: Span, extra: dict) -> Span:
@@ -167,21 +180,6 @@ def test_an_item_holds_bytes_not_a_message():
 
 
 # -- light views (issue 10, item 2.2): only spans holding a marker are read in full --------------------------------
-
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList  # noqa: E402
-
-from otel_tracefence import annotate  # noqa: E402
-from otel_tracefence.config import TraceFenceConfig  # noqa: E402
-from otel_tracefence.normalize import conventions as cv  # noqa: E402
-from otel_tracefence.normalize import from_otlp  # noqa: E402
-from otel_tracefence.normalize.span_view import from_otlp_head  # noqa: E402
-from otel_tracefence.pipeline import plan_spans  # noqa: E402
-from otel_tracefence.service.otlp_bytes import SpanHead  # noqa: E402
-from otel_tracefence.service.otlp_spans import held_view, invalid_reason, needs_full_view, planning_view, view_of  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from opentelemetry.proto.trace.v1.trace_pb2 import Status  # noqa: E402
-from test_fuzz import _SPAN_ID_POOL, CONFIGS as FUZZ_CONFIGS, FAST, examples, otlp_spans, tool_like_spans  # noqa: E402
 
 
 def _case_files() -> list[Path]:
