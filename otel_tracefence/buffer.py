@@ -160,6 +160,12 @@ class TraceBuffer(Generic[P]):
     ``max_wait_ms`` (0: no limit): how long a trace is held at most since its
     first span arrived; a trace whose root never came is then decided partial.
 
+    ``read_view(view, payload)``: the view planning reads of a span, made from its payload when a door holds
+    no view (the service holds span bytes only: it builds the views when the trace is planned). With it,
+    the buffer keeps no view of a held span that has a payload and asks ``read_view(None, payload)`` for
+    it when the trace is planned; a late span's view is given to ``read_view`` as it came. Without it,
+    planning reads the views as they came.
+
     Memory: at most ``max_traces`` traces held and ``max_spans_per_trace`` spans each;
     open spans are tracked for at most ``max_traces`` traces and ``max_spans_per_trace``
     spans each (past that a trace falls back to the whole wait); ``decided_cache_size``
@@ -173,8 +179,10 @@ class TraceBuffer(Generic[P]):
         decision_wait_ms: float | None = None,
         max_wait_ms: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        read_view: Callable[[SpanView, Any], SpanView] | None = None,
     ) -> None:
         self._config = config
+        self._read_view = read_view
         self._clock = clock
         self._wait_s = (config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms) / 1000.0
         self._max_wait_s = max_wait_ms / 1000.0
@@ -263,7 +271,7 @@ class TraceBuffer(Generic[P]):
                     held = self._held[trace_id] = _Held(self._clock(), late=remembered is not None)
                     if remembered is not None and remembered.root_ended:
                         held.deadline = self._clock() + self._wait_s
-                held.spans.append((view, payload))
+                held.spans.append((view if self._read_view is None or payload is None else None, payload))
                 if local_root:
                     held.deadline = self._clock() + self._wait_s
                 # Complete: the root ended with no wait, or it ended and so has every span started here.
@@ -334,6 +342,16 @@ class TraceBuffer(Generic[P]):
 
     def _decide(self, trace_id: str, held: _Held[P], partial: bool, overflow: bool = False) -> list[Decided[P] | LateBatch[P]]:
         spans = held.spans
+        read = self._read_view
+        if read is not None:
+            try:
+                spans = [(read(view, payload), payload) for view, payload in spans]
+            except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
+                with self._lock:
+                    deciding = self._deciding.pop(trace_id, None)
+                if deciding is not None:
+                    deciding.set()
+                return [Decided(trace_id, spans, None, exc)]
         if held.late:  # a chunk of an overflowing trace: one re-plan for all of it; it overflows on until its root ends
             batch = self._late_batch(trace_id, spans, root_ended=held.deadline is not None, overflow=held.deadline is None)
             return [batch] if batch.spans else []
@@ -408,8 +426,9 @@ class TraceBuffer(Generic[P]):
                 kinds.append((view, payload, "again", known.get(view.span_id)))
                 continue
             remembered.span_ids.add(view.span_id)
+            read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
-            step = span_to_step(view, self._config) or unread_activity_step(view, self._config)
+            step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
             if step is None:
                 kinds.append((view, payload, "plain", None))
                 continue

@@ -108,6 +108,7 @@ class Fence(Generic[P]):
     attributes (a copy, or the same object changed in place when the door owns it).
     ``emit(payloads)``: hand a decided trace's spans (or one late span) on.
     ``service_name(payload)``: for the review item.
+    ``read_view(view, payload)``: the view planning reads, when the door holds a smaller one (the service).
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class Fence(Generic[P]):
         meter_provider: Any = None,
         decision_wait_ms: float | None = None,
         max_wait_ms: float = 0.0,
+        read_view: Callable[[SpanView, P], SpanView] | None = None,
     ) -> None:
         self.config = config
         self._emit = emit
@@ -141,7 +143,7 @@ class Fence(Generic[P]):
         self._updated_at: OrderedDict[str, tuple[float, float]] = OrderedDict()  # trace -> (last chunk update, interval)
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
-        self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms)
+        self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms, read_view=read_view)
         self.telemetry = Telemetry(component, meter_provider)
         self.telemetry.observe_held(lambda: len(self.buffer))
         if review_sink is not None and getattr(review_sink, "on_error", False) is None:

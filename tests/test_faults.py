@@ -1107,10 +1107,11 @@ def test_the_intake_reads_sources_in_turns_a_slice_at_a_time_and_one_source_in_o
         def pass_through(self, items, why, exc=None):
             raise AssertionError(f"{why}: {exc!r}")
 
-    origin = Origin(raw_request().resource_spans[0].resource, "", raw_request().resource_spans[0].scope_spans[0].scope, "")
+    first = raw_request().resource_spans[0]
+    origin = Origin(first.resource.SerializeToString(), b"", first.scope_spans[0].scope.SerializeToString(), b"")
 
     def items(trace: str, count: int) -> list:
-        return [OtlpItem(origin, raw_span(bytes.fromhex(trace), (i + 1).to_bytes(8, "big"), parent=b"\x01" * 8)) for i in range(count)]
+        return [OtlpItem(origin, raw_span(bytes.fromhex(trace), (i + 1).to_bytes(8, "big"), parent=b"\x01" * 8).SerializeToString()) for i in range(count)]
 
     intake = Intake(Recording(), max_spans=10_000)  # type: ignore[arg-type]
     intake.put(items("aa" * 16, 3 * SLICE_SPANS), source="ipv4:127.0.0.1:1000")

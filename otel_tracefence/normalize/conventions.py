@@ -277,3 +277,46 @@ def call_id(attributes: Mapping[str, Any]) -> str | None:
         if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
             return str(value)
     return None
+
+
+# -- Which spans the normalizer reads beyond their ids, name, times, kind and status -----------------------------
+# Keys read outside this table (activity.py: kinds and finish reasons; status.py: failure signs), named here so
+# that READ_MARKERS below covers every read. A new key read anywhere in normalize/ belongs in this table or here.
+OTHER_READ_KEYS = (
+    "db.system", "db.system.name", "messaging.system", "rpc.system", "llm.request.type", "error.type", "exception.type",
+    "gen_ai.response.finish_reasons", "llm.response.finish_reason", "langfuse.observation.type",
+)
+# Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
+# "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
+READ_WORDS = ("tool", "function", "exception")
+
+
+def _read_markers() -> frozenset[str]:
+    """The namespace (the text up to and with its first dot, lower-cased) of every attribute key and event name
+    named in this module's upper-case constants, and :data:`READ_WORDS`."""
+    found: set[str] = set(READ_WORDS)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            head, dot, _ = value.partition(".")
+            if dot and head and " " not in value and head.replace("_", "").replace("-", "").isalnum():
+                found.add(head.lower() + ".")
+        elif isinstance(value, (tuple, list, set, frozenset)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+
+    for name, value in list(globals().items()):
+        if name.isupper() and not name.startswith("_") and not name.endswith("PATTERN"):
+            walk(value)
+    return frozenset(found)
+
+
+READ_MARKERS: frozenset[str] = _read_markers()
+"""Lower-case text one of which is in any span whose attributes or events the normalizer reads (every key it
+reads starts with one of these namespaces, every word it looks for is here). A span whose text holds none of
+them, compared case-insensitively, is planned the same with no attributes and no events: the service reads
+such a span without them (``span_view.from_otlp_head``). tests/test_service_bytes.py proves it on every case."""

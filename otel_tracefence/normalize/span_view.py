@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -118,6 +119,37 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
         sequence=sequence,
         duplicate_keys=_duplicates(span.attributes, attributes),
         kind=_OTLP_KIND[span.kind] if 0 <= span.kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
+    )
+
+
+_NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
+
+
+def from_otlp_head(span: Any, sequence: int = 0) -> SpanView:
+    """View of an OTLP span read without its attributes and events: what :func:`from_otlp` gives, field for
+    field, with no attributes (one shared empty read-only mapping), no events and no duplicate keys.
+
+    ``span``: anything with the OTLP ``Span`` fields ``trace_id``, ``span_id``, ``parent_span_id``, ``name``,
+    ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``) and
+    ``flags`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
+    the normalizer reads nothing else of such a span (tests/test_service_bytes.py compares the plans).
+    """
+    status = span.status
+    kind = span.kind
+    return SpanView(
+        span.trace_id.hex(),
+        span.span_id.hex(),
+        span.name,
+        _NO_ATTRIBUTES,
+        span.parent_span_id.hex() or None,
+        bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
+        span.start_time_unix_nano,
+        span.end_time_unix_nano or None,
+        _OTLP_STATUS.get(status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
+        status.message,
+        (),
+        sequence,
+        kind=_OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
     )
 
 

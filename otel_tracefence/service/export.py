@@ -31,7 +31,8 @@ from otel_tracefence.normalize import SpanView
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json_request
 from otel_tracefence.service.intake import Intake, IntakeRefusal
-from otel_tracefence.service.otlp_spans import MIN_SPAN_BYTES, Origin, OtlpItem, encoded_span_count, invalid_reason, request_span_count, stand_in
+from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, encoded_span_count
+from otel_tracefence.service.otlp_spans import lazy_request, read_request, request_span_count
 
 _log = logging.getLogger("otel_tracefence.service")
 _MAX_LISTED = 10  # problems listed in a refusal of a body that does not decode
@@ -108,8 +109,10 @@ class TraceExport:
                 f"not an OTLP/JSON ExportTraceServiceRequest: {listed}",
                 problems=[(error.field, error.message) for error in outside[:_MAX_LISTED]],
             )
-        # The queue holds the decoded request: its protobuf size is what the byte bound counts.
-        return self.accept(read.request, read.request.ByteSize(), unparsed=read.errors, source=source)
+        # Held as the binary path holds spans (each parsed span encoded once); its protobuf size is what the byte
+        # bound counts.
+        encoded = read.request.SerializeToString()
+        return self.accept(LazyRequest.FromString(encoded), len(encoded), unparsed=read.errors, source=source)
 
     # -- the steps -----------------------------------------------------------------------
     def admit(self) -> None:
@@ -119,51 +122,47 @@ class TraceExport:
         if reason is not None:
             raise ExportRefused(RefusalKind.RETRY_LATER, reason, retry_delay_s=self._retry_delay_s)
 
-    def decode_protobuf(self, data: bytes) -> ExportTraceServiceRequest:
-        """Decode an encoded request, its size and (when it may hold more spans than the whole bound) its span count
-        checked first, without building any span. Bytes that do not decode (garbage, nesting past protobuf's
-        recursion limit of 100) are ``UNDECODABLE``."""
+    def decode_protobuf(self, data: bytes) -> LazyRequest:
+        """Decode an encoded request into a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` (its spans
+        left as bytes), its size and (when it may hold more spans than the whole bound) its span count checked
+        first, without building any span. The whole request is parsed once by upb (in C, no Python object per
+        span) so that bytes that do not decode as an ``ExportTraceServiceRequest`` (garbage, a string that is
+        not UTF-8, nesting past protobuf's recursion limit of 100) are ``UNDECODABLE``, as before."""
         self._check(lambda: self._intake.check_size(size=len(data)))
         try:
             if len(data) > MIN_SPAN_BYTES * self._intake.max_spans:
                 # It may hold more spans than the whole bound: count them first, without building them.
                 spans = encoded_span_count(data)
                 self._check(lambda: self._intake.check_size(spans=spans))
-            return ExportTraceServiceRequest.FromString(data)
+            ExportTraceServiceRequest.FromString(data)
+            return LazyRequest.FromString(data)
         except DecodeError as exc:
             _log.warning("refused an Export that does not decode: %s", exc)
             raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
 
-    def accept(self, request: ExportTraceServiceRequest, size: int, unparsed: Sequence[InputError] = (), source: str = "") -> ExportTraceServiceResponse:
+    def accept(self, request: Any, size: int, unparsed: Sequence[InputError] = (), source: str = "") -> ExportTraceServiceResponse:
         """Queue the request's valid spans in room reserved for ``size`` bytes (its spans and bytes are taken before
         any span is read) and answer: spans with invalid ids, and the ``unparsed`` spans of an OTLP/JSON body, are
         counted in ``partial_success.rejected_spans``, the rest of the request being kept. ``source``: the client
         (its connection's peer address); the intake reads sources in turns. A persistent queue that cannot take the
         request refuses it (``RETRY_LATER``): nothing unwritten is acknowledged."""
+        request = lazy_request(request)  # a full ExportTraceServiceRequest is held as bytes too
         reservation = self._check(lambda: self._intake.reserve(request_span_count(request), size))
         try:
             rejected = 0
             first_error = ""
-            accepted: list[OtlpItem] = []
             stand_ins: list[SpanView] = []
             for error in unparsed:
                 rejected += 1
                 first_error = first_error or f"span {error.span_id}: {error.field}: {error.message}"
                 if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
                     stand_ins.append(SpanView(error.trace_id, error.span_id, "", {}, unreadable=(error.field, error.message)))
-            for resource_spans in request.resource_spans:
-                for scope_spans in resource_spans.scope_spans:
-                    origin = Origin(resource_spans.resource, resource_spans.schema_url, scope_spans.scope, scope_spans.schema_url)
-                    for span in scope_spans.spans:
-                        problem = invalid_reason(span)
-                        if problem is not None:
-                            rejected += 1
-                            first_error = first_error or f"span {span.span_id.hex() or '?'}: {problem}"
-                            view = stand_in(span, problem)
-                            if view is not None:
-                                stand_ins.append(view)
-                            continue
-                        accepted.append(OtlpItem(origin, span))
+            accepted, refused = read_request(request)
+            for error, view in refused:
+                rejected += 1
+                first_error = first_error or error
+                if view is not None:
+                    stand_ins.append(view)
         except BaseException:
             self._intake.release(reservation)
             raise

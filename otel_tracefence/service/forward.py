@@ -42,13 +42,13 @@ import grpc
 from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.grpc.exporter import _RETRYABLE_ERROR_CODES as _SDK_RETRYABLE_CODES
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.config import UpstreamSettings
 from otel_tracefence.otlp_json import request_to_json
-from otel_tracefence.service.otlp_spans import request_span_count, split_request
+from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
+from otel_tracefence.service.otlp_spans import lazy_request, request_span_count, split_request
 
 _log = logging.getLogger("otel_tracefence.service")
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
@@ -74,13 +74,16 @@ class Outcome:
 SENT = Outcome("sent")
 RETRY = Outcome("retry")
 SendResult = Union[bool, Outcome]  # a bare bool means sent (True) or retry (False)
+# A queued request: encoded bytes (what the service puts), the encoded parts of a merged batch (joined when
+# sent), or a message (a full ExportTraceServiceRequest or a LazyRequest, as put).
+Request = Union[bytes, list, ExportTraceServiceRequest, LazyRequest]
 
 
 class Target(Protocol):
     name: str
     max_message_bytes: int | None  # the largest request the target takes; None: no limit of its own
 
-    def send(self, request: ExportTraceServiceRequest) -> SendResult: ...
+    def send(self, request: Request) -> SendResult: ...
 
     def close(self) -> None: ...
 
@@ -109,15 +112,20 @@ def _retry_delay(error: grpc.RpcError) -> float | None:
         return None
 
 
+EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
 class _RecordingStub:
-    """The exporter's gRPC stub, keeping the last error and response of ``Export`` for :func:`classify`."""
+    """The exporter's gRPC stub, sending encoded requests as they are (no serializer: the bytes go on the wire
+    unparsed) and keeping the last error and response of ``Export`` for :func:`classify`."""
 
-    def __init__(self, stub, owner: "_RequestExporter") -> None:
-        self._stub, self._owner = stub, owner
+    def __init__(self, channel: grpc.Channel, owner: "_RequestExporter") -> None:
+        self._export = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
+        self._owner = owner
 
-    def Export(self, *args, **kwargs):
+    def Export(self, request: bytes, **kwargs):
         try:
-            response = self._stub.Export(*args, **kwargs)
+            response = self._export(request, **kwargs)
         except grpc.RpcError as error:
             self._owner.last_error = error
             raise
@@ -125,22 +133,41 @@ class _RecordingStub:
         return response
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """An encoded ``ExportTraceServiceRequest`` and its span count, as the exporter takes it."""
+
+    data: bytes
+    spans: int
+
+
 class _RequestExporter(OTLPSpanExporter):
-    """The SDK's OTLP/gRPC span exporter, fed ready-made requests instead of SDK spans; it keeps the last
-    gRPC error and response, so the forwarder can tell a retryable failure from a permanent one."""
+    """The SDK's OTLP/gRPC span exporter (its retries, backoff, ``RetryInfo`` delays and reconnects), fed encoded
+    requests (:class:`Encoded`) instead of SDK spans and sending their bytes unparsed; it keeps the last gRPC
+    error and response, so the forwarder can tell a retryable failure from a permanent one."""
 
     last_error: grpc.RpcError | None = None
     last_response = None
 
     def _initialize_channel_and_stub(self):
         super()._initialize_channel_and_stub()
-        self._client = _RecordingStub(self._client, self)
+        self._client = _RecordingStub(self._channel, self)
 
-    def _translate_data(self, data: ExportTraceServiceRequest) -> ExportTraceServiceRequest:  # type: ignore[override]
-        return data
+    def _translate_data(self, data: Encoded) -> bytes:  # type: ignore[override]
+        return data.data
 
-    def _count_data(self, data: ExportTraceServiceRequest) -> int:  # type: ignore[override]
-        return request_span_count(data)
+    def _count_data(self, data: Encoded) -> int:  # type: ignore[override]
+        return data.spans
+
+
+def encode(request: Request) -> bytes:
+    """A queued request as the bytes sent: itself when encoded already, the parts of a merged batch joined
+    (concatenated encodings of ``ExportTraceServiceRequest`` merge into one), a message serialized."""
+    if isinstance(request, bytes):
+        return request
+    if isinstance(request, list):
+        return b"".join(request)
+    return request.SerializeToString()
 
 
 def _read(path: str | None) -> bytes | None:
@@ -175,10 +202,13 @@ class UpstreamTarget:
             retryable_error_codes=RETRYABLE_CODES,
         )
 
-    def send(self, request: ExportTraceServiceRequest) -> Outcome:
+    def send(self, request: Request) -> Outcome:
+        """Send one request (encoded bytes, merged parts, or a message) through the exporter."""
         exporter = self._exporter
         exporter.last_error = exporter.last_response = None
-        if exporter.export(request) is SpanExportResult.SUCCESS:  # type: ignore[arg-type]
+        data = encode(request)
+        spans = request_span_count(lazy_request(data))  # the exporter's own metric counts spans
+        if exporter.export(Encoded(data, spans)) is SpanExportResult.SUCCESS:  # type: ignore[arg-type]
             partial = getattr(exporter.last_response, "partial_success", None)
             if partial is not None and partial.rejected_spans:
                 return Outcome("sent", partial.error_message, rejected_spans=partial.rejected_spans)
@@ -197,8 +227,9 @@ class FileTarget:
         self.max_message_bytes = None
         self._stream = open(path, "a", encoding="utf-8")
 
-    def send(self, request: ExportTraceServiceRequest) -> Outcome:
-        self._stream.write(request_to_json(request) + "\n")
+    def send(self, request: Request) -> Outcome:
+        full = request if isinstance(request, ExportTraceServiceRequest) else ExportTraceServiceRequest.FromString(encode(request))
+        self._stream.write(request_to_json(full) + "\n")
         self._stream.flush()
         return SENT
 
@@ -206,15 +237,18 @@ class FileTarget:
         self._stream.close()
 
 
-def _trace_ids(request: ExportTraceServiceRequest, limit: int = 20) -> list[str]:
+def _trace_ids(request: Request, limit: int = 20) -> list[str]:
     seen: dict[str, None] = {}
-    for rs in request.resource_spans:
-        for ss in rs.scope_spans:
-            for span in ss.spans:
-                seen.setdefault(span.trace_id.hex())
-                if len(seen) >= limit:
-                    return list(seen)
+    for span in lazy_spans(lazy_request(encode(request))):
+        seen.setdefault(SpanHead.FromString(span).trace_id.hex())
+        if len(seen) >= limit:
+            break
     return list(seen)
+
+
+def _describe(span: bytes) -> str:
+    ids = SpanHead.FromString(span)
+    return f"span {ids.span_id.hex()} of trace {ids.trace_id.hex()}"
 
 
 class Forwarder:
@@ -236,7 +270,7 @@ class Forwarder:
 
     def __init__(
         self, target: Target, max_spans: int, on_drop: Callable[..., None] | None = None, on_failure=None,
-        on_settled: Callable[[Iterable[Span]], None] | None = None, *, batch_wait_s: float = 0.0,
+        on_settled: Callable[[Iterable[bytes]], None] | None = None, *, batch_wait_s: float = 0.0,
     ) -> None:
         # ``on_settled(spans)``: spans this queue is done with, sent or dropped for good (the persistent queue
         # deletes them); spans left at shutdown are not settled, and with ``on_settled`` they are kept, not dropped.
@@ -246,9 +280,8 @@ class Forwarder:
         self.max_spans = max_spans
         self.batch_wait_s = batch_wait_s
         self.max_bytes = getattr(target, "max_message_bytes", None)
-        # Each entry: [request, spans, bytes (an upper bound of its serialized size)].
+        # Each entry: [request (see Request), spans, bytes (an upper bound of its serialized size)].
         self._queue: deque[list] = deque()
-        self._merged_tail: ExportTraceServiceRequest | None = None  # the tail, when it is our own merged copy
         # Batches stay small beside the bound, so dropping past it stays fine-grained.
         self._batch_spans = max(1, min(MAX_BATCH_SPANS, max_spans // 16))
         self._batch_bytes = self.max_bytes or MAX_BATCH_BYTES
@@ -267,30 +300,29 @@ class Forwarder:
         self._thread = threading.Thread(target=self._run, name=f"tracefence-forward-{target.name}", daemon=True)
         self._thread.start()
 
-    def put(self, request: ExportTraceServiceRequest, spans: int) -> None:
-        """Queue ``request`` (``spans`` spans; shared with other forwarders, never changed here)."""
-        size = request.ByteSize()
+    def put(self, request: bytes | ExportTraceServiceRequest | LazyRequest, spans: int) -> None:
+        """Queue ``request`` (``spans`` spans): an encoded ``ExportTraceServiceRequest`` (what the service
+        puts), or a message, full or lazy (shared with other forwarders, never changed here)."""
+        size = len(request) if isinstance(request, bytes) else request.ByteSize()
         if self.max_bytes is not None and size > self.max_bytes:
-            pieces, oversized = split_request(request, max_bytes=self.max_bytes, max_spans=self._batch_spans)
+            pieces, oversized = split_request(lazy_request(request), max_bytes=self.max_bytes, max_spans=self._batch_spans)
             with self._cond:
                 self._settle_spans(oversized)
                 for span in oversized:
-                    self._count_drop(1, "too_large", f"span {span.span_id.hex()} of trace {span.trace_id.hex()} is {span.ByteSize()} bytes, "
+                    self._count_drop(1, "too_large", f"{_describe(span)} is {len(span)} bytes, "
                                      f"more than {self.target.name} takes (max_message_bytes {self.max_bytes}): it can never be delivered")
             for piece, piece_spans, piece_bytes in pieces:
-                self._put(piece, piece_spans, piece_bytes, shared=False)
+                self._put(piece.SerializeToString(), piece_spans, piece_bytes)
             return
-        self._put(request, spans, size, shared=True)
+        self._put(request, spans, size)
 
-    def _put(self, request: ExportTraceServiceRequest, spans: int, size: int, *, shared: bool) -> None:
+    def _put(self, request: Request, spans: int, size: int) -> None:
         with self._cond:
             if self._closing:  # after the shutdown drain: nothing will send it
                 self._count_drop(spans, "shutdown", f"decided after the shutdown drain ended; not forwarded (traces {', '.join(_trace_ids(request))})")
                 return
             if not self._merge_into_tail(request, spans, size):
                 self._queue.append([request, spans, size])
-                if not shared:
-                    self._merged_tail = request  # our own copy: later requests may be merged into it
             self.depth += spans
             while self.depth > self.max_spans and len(self._queue) > 1:
                 oldest = self._queue.popleft()
@@ -303,7 +335,7 @@ class Forwarder:
                 self._count_drop(oldest[1], "queue_full")
             self._cond.notify()
 
-    def _merge_into_tail(self, request: ExportTraceServiceRequest, spans: int, size: int) -> bool:
+    def _merge_into_tail(self, request: Request, spans: int, size: int) -> bool:
         # Caller holds the lock. The head may be on the wire: only a tail that is not is merged into.
         if not self._queue:
             return False
@@ -313,19 +345,18 @@ class Forwarder:
             return False
         if tail_bytes + size > self._batch_bytes:
             return False
-        if tail is not self._merged_tail:  # a request shared with other forwarders: copy before merging
-            merged = ExportTraceServiceRequest()
-            merged.MergeFrom(tail)
-            tail = self._merged_tail = merged
-        tail.MergeFrom(request)
-        self._queue[-1] = [tail, tail_spans + spans, tail_bytes + size]
+        # Merged as encodings: concatenated ExportTraceServiceRequests are one (their resource_spans appended),
+        # so a batch is a list of parts joined when sent, and nothing is parsed or copied here.
+        parts = tail if isinstance(tail, list) else [encode(tail)]
+        parts.append(encode(request))
+        self._queue[-1] = [parts, tail_spans + spans, tail_bytes + size]
         return True
 
-    def _settle(self, request: ExportTraceServiceRequest) -> None:
+    def _settle(self, request: Request) -> None:
         if self._on_settled is not None:
-            self._settle_spans(span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans)
+            self._settle_spans(lazy_spans(lazy_request(encode(request))))
 
-    def _settle_spans(self, spans: Iterable[Span]) -> None:
+    def _settle_spans(self, spans: Iterable[bytes]) -> None:
         if self._on_settled is not None:
             try:
                 self._on_settled(spans)
@@ -356,6 +387,8 @@ class Forwarder:
                     return
                 self._let_batch_fill()
                 entry = self._queue[0]
+                if isinstance(entry[0], list):  # a merged batch: joined once, not at every attempt
+                    entry[0] = b"".join(entry[0])
                 request, spans, size = entry
                 self._busy = True
                 self._sending, self._sending_dropped = entry, False
@@ -428,7 +461,7 @@ class Forwarder:
                 return
             self._cond.wait(timeout=remaining)
 
-    def _settle_too_large(self, request: ExportTraceServiceRequest, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
+    def _settle_too_large(self, request: Request, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
         """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""
         if left_queue:  # dropped past the bound meanwhile (counted now), or counted by a drain that ended
             if self._sending_dropped:
@@ -437,11 +470,11 @@ class Forwarder:
             return
         if spans <= 1:
             self._settle(request)
-            span = next(s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
-            self._count_drop(1, "too_large", f"{self.target.name} refused span {span.span_id.hex()} of trace {span.trace_id.hex()} "
-                             f"({span.ByteSize()} bytes) on its own ({outcome.reason}): it can never be delivered")
+            span = lazy_spans(lazy_request(encode(request)))[0]
+            self._count_drop(1, "too_large", f"{self.target.name} refused {_describe(span)} "
+                             f"({len(span)} bytes) on its own ({outcome.reason}): it can never be delivered")
             return
-        halves, _ = split_request(request, max_spans=(spans + 1) // 2)
+        halves, _ = split_request(lazy_request(encode(request)), max_spans=(spans + 1) // 2)
         # Later batches are merged only up to half the refused size: the upstream's real limit is below it.
         self._batch_bytes = max(MIN_BATCH_BYTES, min(self._batch_bytes, size // 2))
         _log.warning(
@@ -450,7 +483,7 @@ class Forwarder:
             self.target.name, spans, size, outcome.reason, len(halves), self._batch_bytes,
         )
         for piece, piece_spans, piece_bytes in reversed(halves):
-            self._queue.appendleft([piece, piece_spans, piece_bytes])
+            self._queue.appendleft([piece.SerializeToString(), piece_spans, piece_bytes])
             self.depth += piece_spans
 
     def _pause(self, seconds: float) -> bool:

@@ -24,8 +24,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from otel_tracefence.fence import Fence
-from otel_tracefence.normalize import SpanView, from_otlp
-from otel_tracefence.service.otlp_spans import OtlpItem, to_request
+from otel_tracefence.normalize import SpanView
+from otel_tracefence.service.otlp_spans import OtlpItem, held_view, to_request
 from otel_tracefence.service.persistent_queue import PersistentQueue
 
 SLICE_SPANS = 512  # spans read from one source's request before the next source's turn
@@ -186,7 +186,7 @@ class Intake:
                         self._current.done += 1
                     self.handed_spans += 1
                 try:
-                    view = from_otlp(item.span, self._sequence)
+                    view = held_view(item, self._sequence)
                 except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others
                     self._fence.pass_through([item], "intake", exc)
                     continue

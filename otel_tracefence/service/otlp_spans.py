@@ -1,41 +1,60 @@
-"""OTLP protobuf spans as the service carries them: each with the resource and scope it came with."""
+"""OTLP spans as the service carries them: each span's encoded bytes with the resource and scope it came with.
+
+The service holds spans as the bytes it received (``otlp_bytes``): a span is parsed
+into a view for planning, annotated by appending the encoding of its extra
+attributes (protobuf's merge rule for a repeated field), and forwarded as bytes in
+requests built with the lazy message types.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_tracefence.normalize import SpanView
+from otel_tracefence.normalize import SpanView, from_otlp
+from otel_tracefence.normalize.conventions import READ_MARKERS
+from otel_tracefence.normalize.span_view import from_otlp_head
+from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanHead, encoded_span_count  # noqa: F401 - re-exported
+
+ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
 
 
-@dataclass(eq=False, slots=True)
 class Origin:
-    """The resource and instrumentation scope of a ``ScopeSpans`` (shared by its spans, compared by identity)."""
+    """The resource and instrumentation scope of a ``ScopeSpans``, encoded (shared by its spans, compared by
+    identity): ``resource`` and ``scope`` as OTLP ``Resource`` / ``InstrumentationScope`` bytes, the schema URLs
+    as UTF-8 bytes."""
 
-    resource: Resource
-    resource_schema_url: str
-    scope: InstrumentationScope
-    scope_schema_url: str
+    __slots__ = ("resource", "resource_schema_url", "scope", "scope_schema_url", "_service_name")
+
+    def __init__(self, resource: bytes, resource_schema_url: bytes, scope: bytes, scope_schema_url: bytes) -> None:
+        self.resource, self.resource_schema_url = resource, resource_schema_url
+        self.scope, self.scope_schema_url = scope, scope_schema_url
+        self._service_name: str | None = None
 
     @property
     def service_name(self) -> str:
-        for kv in self.resource.attributes:
-            if kv.key == "service.name":
-                return kv.value.string_value
-        return ""
+        """The resource's ``service.name`` (read once, on first use)."""
+        if self._service_name is None:
+            name = ""
+            for kv in Resource.FromString(self.resource).attributes:
+                if kv.key == "service.name":
+                    name = kv.value.string_value
+            self._service_name = name
+        return self._service_name
 
 
-@dataclass(eq=False, slots=True)
 class OtlpItem:
-    """One received span with its origin. The service owns the span and annotates it in place."""
+    """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
+    ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
+    by :func:`held_view`). While its trace is held, this is all the service keeps of a span."""
 
-    origin: Origin
-    span: Span
+    __slots__ = ("origin", "span", "full", "sequence")
+
+    def __init__(self, origin: Origin, span: bytes) -> None:
+        self.origin, self.span, self.full, self.sequence = origin, span, True, 0
 
 
 def any_value(value: Any) -> AnyValue:
@@ -53,50 +72,154 @@ def any_value(value: Any) -> AnyValue:
     return AnyValue(string_value=str(value))
 
 
-_BUILT: dict[tuple, list[KeyValue]] = {}  # trace-level attribute sets are few: build their KeyValues once
-
-
 def _key_values(extra: dict[str, Any]) -> list[KeyValue]:
-    key = tuple(extra.items())
-    try:
-        built = _BUILT.get(key)
-    except TypeError:  # list values (a step's reasons): particular to one span
-        return [KeyValue(key=k, value=any_value(v)) for k, v in extra.items()]
-    if built is None:
-        built = [KeyValue(key=k, value=any_value(v)) for k, v in extra.items()]
-        if len(_BUILT) >= 64:
-            _BUILT.clear()
-        _BUILT[key] = built
-    return built
+    return [KeyValue(key=k, value=any_value(v)) for k, v in extra.items()]
 
 
-def set_attributes(span: Span, extra: dict[str, Any], present: Any = None) -> None:
-    """Put ``extra`` on the span, replacing attributes of the same key (a span may pass two fences).
-
-    ``present``: the span's attribute keys when the caller has them, to skip the scan for keys to replace.
-    """
+def set_attributes(span: Span, extra: dict[str, Any]) -> None:
+    """Put ``extra`` on the span, replacing attributes of the same key (a span may pass two fences)."""
     if not extra:
         return
-    if present is None or any(key in present for key in extra):
-        existing = [i for i, kv in enumerate(span.attributes) if kv.key in extra]
-        for index in reversed(existing):
-            del span.attributes[index]
+    existing = [i for i, kv in enumerate(span.attributes) if kv.key in extra]
+    for index in reversed(existing):
+        del span.attributes[index]
     span.attributes.extend(_key_values(extra))
 
 
+_ENCODED: dict[tuple, bytes] = {}  # (key, type, value) -> that one attribute encoded as a Span's attributes field
+_ENCODED_MAX = 65536
+_VALUE_TYPES = (str, bool, int, float)
+
+
+def _encoded_attribute(key: str, value: Any) -> bytes:
+    """``Span(attributes=[KeyValue(key, value)])`` encoded by protobuf, cached per attribute: a trace's class, its
+    decisions and reasons repeat across spans; only a step's own values (its call id, index) are new."""
+    kind = type(value)
+    if kind is list:
+        cached = all(type(item) is str for item in value)
+        marker: tuple = (key, kind, tuple(value))
+    else:
+        cached = kind in _VALUE_TYPES
+        marker = (key, kind, value)  # the type tells True from 1 and 1 from 1.0
+    encoded = _ENCODED.get(marker) if cached else None
+    if encoded is None:
+        encoded = Span(attributes=[KeyValue(key=key, value=any_value(value))]).SerializeToString()
+        if cached:
+            if len(_ENCODED) >= _ENCODED_MAX:
+                _ENCODED.clear()
+            _ENCODED[marker] = encoded
+    return encoded
+
+
+_RECENT: dict[int, tuple[Any, bytes]] = {}  # id(attribute set) -> (that set, kept alive here; its encoding)
+_RECENT_MAX = 16
+
+
+def encoded_attributes(extra: dict[str, Any]) -> bytes:
+    """``Span(attributes=extra)`` as protobuf encodes it: appended to an encoded span, it adds ``extra`` after the
+    span's own attributes (protobuf merges concatenated encodings; a repeated field's elements are appended). The
+    encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute.
+
+    The fence gives every span of a trace but its steps one dict: the encodings of the last few dicts are kept
+    by the dict's identity (each entry holds its dict, so an id is never reused while it is there, and is one
+    tuple, replaced whole). ``extra`` must not be changed once encoded (the fence builds a dict per trace or span).
+    """
+    found = _RECENT.get(id(extra))
+    if found is not None and found[0] is extra:
+        return found[1]
+    encoded = b"".join([_encoded_attribute(key, value) for key, value in extra.items()])
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[id(extra)] = (extra, encoded)
+    return encoded
+
+
+_KEY_BYTES: dict[str, bytes] = {}  # annotation key -> its UTF-8 bytes (the keys are a handful)
+
+
+def _key_bytes(key: str) -> bytes:
+    found = _KEY_BYTES.get(key)
+    if found is None:
+        found = _KEY_BYTES[key] = key.encode()
+    return found
+
+
+def annotated(span: bytes, extra: dict[str, Any]) -> bytes:
+    """The encoded span with ``extra`` attributes set, replacing attributes of the same key.
+
+    A span whose bytes hold none of ``extra``'s keys has no attribute of those keys (a key is encoded as its
+    UTF-8 bytes): the encoding of ``extra`` is appended. Otherwise (a span that passed another fence, or a
+    key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again."""
+    if not extra:
+        return span
+    if ANNOTATION_PREFIX not in span or not any(_key_bytes(key) in span for key in extra):
+        return span + encoded_attributes(extra)
+    message = Span.FromString(span)
+    set_attributes(message, extra)
+    return message.SerializeToString()
+
+
 def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) -> OtlpItem | None:
-    """The span with ``extra`` attributes set in place; ``None`` (a span that stood in its trace
-    for planning but is not forwarded: it was rejected) stays ``None``."""
+    """The item with ``extra`` attributes set on its span (:func:`annotated`); ``None`` (a span that stood in its
+    trace for planning but is not forwarded: it was rejected) stays ``None``."""
     if item is None:
         return None
-    set_attributes(item.span, extra, view.attributes)
+    item.span = annotated(item.span, extra)
     return item
 
 
-def stand_in(span: Span, problem: str) -> SpanView | None:
+# A marker holding another one ("tool." holds "tool") is found whenever it is there: only the others are looked
+# for, those most spans of agent traces hold first.
+_MARKERS = tuple(sorted(
+    (m.encode() for m in READ_MARKERS if not any(other != m and other in m for other in READ_MARKERS)),
+    key=lambda m: (m not in (b"ai.", b"tool", b"llm.", b"http."), m),
+))
+
+
+def needs_full_view(span: bytes) -> bool:
+    """True when the encoded span holds one of ``conventions.READ_MARKERS`` (compared case-insensitively, anywhere
+    in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events."""
+    lowered = span.lower()
+    for marker in _MARKERS:
+        if marker in lowered:
+            return True
+    return False
+
+
+def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
+    """The view the fence takes a received span with: its ids, name, times, kind and status, without
+    attributes and events (``from_otlp_head``). Sets ``item.full`` (whether planning must read the span in
+    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
+    item.full = needs_full_view(item.span)
+    item.sequence = sequence
+    return from_otlp_head(SpanHead.FromString(item.span), sequence)
+
+
+def planning_view(view: SpanView | None, item: OtlpItem | None) -> SpanView:
+    """What planning reads of a span (the fence's ``read_view``), made when its trace is planned: the full view
+    (``from_otlp``) of a span holding a marker; else ``view``, or, for a held span whose view the buffer did
+    not keep (``None``), the view :func:`held_view` made. A held span so costs its bytes and its item only."""
+    if item is None:
+        assert view is not None
+        return view
+    if item.full:
+        return from_otlp(Span.FromString(item.span), item.sequence)
+    return view if view is not None else from_otlp_head(SpanHead.FromString(item.span), item.sequence)
+
+
+def view_of(span: bytes, sequence: int = 0) -> SpanView:
+    """The view planning reads of an encoded span, as the service makes it (:func:`held_view`, then
+    :func:`planning_view`): in full when it holds a marker, else without attributes and events, which plans
+    the same. Raises ``DecodeError``."""
+    item = OtlpItem(None, span)  # type: ignore[arg-type]
+    return planning_view(held_view(item, sequence), item)
+
+
+def stand_in(span: Any, problem: str) -> SpanView | None:
     """The view that stands in its trace for a span refused for ``problem`` (its ids): its trace still
     holds a tool call that may have been this span, so it is planned with a ``review`` step for it,
-    as ``tracefence plan`` plans it. ``None`` when not even its trace id can be read."""
+    as ``tracefence plan`` plans it. ``None`` when not even its trace id can be read. ``span``: a
+    :data:`~otel_tracefence.service.otlp_bytes.SpanHead` (or a full ``Span``)."""
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return None
     field = problem.split(" ", 1)[0]
@@ -104,95 +227,105 @@ def stand_in(span: Span, problem: str) -> SpanView | None:
                     unreadable=(field, problem))
 
 
-def to_request(items: Iterable[OtlpItem]) -> tuple[ExportTraceServiceRequest, int]:
-    """Regroup spans into one request, one ``ResourceSpans``/``ScopeSpans`` per origin; and the span count."""
-    request = ExportTraceServiceRequest()
+def invalid_reason(span: Any) -> str | None:
+    """Why a span can never be accepted (OTLP: trace id 16 bytes, span id 8 bytes, neither all zero), or ``None``.
+    ``span``: a :data:`~otel_tracefence.service.otlp_bytes.SpanHead` or a full ``Span``."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return "trace_id must be 16 bytes and not all zero"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return "span_id must be 8 bytes and not all zero"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "parent_span_id must be empty or 8 bytes"
+    return None
+
+
+def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | None]]]:
+    """The spans of a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` as items, one :class:`Origin` per
+    ``ScopeSpans``, and the refused ones as ``(error, stand-in view or None)``: ids that :func:`invalid_reason`
+    refuses. Raises ``DecodeError`` for a span whose bytes do not decode."""
+    accepted: list[OtlpItem] = []
+    refused: list[tuple[str, SpanView | None]] = []
+    read_ids = SpanHead.FromString
+    for resource_spans in request.resource_spans:
+        resource, resource_schema_url = resource_spans.resource, resource_spans.schema_url
+        for scope_spans in resource_spans.scope_spans:
+            origin = Origin(resource, resource_schema_url, scope_spans.scope, scope_spans.schema_url)
+            for span in scope_spans.spans:
+                ids = read_ids(span)
+                if len(ids.trace_id) == 16 and len(ids.span_id) == 8 and (not ids.parent_span_id or len(ids.parent_span_id) == 8) \
+                        and any(ids.trace_id) and any(ids.span_id):
+                    accepted.append(OtlpItem(origin, span))
+                    continue
+                problem = invalid_reason(ids)
+                assert problem is not None
+                refused.append((f"span {ids.span_id.hex() or '?'}: {problem}", stand_in(ids, problem)))
+    return accepted, refused
+
+
+def lazy_request(request: Any) -> Any:
+    """Any request (a :data:`LazyRequest`, a full ``ExportTraceServiceRequest``, or encoded bytes) as a
+    :data:`LazyRequest` (the same object when it is one)."""
+    if isinstance(request, LazyRequest):
+        return request
+    return LazyRequest.FromString(request if isinstance(request, (bytes, bytearray)) else request.SerializeToString())
+
+
+def to_request(items: Iterable[OtlpItem | None]) -> tuple[Any, int]:
+    """Regroup spans into one :data:`LazyRequest`, one ``ResourceSpans``/``ScopeSpans`` per origin (``None``
+    items skipped); and the span count."""
+    request = LazyRequest()
     by_origin: dict[int, Any] = {}
     count = 0
     for item in items:
         if item is None:  # a refused span that stood in its trace: never forwarded
             continue
-        scope_spans = by_origin.get(id(item.origin))
-        if scope_spans is None:
-            resource_spans = request.resource_spans.add()
-            resource_spans.resource.CopyFrom(item.origin.resource)
-            resource_spans.schema_url = item.origin.resource_schema_url
-            scope_spans = resource_spans.scope_spans.add()
-            scope_spans.scope.CopyFrom(item.origin.scope)
-            scope_spans.schema_url = item.origin.scope_schema_url
-            by_origin[id(item.origin)] = scope_spans
-        scope_spans.spans.append(item.span)
+        origin = item.origin
+        spans = by_origin.get(id(origin))
+        if spans is None:
+            resource_spans = request.resource_spans.add(resource=origin.resource, schema_url=origin.resource_schema_url)
+            spans = by_origin[id(origin)] = resource_spans.scope_spans.add(scope=origin.scope, schema_url=origin.scope_schema_url).spans
+        spans.append(item.span)
         count += 1
     return request, count
 
 
-def request_span_count(request: ExportTraceServiceRequest) -> int:
-    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-
-
-def _span_counter():
-    """A message class shaped like ``ExportTraceServiceRequest`` whose spans are left as bytes: decoding it
-    counts the spans of an encoded request without building them (about the request's size in memory, where
-    a full decode of tiny spans takes several times that)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    F = descriptor_pb2.FieldDescriptorProto
-    proto = descriptor_pb2.FileDescriptorProto(name="tracefence_span_count.proto", package="tracefence.internal.count", syntax="proto3")
-    scope = proto.message_type.add(name="ScopeSpans")
-    scope.field.add(name="spans", number=2, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
-    resource = proto.message_type.add(name="ResourceSpans")
-    resource.field.add(name="scope_spans", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED, type_name=".tracefence.internal.count.ScopeSpans")
-    request = proto.message_type.add(name="Request")
-    request.field.add(name="resource_spans", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED, type_name=".tracefence.internal.count.ResourceSpans")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tracefence.internal.count.Request"))
-
-
-_SpanCounter = _span_counter()
-MIN_SPAN_BYTES = 30  # the smallest valid span on the wire: a trace id and a span id, their tags and its frame (smaller, invalid
-# spans only escape this early count; the full count before queueing still refuses them)
-
-
-def encoded_span_count(data: bytes) -> int:
-    """The number of spans in an encoded ``ExportTraceServiceRequest``, without decoding the spans.
-    Raises ``google.protobuf.message.DecodeError`` for bytes that are not one."""
-    request = _SpanCounter.FromString(data)
+def request_span_count(request: Any) -> int:
+    """The spans of a request message (full or lazy)."""
     return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
 
 
 _FRAME = 6  # at most a one-byte tag and a five-byte length in front of an embedded message
 
 
-def split_request(
-    request: ExportTraceServiceRequest, *, max_bytes: int | None = None, max_spans: int | None = None
-) -> tuple[list[tuple[ExportTraceServiceRequest, int, int]], list[Span]]:
-    """Cut ``request`` into requests of at most ``max_bytes`` serialized bytes and ``max_spans`` spans, in span order,
-    each span keeping its resource and scope.
+def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int | None = None) -> tuple[list[tuple[Any, int, int]], list[bytes]]:
+    """Cut ``request`` (a :data:`LazyRequest`) into lazy requests of at most ``max_bytes`` serialized bytes and
+    ``max_spans`` spans, in span order, each span keeping its resource and scope.
 
     Returns ``(pieces, oversized)``: pieces as ``(request, spans, bytes)`` (``bytes`` an upper bound of the
-    serialized size), and the spans that alone, with their resource and scope, exceed ``max_bytes``. The pieces
-    share no message with ``request`` (copies).
+    serialized size), and the encoded spans that alone, with their resource and scope, exceed ``max_bytes``.
+    The pieces share no message with ``request`` (copies).
     """
-    pieces: list[tuple[ExportTraceServiceRequest, int, int]] = []
-    oversized: list[Span] = []
-    current = ExportTraceServiceRequest()
+    pieces: list[tuple[Any, int, int]] = []
+    oversized: list[bytes] = []
+    current = LazyRequest()
     spans = size = 0
-    group: Any = None  # the ScopeSpans of `current` the next span of the same origin goes into
+    group: Any = None  # the spans of the ScopeSpans of `current` the next span of the same origin goes into
 
     def flush() -> None:
         nonlocal current, spans, size, group
         if spans:
             pieces.append((current, spans, size))
-        current, spans, size, group = ExportTraceServiceRequest(), 0, 0, None
+        current, spans, size, group = LazyRequest(), 0, 0, None
 
     for resource_spans in request.resource_spans:
-        resource_head = ResourceSpans(resource=resource_spans.resource, schema_url=resource_spans.schema_url).ByteSize() + _FRAME
+        resource, resource_url = resource_spans.resource, resource_spans.schema_url
+        resource_head = LazyResourceSpans(resource=resource, schema_url=resource_url).ByteSize() + _FRAME
         for scope_spans in resource_spans.scope_spans:
-            scope_head = ScopeSpans(scope=scope_spans.scope, schema_url=scope_spans.schema_url).ByteSize() + _FRAME
+            scope, scope_url = scope_spans.scope, scope_spans.schema_url
+            scope_head = LazyScopeSpans(scope=scope, schema_url=scope_url).ByteSize() + _FRAME
             group = None  # a new origin opens a new ResourceSpans/ScopeSpans
             for span in scope_spans.spans:
-                span_size = span.ByteSize() + _FRAME
+                span_size = len(span) + _FRAME
                 if max_bytes is not None and resource_head + scope_head + span_size > max_bytes:
                     oversized.append(span)
                     continue
@@ -203,24 +336,16 @@ def split_request(
                     flush()
                     opening = resource_head + scope_head
                 if group is None:
-                    added = current.resource_spans.add(resource=resource_spans.resource, schema_url=resource_spans.schema_url)
-                    group = added.scope_spans.add(scope=scope_spans.scope, schema_url=scope_spans.schema_url)
-                group.spans.append(span)
+                    added = current.resource_spans.add(resource=resource, schema_url=resource_url)
+                    group = added.scope_spans.add(scope=scope, schema_url=scope_url).spans
+                group.append(span)
                 spans += 1
                 size += opening + span_size
     flush()
     return pieces, oversized
 
 
-def invalid_reason(span: Span) -> str | None:
-    """Why a span can never be accepted (OTLP: trace id 16 bytes, span id 8 bytes, neither all zero), or ``None``."""
-    if len(span.trace_id) != 16 or not any(span.trace_id):
-        return "trace_id must be 16 bytes and not all zero"
-    if len(span.span_id) != 8 or not any(span.span_id):
-        return "span_id must be 8 bytes and not all zero"
-    if span.parent_span_id and len(span.parent_span_id) != 8:
-        return "parent_span_id must be empty or 8 bytes"
-    return None
-
-
-__all__: Sequence[str] = ["Origin", "OtlpItem", "annotate_item", "invalid_reason", "request_span_count", "set_attributes", "split_request", "to_request"]
+__all__: Sequence[str] = [
+    "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "invalid_reason",
+    "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
+]

@@ -28,17 +28,19 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from otel_tracefence.service.otlp_bytes import LazyRequest, lazy_spans, span_key
 
 _log = logging.getLogger("otel_tracefence.service")
 FILE_NAME = "tracefence-queue.db"
 DELETE_EVERY_S = 0.2  # settled rows are deleted in one transaction this often
 
 
-def _key(span: Span) -> bytes:
+def _key(span: Any) -> bytes:
+    """``trace_id + span_id`` of an encoded span (or of a ``Span`` message)."""
+    if isinstance(span, bytes):
+        return span_key(span)
     return span.trace_id + span.span_id
 
 
@@ -71,24 +73,25 @@ class PersistentQueue:
         self._deleter.start()
 
     # -- writing ---------------------------------------------------------------------------
-    def append(self, request: ExportTraceServiceRequest, spans: Iterable[Span]) -> int:
-        """Write ``request`` (whose spans are ``spans``) and commit it; returns its row id. Raises ``sqlite3.Error``."""
-        body = request.SerializeToString()
+    def append(self, request: Any, spans: Iterable[Any]) -> int:
+        """Write ``request`` (an encoded ``ExportTraceServiceRequest``, or a message, full or lazy) whose spans
+        are ``spans`` (encoded, or ``Span`` messages) and commit it; returns its row id. Raises ``sqlite3.Error``."""
+        body = request if isinstance(request, bytes) else request.SerializeToString()
         spans = list(spans)
         with self._lock:
             row = self._conn.execute("INSERT INTO requests (spans, body) VALUES (?, ?)", (len(spans), body)).lastrowid
             self._track(row, spans)
         return row
 
-    def _track(self, row: int, spans: list[Span]) -> None:
+    def _track(self, row: int, spans: list[Any]) -> None:
         # Caller holds the lock.
         if not spans:
             self._settled.append(row)
             return
         self._remaining[row] = len(spans) * self._targets
+        keys = [_key(span) for span in spans]
         for rows_of in self._rows_of:
-            for span in spans:
-                key = _key(span)
+            for key in keys:
                 known = rows_of.get(key)
                 if known is None:
                     rows_of[key] = row
@@ -97,7 +100,7 @@ class PersistentQueue:
                 else:
                     rows_of[key] = [known, row]
 
-    def settle(self, target: int, spans: Iterable[Span]) -> None:
+    def settle(self, target: int, spans: Iterable[Any]) -> None:
         """Forward queue ``target`` is done with ``spans`` (sent, or dropped for good)."""
         with self._lock:
             rows_of = self._rows_of[target]
@@ -140,8 +143,9 @@ class PersistentQueue:
                 _log.error("persistent queue: could not delete %d forwarded request(s): %s", len(rows), exc)
 
     # -- reading back ----------------------------------------------------------------------------
-    def replay(self) -> Iterator[tuple[ExportTraceServiceRequest, int]]:
-        """The requests left by an earlier run, oldest first, each tracked again as not settled: (request, spans)."""
+    def replay(self) -> Iterator[tuple[Any, int]]:
+        """The requests left by an earlier run, oldest first, each tracked again as not settled: (request, spans),
+        the request a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest`."""
         with self._lock:
             rows = self._conn.execute("SELECT id FROM requests ORDER BY id").fetchall()
         for (row,) in rows:
@@ -149,8 +153,8 @@ class PersistentQueue:
                 found = self._conn.execute("SELECT body FROM requests WHERE id = ?", (row,)).fetchone()
             if found is None:
                 continue
-            request = ExportTraceServiceRequest.FromString(found[0])
-            spans = [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+            request = LazyRequest.FromString(found[0])
+            spans = lazy_spans(request)
             with self._lock:
                 self._track(row, spans)
             yield request, len(spans)

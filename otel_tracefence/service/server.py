@@ -32,7 +32,7 @@ from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
-from otel_tracefence.service.otlp_spans import Origin, OtlpItem, annotate_item, invalid_reason, to_request
+from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
 from otel_tracefence.telemetry import COMPONENT
@@ -211,6 +211,7 @@ class TraceFenceService:
             config,
             emit=self._emit,
             annotate_span=annotate_item,
+            read_view=planning_view,
             service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
             review_sink=self.store,
@@ -244,8 +245,9 @@ class TraceFenceService:
             if self._emit_closed:  # after the shutdown: already counted as not forwarded
                 return
             self.emitted_spans += count
+        encoded = request.SerializeToString()  # once, shared by every forward queue
         for forwarder in self.forwarders:
-            forwarder.put(request, count)
+            forwarder.put(encoded, count)
 
     def _refuse(self) -> str | None:
         if not self._accepting:
@@ -384,14 +386,7 @@ class TraceFenceService:
         requests = spans = 0
         try:
             for request, count in self.persistent.replay():  # type: ignore[union-attr]
-                items = [
-                    OtlpItem(origin, span)
-                    for rs in request.resource_spans
-                    for ss in rs.scope_spans
-                    for origin in [Origin(rs.resource, rs.schema_url, ss.scope, ss.schema_url)]
-                    for span in ss.spans
-                    if invalid_reason(span) is None
-                ]
+                items, _ = read_request(request)
                 reservation = None
                 while self._accepting and reservation is None:
                     try:
