@@ -25,6 +25,7 @@ from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.router import RouterIntake
 from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.otlp_spans import lazy_request
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from service_helpers import (
     Client,
@@ -116,7 +117,7 @@ def test_split_keeps_each_spans_resource_and_scope_and_hands_a_one_worker_reques
     scope.spans.append(raw_span(b1, b"\x04" * 8, parent=b"\x09"))  # refused for its parent id: still sent to its trace's worker
     parts, whole = split_request(request, 2)
     assert not whole
-    (zero, zero_spans), (one, one_spans) = parts  # type: ignore[misc]
+    (zero, zero_spans), (one, one_spans) = [(full(part), spans) for part, spans in parts]  # type: ignore[misc]
     assert (zero_spans, one_spans) == (1, 2)  # the all-zero trace id stands in no trace: left out
     assert [(rs.resource.attributes[0].value.string_value, rs.schema_url, [(ss.scope.name, ss.schema_url, [s.span_id for s in ss.spans]) for ss in rs.scope_spans])
             for rs in zero.resource_spans] == [("svc-a", "https://opentelemetry.io/schemas/1.26.0", [("raw.client", "", [b"\x01" * 8])])]  # fmt: skip
@@ -125,16 +126,20 @@ def test_split_keeps_each_spans_resource_and_scope_and_hands_a_one_worker_reques
         ("svc-a", "https://opentelemetry.io/schemas/1.26.0", [("raw.client", "", [b"\x02" * 8])]),
         ("svc-b", "", [("other.scope", "https://opentelemetry.io/schemas/1.27.0", [b"\x04" * 8])]),
     ]  # fmt: skip
-    single = raw_request(raw_span(a1, b"\x05" * 8), raw_span(b1, b"\x06" * 8))
+    single = lazy_request(raw_request(raw_span(a1, b"\x05" * 8), raw_span(b1, b"\x06" * 8)))
     parts, whole = split_request(single, 2)
     assert whole and parts[0] is None and parts[1] == (single, 2) and parts[1][0] is single  # not copied
-    from otel_tracefence.service.otlp_spans import Origin, OtlpItem
+    from otel_tracefence.service.otlp_spans import read_request
 
-    rs = request.resource_spans[0]
-    origin = Origin(rs.resource, rs.schema_url, rs.scope_spans[0].scope, "")
-    items = [OtlpItem(origin, s) for s in rs.scope_spans[0].spans[:2]]
-    by_worker = split_items(items, 2)
-    assert [[s.span_id for r in part[0].resource_spans for ss in r.scope_spans for s in ss.spans] for part in by_worker] == [[b"\x01" * 8], [b"\x02" * 8]]  # type: ignore[index]
+    items, refused = read_request(lazy_request(request))
+    assert len(refused) == 2  # the all-zero trace id and the bad parent id
+    by_worker = split_items(items[:2], 2)
+    assert [[s.span_id for r in full(part[0]).resource_spans for ss in r.scope_spans for s in ss.spans] for part in by_worker] == [[b"\x01" * 8], [b"\x02" * 8]]  # type: ignore[index]
+
+
+def full(part) -> ExportTraceServiceRequest:
+    """A part (a LazyRequest) read as the full message a worker receives."""
+    return ExportTraceServiceRequest.FromString(part.SerializeToString())
 
 
 def test_a_request_is_queued_whole_or_refused_whole():

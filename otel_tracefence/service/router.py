@@ -41,7 +41,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_tracefence.config import TraceFenceConfig, UpstreamSettings
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.service.export import TraceExport
-from otel_tracefence.service.forward import Forwarder, Outcome, UpstreamTarget
+from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
+from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
@@ -69,13 +70,14 @@ class WorkerTarget:
         self.max_message_bytes = self._upstream.max_message_bytes
         self._on_done = on_done
 
-    def send(self, request: ExportTraceServiceRequest) -> Outcome:
-        outcome = self._upstream.send(request)
+    def send(self, request: Request) -> Outcome:
+        data = encode(request)
+        outcome = self._upstream.send(data)
         if outcome.kind in ("sent", "rejected"):
-            self._on_done(request.ByteSize())
+            self._on_done(len(data))
         if outcome.rejected_spans:
             # Spans refused for their ids were refused (and stood in) by the router too: only the others count.
-            expected = sum(1 for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans if invalid_reason(span) is not None)
+            expected = sum(1 for span in lazy_spans(LazyRequest.FromString(data)) if invalid_reason(SpanHead.FromString(span)) is not None)
             unexpected = max(0, outcome.rejected_spans - expected)
             if not unexpected:
                 return Outcome("sent")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from otel_tracefence.service.otlp_spans import OtlpItem
+from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead
+from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, to_request
 
 
 _ZERO_TRACE = bytes(16)
@@ -31,43 +30,45 @@ def worker_of(trace_id: bytes, workers: int) -> int:
 def readable_trace(trace_id: bytes) -> bool:
     """Whether a span's trace id can be read (16 bytes, not all zero: OTLP): a span whose trace id cannot is
     refused outright and stands in no trace (``otlp_spans.stand_in``), so no worker needs it."""
-    return len(trace_id) == 16 and any(trace_id)
+    return len(trace_id) == 16 and trace_id != _ZERO_TRACE
 
 
-def split_request(request: ExportTraceServiceRequest, workers: int) -> tuple[list[tuple[ExportTraceServiceRequest, int] | None], bool]:
+def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | None], bool]:
     """``request``'s spans with a readable trace id, regrouped per worker: ``(parts, whole)``.
 
-    ``parts[w]`` is ``(request_w, spans_w)`` for worker ``w``, or ``None`` when no span goes there. Every span
-    keeps its resource and scope (with their schema URLs): a part holds one ``ResourceSpans`` / ``ScopeSpans``
-    per original one that has spans for that worker, in the original order. ``whole``: every span of the
-    request went to one worker and none was left out, and that part *is* ``request`` itself (not copied).
-    Built with protobuf message operations only (``CopyFrom``, ``add``, ``extend``).
+    ``request``: a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` (spans as bytes, as the Export path
+    decodes it), or a full ``ExportTraceServiceRequest`` or its encoding (read as one). ``parts[w]`` is
+    ``(request_w, spans_w)`` for worker ``w`` (a ``LazyRequest``), or ``None`` when no span goes there. Every
+    span keeps its resource and scope (with their schema URLs): a part holds one ``ResourceSpans`` /
+    ``ScopeSpans`` per original one that has spans for that worker, in the original order. ``whole``: every
+    span went to one worker and none was left out, and that part *is* the lazy request itself (not copied).
+    Only each span's trace id is read (``SpanHead``); the parts are built by protobuf (``add``, ``extend``).
+    Raises ``google.protobuf.message.DecodeError`` for a span whose bytes do not decode.
     """
-    # One pass reading only the trace ids (worker_of and readable_trace, inlined: this runs for every span the
-    # router takes); the common case of one worker for every span stops here.
-    grouped: list[list[list[list]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
+    request = lazy_request(request)
+    read_head = SpanHead.FromString
+    grouped: list[list[list[list[bytes]]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
     counts = [0] * workers
     total = 0
-    from_bytes = int.from_bytes
     for resource_spans in request.resource_spans:
         per_scope = []
         for scope_spans in resource_spans.scope_spans:
-            by_worker: list[list] = [[] for _ in range(workers)]
+            by_worker: list[list[bytes]] = [[] for _ in range(workers)]
             for span in scope_spans.spans:
                 total += 1
-                trace_id = span.trace_id
-                if len(trace_id) == 16 and trace_id != _ZERO_TRACE:
-                    by_worker[from_bytes(trace_id[8:16], "big") % workers].append(span)
+                trace_id = read_head(span).trace_id
+                if readable_trace(trace_id):
+                    by_worker[worker_of(trace_id, workers)].append(span)
             for w, spans in enumerate(by_worker):
                 counts[w] += len(spans)
             per_scope.append(by_worker)
         grouped.append(per_scope)
     used = [w for w in range(workers) if counts[w]]
     if len(used) == 1 and counts[used[0]] == total:
-        parts: list[tuple[ExportTraceServiceRequest, int] | None] = [None] * workers
+        parts: list[tuple[Any, int] | None] = [None] * workers
         parts[used[0]] = (request, total)
         return parts, True
-    built = [ExportTraceServiceRequest() if counts[w] else None for w in range(workers)]
+    built = [LazyRequest() if counts[w] else None for w in range(workers)]
     for resource_spans, per_scope in zip(request.resource_spans, grouped):
         made_resource: dict[int, Any] = {}
         for scope_spans, by_worker in zip(resource_spans.scope_spans, per_scope):
@@ -76,24 +77,19 @@ def split_request(request: ExportTraceServiceRequest, workers: int) -> tuple[lis
                     continue
                 part_resource = made_resource.get(w)
                 if part_resource is None:
-                    part_resource = made_resource[w] = built[w].resource_spans.add()  # type: ignore[union-attr]
-                    part_resource.resource.CopyFrom(resource_spans.resource)
-                    part_resource.schema_url = resource_spans.schema_url
-                out = part_resource.scope_spans.add()
-                out.scope.CopyFrom(scope_spans.scope)
-                out.schema_url = scope_spans.schema_url
-                out.spans.extend(spans)  # copies each span (upb, in C)
+                    part_resource = made_resource[w] = built[w].resource_spans.add(  # type: ignore[union-attr]
+                        resource=resource_spans.resource, schema_url=resource_spans.schema_url
+                    )
+                part_resource.scope_spans.add(scope=scope_spans.scope, schema_url=scope_spans.schema_url).spans.extend(spans)
     return [(part, counts[w]) if part is not None else None for w, part in enumerate(built)], False
 
 
-def split_items(items: list[OtlpItem], workers: int) -> list[tuple[ExportTraceServiceRequest, int] | None]:
+def split_items(items: list[OtlpItem], workers: int) -> list[tuple[Any, int] | None]:
     """Already-read spans (an OTLP/JSON body's, as :class:`~otel_tracefence.service.export.TraceExport` accepted
-    them) regrouped per worker, as :func:`split_request` does: one request per worker that gets spans."""
-    from otel_tracefence.service.otlp_spans import to_request
-
+    them) regrouped per worker, as :func:`split_request` does: one ``LazyRequest`` per worker that gets spans."""
     grouped: list[list[OtlpItem]] = [[] for _ in range(workers)]
     for item in items:
-        grouped[worker_of(item.span.trace_id, workers)].append(item)
+        grouped[worker_of(SpanHead.FromString(item.span).trace_id, workers)].append(item)
     return [to_request(group) if group else None for group in grouped]
 
 
