@@ -295,24 +295,10 @@ class RouterService(TraceFenceService):
         workers and wait for their own drain (the other half, and ``STOP_OVERRUN_S`` more). Idempotent."""
         if self._stopped.is_set():
             return
-        budget = self.config.service.drain_timeout_s
-        deadline = time.monotonic() + budget
-
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
-
+        budget, left = self._stop_clock()
         self._stop_listeners(min(grace_s, budget / 5), left)
-        results = [False] * len(self.forwarders)
-
-        def drain(index: int, forwarder: Forwarder, seconds: float) -> None:
-            results[index] = forwarder.drain(seconds)
-
         until = max(0.1, left() - budget / 2)
-        drains = [threading.Thread(target=drain, args=(i, f, until), daemon=True) for i, f in enumerate(self.forwarders)]
-        for thread in drains:
-            thread.start()
-        for thread in drains:
-            thread.join(timeout=until + 1.5)
+        results = self._drain_forwarders(until, until + 1.5)
         codes = self.pool.stop(left() + STOP_OVERRUN_S)
         workers = sum_stop_summaries(self.folder, range(len(self.pool.workers)))
         if self.store is not None:

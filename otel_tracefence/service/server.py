@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.parse
 from concurrent import futures
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -419,12 +419,7 @@ class TraceFenceService:
         """
         if self._stopped.is_set():
             return
-        budget = self.config.service.drain_timeout_s
-        deadline = time.monotonic() + budget
-
-        def left() -> float:
-            return max(0.0, deadline - time.monotonic())
-
+        budget, left = self._stop_clock()
         self._stop_listeners(min(grace_s, budget / 5), left)
         not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
         held = len(self.fence.buffer)
@@ -439,17 +434,8 @@ class TraceFenceService:
                 forwarder.count_not_forwarded(not_read, "acknowledged but not read before the shutdown deadline")
         if undecided:
             _log.error("shutdown: deciding what is held did not finish in time; %d trace(s) still held are not forwarded", undecided)
-        results: list[bool] = [False] * len(self.forwarders)
-
-        def drain(index: int, forwarder: Forwarder, seconds: float) -> None:
-            results[index] = forwarder.drain(seconds)
-
         # All queues at once; one second is kept for a call under way at the deadline.
-        drains = [threading.Thread(target=drain, args=(i, f, max(0.1, left() - 1.0)), daemon=True) for i, f in enumerate(self.forwarders)]
-        for thread in drains:
-            thread.start()
-        for thread in drains:
-            thread.join(timeout=left() + 1.5)
+        results = self._drain_forwarders(max(0.1, left() - 1.0), left() + 1.5)
         # Spans the fence took and never handed on (a trace still being decided, a review write still waiting
         # on a locked database): counted now, and never handed on later.
         with self._emit_lock:
@@ -477,6 +463,29 @@ class TraceFenceService:
         if self._owned_meter_provider is not None:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()
+
+    def _stop_clock(self) -> tuple[float, Callable[[], float]]:
+        """The shutdown's budget (``service.drain_timeout_s``, seconds) from now, and a function giving the seconds
+        left of it."""
+        budget = self.config.service.drain_timeout_s
+        deadline = time.monotonic() + budget
+        return budget, lambda: max(0.0, deadline - time.monotonic())
+
+    def _drain_forwarders(self, seconds: float, wait_s: float) -> list[bool]:
+        """Drain every forward queue at once, each for at most ``seconds``, waiting at most ``wait_s`` in all;
+        whether each queue was emptied (``False`` for one still draining)."""
+        results = [False] * len(self.forwarders)
+
+        def drain(index: int, forwarder: Forwarder) -> None:
+            results[index] = forwarder.drain(seconds)
+
+        threads = [threading.Thread(target=drain, args=(i, f), daemon=True) for i, f in enumerate(self.forwarders)]
+        for thread in threads:
+            thread.start()
+        until = time.monotonic() + wait_s
+        for thread in threads:
+            thread.join(timeout=max(0.0, until - time.monotonic()))
+        return results
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
