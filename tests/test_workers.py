@@ -197,7 +197,9 @@ def test_a_worker_takes_the_routers_settings_with_its_listeners_swapped(tmp_path
         "unix:/tmp/x/worker-1.sock", "", "", "", "", "", 1,
     )  # fmt: skip
     assert (s.persistent_queue_dir, s.output_file, s.drain_timeout_s) == (str(tmp_path / "q" / "worker-1"), str(tmp_path / "spans.worker-1.otlp.jsonl"), 4)
-    assert (s.intake_queue_spans, worker.max_traces, worker.review_db) == (1234, 77, str(tmp_path / "r.db"))  # the rest as the router's
+    # The service's bounds shared out between the two workers, so they hold and drain what one process would.
+    assert (s.intake_queue_spans, s.intake_queue_bytes, s.forward_queue_spans, worker.max_traces, worker.decided_cache_size) == (617, 32 * 1024 * 1024, 100_000, 39, 5_000)
+    assert (worker.max_spans_per_trace, worker.review_db) == (1_000, str(tmp_path / "r.db"))  # the rest as the router's
     assert router.service.endpoint == "0.0.0.0:4317"  # the router's own settings untouched
 
 

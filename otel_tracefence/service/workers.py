@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -51,8 +52,16 @@ def worker_config(config: TraceFenceConfig, index: int, socket_path: str) -> Tra
     output = Path(settings.output_file)
     base, dot, rest = output.name.partition(".")
     output_file = str(output.with_name(f"{base}.worker-{index}.{rest}" if dot else f"{base}.worker-{index}"))
+    workers = settings.worker_processes
+
+    def share(bound: int) -> int:  # a bound of the whole service, shared out: N workers hold what one process would
+        return max(1, math.ceil(bound / workers))
+
     service = settings.model_copy(
         update={
+            "intake_queue_spans": share(settings.intake_queue_spans),
+            "intake_queue_bytes": share(settings.intake_queue_bytes),
+            "forward_queue_spans": share(settings.forward_queue_spans),
             "output_file": output_file,
             "endpoint": f"unix:{socket_path}",
             "http_endpoint": "",
@@ -68,7 +77,7 @@ def worker_config(config: TraceFenceConfig, index: int, socket_path: str) -> Tra
             "drain_timeout_s": settings.drain_timeout_s / 2,
         }
     )
-    return config.model_copy(update={"service": service})
+    return config.model_copy(update={"service": service, "max_traces": share(config.max_traces), "decided_cache_size": share(config.decided_cache_size)})
 
 
 def die_with_parent(parent_pid: int) -> None:
