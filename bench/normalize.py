@@ -29,12 +29,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from callgrind import count_instructions, print_against_baseline  # noqa: E402 - bench/ first on the path
 from engines import check_engine, engine_env  # noqa: E402 - bench/ first on the path
 
 
@@ -80,17 +80,7 @@ def measure(root: Path, traces: int, repeat: int) -> float:
 def instructions(root: Path, args: argparse.Namespace, env: dict[str, str] | None = None) -> float:
     """Instructions per span of ``plan_spans`` for the checkout at ``root``, counted by callgrind: a child
     with --repeat R less one with --repeat 0 (same set-up and warm-up), over R x spans."""
-    counts = []
-    for repeat in (0, args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "callgrind.out"
-            subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
-                 "--child", str(root), "--traces", str(args.traces), "--repeat", str(repeat)],
-                capture_output=True, text=True, check=True, env=env,
-            )  # fmt: skip
-            totals = [line for line in out.read_text().splitlines() if line.startswith("totals:") or line.startswith("summary:")]
-            counts.append(int(totals[-1].split()[1]))
+    counts = [count_instructions([__file__, "--child", str(root), "--traces", str(args.traces), "--repeat", str(repeat)], env) for repeat in (0, args.repeat)]
     return (counts[1] - counts[0]) / (args.repeat * args.traces * 10)
 
 
@@ -121,12 +111,7 @@ def main() -> None:
         return
     this_env = engine_env(args.engine)
     if args.instructions:
-        mine = instructions(this, args, this_env)
-        print(f"this checkout: {mine:,.0f} instructions per span")
-        if args.baseline is not None:
-            base = instructions(args.baseline, args)
-            print(f"baseline     : {base:,.0f} instructions per span")
-            print(f"ratio this/baseline: {mine / base:.3f}")
+        print_against_baseline(instructions(this, args, this_env), instructions(args.baseline, args) if args.baseline is not None else None)
         return
     ratios = []
     for round_number in range(1, args.rounds + 1):

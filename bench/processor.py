@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from agent_shape import run_agent_traces
+from callgrind import count_instructions
 from engines import CHOICES, check_engine, engine_env
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -92,17 +93,8 @@ def paired(traces: int, repeat: int) -> dict:
 def instructions(kind: str, traces: int, checkout: Path | None, engine: str = "installed") -> int:
     """Instructions callgrind counts for ``traces`` traces through one set-up (all threads), less the same
     child's set-up and warm-up (a run with 0 traces): stable on a busy machine, unlike time."""
-    counts = []
     env = {**engine_env(engine), **({"PYTHONPATH": str(checkout.resolve())} if checkout is not None else {})}
-    for n in (0, traces):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "callgrind.out"
-            subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__, "--instructions-child", kind, "--traces", str(n)],
-                capture_output=True, text=True, check=True, env=env, cwd=tmp,
-            )  # fmt: skip
-            totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
-            counts.append(int(totals[-1].split()[1]))
+    counts = [count_instructions([__file__, "--instructions-child", kind, "--traces", str(n)], env, cwd_in_tmp=True) for n in (0, traces)]
     return counts[1] - counts[0]
 
 

@@ -24,11 +24,12 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+
+from callgrind import count_instructions, print_against_baseline  # bench/ is the script's folder, first on the path
 
 HERE = Path(__file__).resolve().parent
 BATCH = 512
@@ -100,17 +101,7 @@ def measure(root: Path, requests: int) -> float:
 def instructions(root: Path, args: argparse.Namespace) -> float:
     """Instructions per span for the checkout at ``root``, counted by callgrind: a child with --requests R
     less one with --requests 0 (same start and warm-up), over R x 512 spans."""
-    counts = []
-    for requests in (0, args.requests):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "callgrind.out"
-            subprocess.run(
-                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
-                 "--child", str(root), "--requests", str(requests)],
-                capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            totals = [line for line in out.read_text().splitlines() if line.startswith(("totals:", "summary:"))]
-            counts.append(int(totals[-1].split()[1]))
+    counts = [count_instructions([__file__, "--child", str(root), "--requests", str(requests)]) for requests in (0, args.requests)]
     return (counts[1] - counts[0]) / (args.requests * BATCH)
 
 
@@ -132,12 +123,7 @@ def main() -> None:
         return
     this = HERE.parent
     if args.instructions:
-        mine = instructions(this, args)
-        print(f"this checkout: {mine:,.0f} instructions per span")
-        if args.baseline is not None:
-            base = instructions(args.baseline, args)
-            print(f"baseline     : {base:,.0f} instructions per span")
-            print(f"ratio this/baseline: {mine / base:.3f}")
+        print_against_baseline(instructions(this, args), instructions(args.baseline, args) if args.baseline is not None else None)
         return
     ratios = []
     for round_number in range(1, args.rounds + 1):
