@@ -150,13 +150,16 @@ def test_a_request_is_queued_whole_or_refused_whole():
         def __init__(self) -> None:
             self.depth, self.put_spans = 0, []
 
-        def put(self, request: ExportTraceServiceRequest, spans: int) -> None:
+        def put(self, request: ExportTraceServiceRequest, spans: int) -> int:
             self.depth += spans
             self.put_spans.append(spans)
+            return self.depth
 
     queues = [Queue(), Queue()]
     intake = RouterIntake(queues, max_spans=8, max_bytes=1 << 20)  # type: ignore[arg-type]
     assert (intake.share_spans, intake.share_bytes) == (4, 1 << 19)
+    # A hand-off, not a second intake: with the default bounds each worker's queue holds one send at most.
+    assert (RouterIntake(queues, 100_000, 64 << 20).share_spans, RouterIntake(queues, 100_000, 64 << 20).share_bytes) == (8192, 4 << 20)  # type: ignore[arg-type]
 
     def put(*tids: bytes) -> None:
         intake.current.request = raw_request(*(raw_span(t, (i + 1).to_bytes(8, "big")) for i, t in enumerate(tids)))
@@ -196,7 +199,7 @@ def test_a_worker_takes_the_routers_settings_with_its_listeners_swapped(tmp_path
     assert (s.endpoint, s.http_endpoint, s.ui_endpoint, s.review_endpoint, s.bearer_token, s.review_token, s.worker_processes) == (
         "unix:/tmp/x/worker-1.sock", "", "", "", "", "", 1,
     )  # fmt: skip
-    assert (s.persistent_queue_dir, s.output_file, s.drain_timeout_s) == (str(tmp_path / "q" / "worker-1"), str(tmp_path / "spans.worker-1.otlp.jsonl"), 4)
+    assert (s.persistent_queue_dir, s.output_file, s.drain_timeout_s) == (str(tmp_path / "q" / "worker-1"), str(tmp_path / "spans.worker-1.otlp.jsonl"), 8)  # its own stop takes what the router leaves of its deadline (stop_budget); this is its fallback
     # The service's bounds shared out between the two workers, so they hold and drain what one process would.
     assert (s.intake_queue_spans, s.intake_queue_bytes, s.forward_queue_spans, worker.max_traces, worker.decided_cache_size) == (617, 32 * 1024 * 1024, 100_000, 39, 5_000)
     assert (worker.max_spans_per_trace, worker.review_db) == (1_000, str(tmp_path / "r.db"))  # the rest as the router's

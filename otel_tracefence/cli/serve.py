@@ -9,7 +9,7 @@ import signal
 import sys
 import logging
 import time
-from typing import Mapping
+from typing import Mapping, NoReturn
 
 import sqlite3
 
@@ -135,7 +135,7 @@ def _worker_service(args: argparse.Namespace):
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service import logs
     from otel_tracefence.service.server import TraceFenceService
-    from otel_tracefence.service.workers import watch_parent
+    from otel_tracefence.service.workers import router_stopping, stop_budget, watch_parent
 
     logs.configure(args.log_level if args.log_level != "WARNING" else "INFO", args.log_format)
     worker = getattr(args, "worker_index", None)
@@ -177,18 +177,36 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(f"tracefence serve: {exc}", file=sys.stderr)
         service.stop(0)
         return 2
+    folder = os.path.dirname(args.worker_of) if worker is not None else ""
     while not received:
         time.sleep(0.2)
-        if worker is not None and not watch_parent(args.worker_parent):  # the router is gone: drain and exit
-            received.append(signal.SIGTERM)
+        if worker is not None:
+            if not watch_parent(args.worker_parent):  # the router is gone: drain and exit
+                received.append(signal.SIGTERM)
+            elif not service.router_stopping and router_stopping(folder):  # what it still hands on is acknowledged
+                service.router_stopping = True
     logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
-    service.stop()
-    if worker is not None:
-        from otel_tracefence.service.workers import write_stop_summary
+    if worker is None:
+        service.stop()
+        return 0
+    from otel_tracefence.service.workers import write_stop_summary
 
-        folder = os.path.dirname(args.worker_of)
-        if watch_parent(args.worker_parent):  # the router sums its workers' stop lines
-            write_stop_summary(folder, worker, getattr(service, "stop_summary", {}))
-        else:  # the router died without cleaning up: its private folder (config, sockets) goes with its workers
-            shutil.rmtree(folder, ignore_errors=True)
-    return 0
+    service.stop(budget_s=stop_budget(folder))  # the time left until the router's deadline
+    if watch_parent(args.worker_parent):  # the router sums its workers' stop lines
+        write_stop_summary(folder, worker, getattr(service, "stop_summary", {}))
+    else:  # the router died without cleaning up: its private folder (config, sockets) goes with its workers
+        shutil.rmtree(folder, ignore_errors=True)
+    _exit_now()
+
+
+def _exit_now() -> NoReturn:
+    """Exit a worker at once with code 0, its stop done: its files, persistent queue and review store are closed,
+    its figures handed on. The interpreter's own exit would first collect and free every object the worker held
+    (seconds with a full buffer), running into the router's deadline; ``os._exit`` skips that (logs flushed first)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)

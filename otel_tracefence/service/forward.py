@@ -262,7 +262,9 @@ class Forwarder:
     calls. ``batch_wait_s``: how long the worker lets a batch under those sizes
     fill before sending it (as the Collector's batch processor ``timeout``; 0:
     send at once); a full batch, a second one queued behind it, or a drain sends
-    at once. ``depth`` is the number of spans waiting. Counters are attributes
+    at once. ``depth`` is the number of spans waiting. ``put`` returns a ticket:
+    :meth:`wait_attempted` waits until the request has had its first attempt (the
+    router of ``serve --workers N`` paces its clients by its workers so). Counters are attributes
     (``sent_spans``, ``dropped_spans``, ``failures``) and are also reported
     through the service's telemetry: ``on_drop(spans, reason)`` with reason
     ``queue_full``, ``too_large``, ``rejected``, ``upstream_rejected`` or ``shutdown``.
@@ -280,8 +282,11 @@ class Forwarder:
         self.max_spans = max_spans
         self.batch_wait_s = batch_wait_s
         self.max_bytes = getattr(target, "max_message_bytes", None)
-        # Each entry: [request (see Request), spans, bytes (an upper bound of its serialized size)].
+        # Each entry: [request (see Request), spans, bytes (an upper bound of its serialized size), end]; ``end``:
+        # ``put_spans`` once its last part was put (entries are sent in order, so it orders the tickets).
         self._queue: deque[list] = deque()
+        self.put_spans = 0  # spans put so far (the tickets' count)
+        self.attempted_spans = 0  # every span put up to this ticket has had an attempt (or is settled)
         # Batches stay small beside the bound, so dropping past it stays fine-grained.
         self._batch_spans = max(1, min(MAX_BATCH_SPANS, max_spans // 16))
         self._batch_bytes = self.max_bytes or MAX_BATCH_BYTES
@@ -300,9 +305,10 @@ class Forwarder:
         self._thread = threading.Thread(target=self._run, name=f"tracefence-forward-{target.name}", daemon=True)
         self._thread.start()
 
-    def put(self, request: bytes | ExportTraceServiceRequest | LazyRequest, spans: int) -> None:
+    def put(self, request: bytes | ExportTraceServiceRequest | LazyRequest, spans: int) -> int:
         """Queue ``request`` (``spans`` spans): an encoded ``ExportTraceServiceRequest`` (what the service
-        puts), or a message, full or lazy (shared with other forwarders, never changed here)."""
+        puts), or a message, full or lazy (shared with other forwarders, never changed here). Returns its ticket,
+        for :meth:`wait_attempted`."""
         size = len(request) if isinstance(request, bytes) else request.ByteSize()
         if self.max_bytes is not None and size > self.max_bytes:
             pieces, oversized = split_request(lazy_request(request), max_bytes=self.max_bytes, max_spans=self._batch_spans)
@@ -311,22 +317,25 @@ class Forwarder:
                 for span in oversized:
                     self._count_drop(1, "too_large", f"{_describe(span)} is {len(span)} bytes, "
                                      f"more than {self.target.name} takes (max_message_bytes {self.max_bytes}): it can never be delivered")
+            ticket = self.put_spans
             for piece, piece_spans, piece_bytes in pieces:
-                self._put(piece.SerializeToString(), piece_spans, piece_bytes)
-            return
-        self._put(request, spans, size)
+                ticket = self._put(piece.SerializeToString(), piece_spans, piece_bytes)
+            return ticket
+        return self._put(request, spans, size)
 
-    def _put(self, request: Request, spans: int, size: int) -> None:
+    def _put(self, request: Request, spans: int, size: int) -> int:
         with self._cond:
             if self._closing:  # after the shutdown drain: nothing will send it
                 self._count_drop(spans, "shutdown", f"decided after the shutdown drain ended; not forwarded (traces {', '.join(_trace_ids(request))})")
-                return
+                return self.attempted_spans
+            self.put_spans += spans
             if not self._merge_into_tail(request, spans, size):
-                self._queue.append([request, spans, size])
+                self._queue.append([request, spans, size, self.put_spans])
             self.depth += spans
             while self.depth > self.max_spans and len(self._queue) > 1:
                 oldest = self._queue.popleft()
                 self.depth -= oldest[1]
+                self._attempted(oldest[3])
                 if self._busy and oldest is self._sending:
                     # Being sent right now: counted as dropped only if that attempt fails.
                     self._sending_dropped = True
@@ -334,13 +343,26 @@ class Forwarder:
                 self._settle(oldest[0])
                 self._count_drop(oldest[1], "queue_full")
             self._cond.notify()
+            return self.put_spans
+
+    def _attempted(self, end: int) -> None:
+        # Caller holds the lock: every span put up to ``end`` has had an attempt, or left the queue.
+        if end > self.attempted_spans:
+            self.attempted_spans = end
+            self._cond.notify_all()
+
+    def wait_attempted(self, ticket: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until the request whose :meth:`put` returned ``ticket`` has had its first attempt
+        (whatever its outcome), or has left the queue; whether it has."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.attempted_spans >= ticket, timeout=timeout_s)
 
     def _merge_into_tail(self, request: Request, spans: int, size: int) -> bool:
         # Caller holds the lock. The head may be on the wire: only a tail that is not is merged into.
         if not self._queue:
             return False
         entry = self._queue[-1]
-        tail, tail_spans, tail_bytes = entry
+        tail, tail_spans, tail_bytes, _ = entry
         if tail_spans + spans > self._batch_spans or (self._busy and entry is self._sending):
             return False
         if tail_bytes + size > self._batch_bytes:
@@ -349,7 +371,7 @@ class Forwarder:
         # so a batch is a list of parts joined when sent, and nothing is parsed or copied here.
         parts = tail if isinstance(tail, list) else [encode(tail)]
         parts.append(encode(request))
-        self._queue[-1] = [parts, tail_spans + spans, tail_bytes + size]
+        self._queue[-1] = [parts, tail_spans + spans, tail_bytes + size, self.put_spans]
         return True
 
     def _settle(self, request: Request) -> None:
@@ -389,7 +411,7 @@ class Forwarder:
                 entry = self._queue[0]
                 if isinstance(entry[0], list):  # a merged batch: joined once, not at every attempt
                     entry[0] = b"".join(entry[0])
-                request, spans, size = entry
+                request, spans, size, end = entry
                 self._busy = True
                 self._sending, self._sending_dropped = entry, False
             try:
@@ -401,6 +423,7 @@ class Forwarder:
                 outcome = SENT if outcome else RETRY
             with self._cond:
                 self._busy = False
+                self._attempted(end)
                 # It left the queue while being sent: dropped past the bound, or counted by a drain that ended.
                 left_queue = self._sending_dropped or not self._queue or self._queue[0] is not entry
                 counted = left_queue and not self._sending_dropped  # a drain that ended counted it (shutdown)
@@ -424,7 +447,7 @@ class Forwarder:
                     self._cond.notify_all()
                     continue
                 if outcome.kind == "too_large":
-                    self._settle_too_large(request, spans, size, outcome, left_queue)
+                    self._settle_too_large(request, spans, size, outcome, left_queue, end)
                     self._cond.notify_all()
                     continue
                 if outcome.kind == "rejected":
@@ -455,13 +478,13 @@ class Forwarder:
         (caller holds the lock): requests put meanwhile are merged into it, so the upstream gets fewer, larger calls."""
         until = time.monotonic() + self.batch_wait_s
         while self.batch_wait_s > 0 and not self._closing and not self._draining and len(self._queue) == 1:
-            _, spans, size = self._queue[0]
+            _, spans, size, _ = self._queue[0]
             remaining = until - time.monotonic()
             if spans >= self._batch_spans or size >= self._batch_bytes or remaining <= 0:
                 return
             self._cond.wait(timeout=remaining)
 
-    def _settle_too_large(self, request: Request, spans: int, size: int, outcome: Outcome, left_queue: bool) -> None:
+    def _settle_too_large(self, request: Request, spans: int, size: int, outcome: Outcome, left_queue: bool, end: int) -> None:
         """The target refused ``request`` as too large (caller holds the lock; the entry has left the head)."""
         if left_queue:  # dropped past the bound meanwhile (counted now), or counted by a drain that ended
             if self._sending_dropped:
@@ -483,7 +506,7 @@ class Forwarder:
             self.target.name, spans, size, outcome.reason, len(halves), self._batch_bytes,
         )
         for piece, piece_spans, piece_bytes in reversed(halves):
-            self._queue.appendleft([piece.SerializeToString(), piece_spans, piece_bytes])
+            self._queue.appendleft([piece.SerializeToString(), piece_spans, piece_bytes, end])
             self.depth += piece_spans
 
     def _pause(self, seconds: float) -> bool:
@@ -528,6 +551,7 @@ class Forwarder:
                                  + (f" and {len(traces) - 20} more" if len(traces) > 20 else "") + ")")
                 self._queue.clear()
                 self.depth = 0
+            self._attempted(self.put_spans)
         if not drained:
             _log.error("shutdown: %d spans still queued for %s were not forwarded", left, self.target.name)
         try:

@@ -11,11 +11,16 @@ review API and page, health) and sends each span to worker ``sharding.worker_of(
   worker is handed on as it was decoded; others are regrouped per worker, each span keeping its resource and
   scope. Spans refused for their ids go to their trace's worker as they came, which refuses them the same way
   and plans the same ``review`` stand-in (decision 30) as a single process would.
-* **Acknowledgement and back-pressure.** The call is acknowledged once every part is in its worker's queue.
-  Each queue is bounded by a share of the intake bounds (``intake_queue_spans / N`` spans,
-  ``intake_queue_bytes / N`` bytes; an empty queue takes one request past its share, so whatever one process
-  accepts the router accepts too). Room for every part is checked before any is queued: a request that does
-  not fit is refused whole with ``UNAVAILABLE`` and a retry delay. Nothing is partly accepted.
+* **Acknowledgement and back-pressure.** The call is acknowledged once every part is in its worker's queue, and
+  once each part has had its first attempt at its worker (waiting at most ``HANDOFF_WAIT_S``): a client is paced
+  by the workers, as one process paces its clients, instead of the router taking spans faster than they can be
+  decided. Each queue is a small hand-off, not a second intake: at most ``HANDOFF_SPANS`` spans and
+  ``HANDOFF_BYTES`` bytes (or ``intake_queue_spans / N`` and ``intake_queue_bytes / N`` when smaller; an empty
+  queue takes one request past that, so whatever one process accepts the router accepts too). A worker that
+  refuses (its own intake or forward queue full) fills its hand-off within a few calls, and the router then
+  refuses clients: the worker's back-pressure reaches them. Room for every part is checked before any is
+  queued: a request that does not fit is refused whole with ``UNAVAILABLE`` and a retry delay. Nothing is partly
+  accepted.
 * **Sending** reuses the forwarder (:class:`~otel_tracefence.service.forward.Forwarder` over an
   :class:`~otel_tracefence.service.forward.UpstreamTarget`, the SDK's OTLP exporter): a part stays at the head
   of its queue until the worker acknowledges it, retried as an upstream would be; a worker that died is
@@ -47,12 +52,15 @@ from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
-from otel_tracefence.service.workers import WorkerPool, sum_stop_summaries, worker_socket
+from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
 from otel_tracefence.telemetry import COMPONENT
 from otel_tracefence.ui.security import check_ui_exposure
 
 _log = logging.getLogger("otel_tracefence.service")
 WORKER_TIMEOUT_S = 10.0  # one send to a worker, retries included (the SDK exporter's default timeout)
+HANDOFF_SPANS = 8192  # a worker's hand-off queue in the router: one full send (forward.MAX_BATCH_SPANS)...
+HANDOFF_BYTES = 4 * 1024 * 1024  # ...and this many request bytes (forward.MAX_BATCH_BYTES)
+HANDOFF_WAIT_S = 1.0  # longest an Export waits for its parts' first attempt at their workers (well under clients' timeouts)
 
 
 class WorkerTarget:
@@ -92,17 +100,19 @@ class RouterIntake:
     """What :class:`~otel_tracefence.service.export.TraceExport` needs of an intake, over the per-worker queues.
 
     ``reserve`` checks a request against the whole bounds only (``TOO_LARGE`` past them, as one process does);
-    ``put`` splits it, checks room for every part in its worker's share and queues them all, or raises
-    :class:`~otel_tracefence.service.intake.IntakeRefusal` (not permanent) with nothing queued.
+    ``put`` splits it, checks room for every part in its worker's hand-off queue and queues them all, or raises
+    :class:`~otel_tracefence.service.intake.IntakeRefusal` (not permanent) with nothing queued; then it waits up to
+    ``wait_s`` for every part's first attempt at its worker (the pacing in the module's docstring).
     """
 
-    def __init__(self, forwarders: list[Forwarder], max_spans: int, max_bytes: int) -> None:
+    def __init__(self, forwarders: list[Forwarder], max_spans: int, max_bytes: int, wait_s: float = HANDOFF_WAIT_S) -> None:
         self.forwarders = forwarders
         self.workers = len(forwarders)
         self.max_spans = max_spans
         self.max_bytes = max_bytes
-        self.share_spans = math.ceil(max_spans / self.workers)
-        self.share_bytes = math.ceil(max_bytes / self.workers)
+        self.share_spans = min(HANDOFF_SPANS, math.ceil(max_spans / self.workers))
+        self.share_bytes = min(HANDOFF_BYTES, math.ceil(max_bytes / self.workers))
+        self.wait_s = wait_s
         self.depth_bytes = [0] * self.workers  # encoded bytes queued per worker
         self._lock = threading.Lock()
         self.current = threading.local()  # .request: the protobuf request being accepted on this thread, if any
@@ -134,7 +144,19 @@ class RouterIntake:
                     )
             for w, part, spans, size in sized:
                 self.depth_bytes[w] += size
-                self.forwarders[w].put(part, spans)
+                self._ticket(w, self.forwarders[w].put(part, spans))
+
+    def _ticket(self, worker: int, ticket: int) -> None:
+        tickets = getattr(self.current, "tickets", None)
+        if tickets is not None:
+            tickets[worker] = ticket
+
+    def pace(self, tickets: dict[int, int]) -> None:
+        """Wait up to ``wait_s`` until the parts an Export queued (``tickets``: worker -> ticket) have had their first
+        attempt at their workers. They are acknowledged already: this only paces the client by its workers."""
+        until = time.monotonic() + self.wait_s
+        for worker, ticket in tickets.items():
+            self.forwarders[worker].wait_attempted(ticket, max(0.0, until - time.monotonic()))
 
     def stand_in(self, view: SpanView) -> None:
         """A span refused for its ids, standing in its trace (decision 30). A protobuf request's refused spans went
@@ -155,7 +177,7 @@ class RouterIntake:
         w = worker_of(trace_id, self.workers)
         with self._lock:
             self.depth_bytes[w] += request.ByteSize()
-            self.forwarders[w].put(request, 1)
+            self._ticket(w, self.forwarders[w].put(request, 1))
 
     @property
     def depth(self) -> int:
@@ -164,7 +186,19 @@ class RouterIntake:
 
 class RouterExport(TraceExport):
     """:class:`~otel_tracefence.service.export.TraceExport` whose protobuf path lets the router's intake see the
-    decoded request whole (to hand it on unsplit, refused spans included)."""
+    decoded request whole (to hand it on unsplit, refused spans included), and which answers a call once its parts
+    (stand-ins included) have had their first attempt at their workers (:meth:`RouterIntake.pace`)."""
+
+    def accept(self, request: Any, size: int, unparsed: Any = (), source: str = "") -> ExportTraceServiceResponse:
+        intake: RouterIntake = self._intake  # type: ignore[assignment]
+        tickets: dict[int, int] = {}
+        intake.current.tickets = tickets
+        try:
+            response = super().accept(request, size, unparsed, source)
+        finally:
+            intake.current.tickets = None
+        intake.pace(tickets)
+        return response
 
     def export_protobuf(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         self.admit()
@@ -181,9 +215,10 @@ class RouterService(TraceFenceService):
     """The router of ``tracefence serve --workers N``: the public listeners of :class:`TraceFenceService`, with the
     per-worker queues and the worker processes in place of the fence (see the module's docstring).
 
-    ``start()`` starts the workers, waits until each answers health checks, then binds; ``stop()`` stops
-    accepting, drains the per-worker queues (at most half of ``drain_timeout_s``), then SIGTERMs the workers,
-    which drain within the other half (what they hold is decided, forwarded, written), and waits for them.
+    ``start()`` starts the workers, waits until each answers health checks, then binds; ``stop()`` stops the
+    whole group by one deadline (``drain_timeout_s`` from the SIGTERM): it stops accepting, hands what its queues
+    hold to the workers (which keep deciding and forwarding meanwhile), then SIGTERMs the workers, whose own drain
+    gets all the time left (what they hold is decided, forwarded, written), and waits for them.
     """
 
     def __init__(self, config: TraceFenceConfig, *, meter_provider: Any = None, log_format: str = "json") -> None:
@@ -291,15 +326,22 @@ class RouterService(TraceFenceService):
         super().start()
 
     def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting; hand every queued part to its worker (at most half of ``drain_timeout_s``); SIGTERM the
-        workers and wait for their own drain (the other half, and ``STOP_OVERRUN_S`` more). Idempotent."""
+        """Stop the group by one deadline, ``drain_timeout_s`` from now: tell the workers the deadline (from then
+        they take every part handed on, whatever their back-pressure); stop accepting; hand every queued part to
+        its worker (at most half of the time left; the workers keep deciding and forwarding meanwhile); SIGTERM
+        the workers, whose drain gets all the time left, and wait for them (and ``STOP_OVERRUN_S`` and
+        ``workers.EXIT_S`` more; one still running then is killed). Idempotent."""
         if self._stopped.is_set():
             return
         budget, left = self._stop_clock()
+        try:
+            write_stop_deadline(self.folder, budget)
+        except OSError as exc:  # the workers then take their own drain_timeout_s, and may be killed at the deadline
+            _log.error("could not tell the workers the stop deadline: %s", exc)
         self._stop_listeners(min(grace_s, budget / 5), left)
-        until = max(0.1, left() - budget / 2)
-        results = self._drain_forwarders(until, until + 1.5)
-        codes = self.pool.stop(left() + STOP_OVERRUN_S)
+        until = max(0.1, left() / 2)
+        results = self._drain_forwarders(until, until + 0.5)
+        codes = self.pool.stop(left() + STOP_OVERRUN_S + EXIT_S)
         workers = sum_stop_summaries(self.folder, range(len(self.pool.workers)))
         if self.store is not None:
             self.store.close()

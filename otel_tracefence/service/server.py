@@ -225,6 +225,9 @@ class TraceFenceService:
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
         self.replayed_spans = 0  # spans read back from the persistent queue at start
         self._accepting = True
+        # A worker of ``serve --workers N`` whose router has begun to stop: what the router still hands on was
+        # acknowledged to clients already, so the forward queues' back-pressure no longer refuses it.
+        self.router_stopping = False
         self.emitted_spans = 0  # spans the fence handed on to the forward queues
         self._emit_lock = threading.Lock()
         self._emit_closed = False
@@ -257,6 +260,8 @@ class TraceFenceService:
                 f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans, "
                 f"{self.intake.depth_bytes}/{self.intake.max_bytes} bytes full; retry later"
             )
+        if self.router_stopping:
+            return None
         limit = self.config.service.backpressure_ratio
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
@@ -408,10 +413,12 @@ class TraceFenceService:
         if requests:
             _log.info("persistent queue: replayed what an earlier run acknowledged", extra={"requests": requests, "spans": spans})
 
-    def stop(self, grace_s: float = 5.0) -> None:
+    def stop(self, grace_s: float = 5.0, budget_s: float | None = None) -> None:
         """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
 
-        Bounded: it returns within ``service.drain_timeout_s`` and at most ``STOP_OVERRUN_S`` more (for an
+        ``budget_s``: the seconds the stop may take, by default ``service.drain_timeout_s`` (a worker of
+        ``serve --workers N`` is given what is left of its router's deadline).
+        Bounded: it returns within that budget and at most ``STOP_OVERRUN_S`` more (for an
         upstream call under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
         ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
         is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
@@ -419,7 +426,7 @@ class TraceFenceService:
         """
         if self._stopped.is_set():
             return
-        budget, left = self._stop_clock()
+        budget, left = self._stop_clock(budget_s)
         self._stop_listeners(min(grace_s, budget / 5), left)
         not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
         held = len(self.fence.buffer)
@@ -464,10 +471,10 @@ class TraceFenceService:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))
         self._stopped.set()
 
-    def _stop_clock(self) -> tuple[float, Callable[[], float]]:
-        """The shutdown's budget (``service.drain_timeout_s``, seconds) from now, and a function giving the seconds
-        left of it."""
-        budget = self.config.service.drain_timeout_s
+    def _stop_clock(self, budget_s: float | None = None) -> tuple[float, Callable[[], float]]:
+        """The shutdown's budget (``budget_s``, by default ``service.drain_timeout_s``; seconds) from now, and a
+        function giving the seconds left of it."""
+        budget = self.config.service.drain_timeout_s if budget_s is None else max(0.0, budget_s)
         deadline = time.monotonic() + budget
         return budget, lambda: max(0.0, deadline - time.monotonic())
 

@@ -3,9 +3,13 @@
 Each worker is a ``tracefence serve`` process with the router's configuration except what
 :func:`worker_config` changes: it listens on a Unix socket in a private folder (mode 0700, so only the
 router's user can reach it; no token, no TLS), serves no OTLP/HTTP, review API or review page, keeps its
-persistent queue (if any) in ``<persistent_queue_dir>/worker-<index>``, writes its own ``output_file`` (with
-no upstream: ``tracefence-spans.worker-<index>.otlp.jsonl``), and drains within half the router's
-``drain_timeout_s``. A worker exits when its router does: ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` on Linux, and
+persistent queue (if any) in ``<persistent_queue_dir>/worker-<index>`` and writes its own ``output_file`` (with
+no upstream: ``tracefence-spans.worker-<index>.otlp.jsonl``).
+
+The group stops by one deadline: the router's stop writes it (:func:`write_stop_deadline`) before it stops its
+listeners; from then a worker takes every part the router still hands on (no back-pressure refusals: the clients
+were answered already), and its own stop, on the router's SIGTERM, gets all the time left until that deadline
+(:func:`stop_budget`), not a fixed share. A worker exits when its router does: ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` on Linux, and
 on every platform its signal loop stops when its parent process id changes (:func:`watch_parent`).
 """
 
@@ -32,6 +36,7 @@ _log = logging.getLogger("otel_tracefence.service")
 READY_TIMEOUT_S = 60.0  # a worker that does not answer health checks by then is a failed start
 RESTART_PAUSE_S = (0.5, 10.0)  # pause before restarting a worker that died, doubling while it keeps dying young
 STABLE_AFTER_S = 30.0  # a worker up this long that dies is restarted after the first pause again
+EXIT_S = 1.0  # a worker's exit after its stop returned (its stop line printed, its figures handed on): os._exit
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -74,7 +79,6 @@ def worker_config(config: TraceFenceConfig, index: int, socket_path: str) -> Tra
             "tls_certificate_file": None,
             "tls_key_file": None,
             "persistent_queue_dir": persistent,
-            "drain_timeout_s": settings.drain_timeout_s / 2,
         }
     )
     return config.model_copy(update={"service": service, "max_traces": share(config.max_traces), "decided_cache_size": share(config.decided_cache_size)})
@@ -96,6 +100,35 @@ def die_with_parent(parent_pid: int) -> None:
 def watch_parent(parent_pid: int) -> bool:
     """True while the router ``parent_pid`` is still this process's parent (polled by the worker's signal loop)."""
     return os.getppid() == parent_pid
+
+
+def stop_deadline_path(folder: str | Path) -> Path:
+    return Path(folder) / "stop-deadline.json"
+
+
+def write_stop_deadline(folder: str | Path, seconds_left: float) -> None:
+    """The router has begun to stop, and its workers must have stopped ``seconds_left`` seconds from now: written
+    (atomically) as a wall-clock time in the router's private folder, for :func:`router_stopping` and
+    :func:`stop_budget`. Raises ``OSError`` when the folder cannot be written."""
+    path = stop_deadline_path(folder)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"deadline_unix_s": time.time() + seconds_left}), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def router_stopping(folder: str | Path) -> bool:
+    """Whether the router of the private ``folder`` has begun to stop (:func:`write_stop_deadline`)."""
+    return stop_deadline_path(folder).exists()
+
+
+def stop_budget(folder: str | Path) -> float | None:
+    """Seconds left until the router's stop deadline (0 when it has passed), or ``None`` when the router wrote
+    none (it died without stopping: the worker then takes its own ``drain_timeout_s``)."""
+    try:
+        deadline = float(json.loads(stop_deadline_path(folder).read_text(encoding="utf-8"))["deadline_unix_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return max(0.0, deadline - time.time())
 
 
 def stop_summary_path(folder: str | Path, index: int) -> Path:
@@ -253,5 +286,6 @@ class WorkerPool:
 
 
 __all__ = [
-    "WorkerPool", "WorkerProcess", "die_with_parent", "sum_stop_summaries", "watch_parent", "worker_config", "worker_socket", "write_stop_summary",
+    "WorkerPool", "WorkerProcess", "die_with_parent", "router_stopping", "stop_budget", "sum_stop_summaries", "watch_parent", "worker_config",
+    "worker_socket", "write_stop_deadline", "write_stop_summary",
 ]  # fmt: skip
