@@ -518,3 +518,163 @@ def test_a_workers_metrics_carry_its_index_as_a_resource_attribute():
     finally:
         worker.shutdown()
         single.shutdown()
+
+
+# -- a stop: one deadline for the group, nothing acknowledged lost or written twice (issue 10, workers at a stop) --
+
+
+class SlowUpstream(RecordingUpstream):
+    """A real OTLP/gRPC upstream that takes one call at a time and ``per_span_s`` seconds per span of it (a backend
+    slower than the service), whatever the batching. A call its client gave up on (the sender's process ended, or
+    its deadline passed) is not recorded, as a backend that commits a batch only with its answer."""
+
+    def __init__(self, per_span_s: float) -> None:
+        super().__init__()
+        self.per_span_s = per_span_s
+        self._one_at_a_time = threading.Lock()
+
+    def Export(self, request, context):
+        spans = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        with self._one_at_a_time:
+            time.sleep(self.per_span_s * spans)
+        if not context.is_active():
+            return ExportTraceServiceResponse()
+        return super().Export(request, context)
+
+
+def _burst(port: int, requests: int, traces_per_request: int = 25, senders: int = 4, seed: int = 0) -> tuple[set[str], int]:
+    """``requests`` Export calls from ``senders`` real gRPC clients at once, each of ``traces_per_request`` traces of a
+    root and one read tool span; the span ids acknowledged (``trace_id:span_id``, hex) and the calls refused."""
+    rng = random.Random(seed)
+    bodies = []
+    for _ in range(requests):
+        spans = []
+        for _ in range(traces_per_request):
+            tid, root = rng.randbytes(16), rng.randbytes(8)
+            spans += [raw_span(tid, root, "invoke_agent"), raw_tool_span(tid, rng.randbytes(8), "search", parent=root)]
+        bodies.append(raw_request(*spans))
+    acked: set[str] = set()
+    refused = [0]
+    lock = threading.Lock()
+
+    def send(mine: list[ExportTraceServiceRequest]) -> None:
+        channel, stub = trace_stub(f"127.0.0.1:{port}")
+        with channel:
+            for body in mine:
+                try:
+                    stub.Export(body, timeout=10)
+                except grpc.RpcError:
+                    with lock:
+                        refused[0] += 1
+                    continue
+                with lock:
+                    acked.update(f"{s.trace_id.hex()}:{s.span_id.hex()}" for s in body.resource_spans[0].scope_spans[0].spans)
+
+    threads = [threading.Thread(target=send, args=(bodies[i::senders],)) for i in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return acked, refused[0]
+
+
+def _stop_after_burst(tmp_path, upstream, workers: int, *args: str, requests: int = 60, seed: int = 0, **env: str) -> tuple[set[str], dict, ServeProcess]:
+    """``serve --workers N`` (1: one process) into ``upstream``, holding every trace until the stop; a burst; SIGTERM
+    at once. The acknowledged span ids, the (router's) stop line and the process."""
+    serve = ServeProcess(
+        "--workers", str(workers), "--endpoint", "127.0.0.1:0", "--http-endpoint", "none", "--upstream", f"http://127.0.0.1:{upstream.port}",
+        "--review-db", str(tmp_path / f"review-{workers}.db"), "--decision-wait-ms", "600000", "--max-wait-ms", "600000", *args,
+        cwd=tmp_path, **env,
+    )  # fmt: skip
+    try:
+        port = router_log(serve, "tracefence serve listening")["port"]
+        acked, refused = _burst(port, requests, seed=seed)
+        assert refused == 0
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=60) == 0, serve.stderr()
+    finally:
+        serve.stop()
+    return acked, router_log(serve, "tracefence serve stopped", timeout=5), serve
+
+
+def _delivered(upstream: RecordingUpstream) -> list[str]:
+    return [f"{r.trace_id}:{r.span_id}" for r in upstream.spans()]
+
+
+def test_a_sigterm_right_after_a_burst_loses_nothing_acknowledged_with_workers(tmp_path, upstream):
+    """Every trace is held until the stop: the workers decide and forward all of it within the group's deadline."""
+    acked, stopped, serve = _stop_after_burst(tmp_path, upstream, 2)
+    delivered = _delivered(upstream)
+    assert (len(acked), len(delivered), set(delivered) == acked) == (3000, 3000, True)  # every span once
+    assert (stopped["forwarded_all"], stopped["dropped_spans"], stopped["handed_to_workers"]) == (True, 0, 3000)
+    assert (stopped["decided_at_shutdown"], stopped["workers_reported"], stopped["worker_exit_codes"]) == (1500, 2, {"0": 0, "1": 0})
+
+
+def test_with_a_slow_upstream_a_sigterm_loses_what_one_process_loses(tmp_path):
+    """An upstream taking 1.5 ms per span, one call at a time: the 3,000 spans held at the stop take 4.5 s of the
+    8 s deadline to forward. Each worker's drain gets all the time the group has left (it had half before: ~1,000
+    spans lost), so N workers lose what one process loses: nothing."""
+    lost = {}
+    for workers in (1, 2):
+        upstream = SlowUpstream(per_span_s=0.0015)
+        upstream.start()
+        try:
+            acked, stopped, _ = _stop_after_burst(tmp_path, upstream, workers, seed=workers)
+            delivered = _delivered(upstream)
+        finally:
+            upstream.stop()
+        assert (len(acked), len(delivered), len(set(delivered))) == (3000, len(set(delivered) & acked), len(delivered))  # none twice
+        lost[workers] = (len(acked - set(delivered)), stopped["dropped_spans"], stopped["forwarded_all"])
+    assert lost == {1: (0, 0, True), 2: (0, 0, True)}
+
+
+def test_two_clean_stops_with_the_persistent_queue_write_every_span_once(tmp_path):
+    """The first stop runs out of time (a slow upstream, a 2 s deadline): what is not forwarded is kept on disk; the
+    second run sends it. A clean stop never replays what was forwarded, so every span arrives exactly once."""
+    upstream = SlowUpstream(per_span_s=0.0015)
+    upstream.start()
+    queue = tmp_path / "queue"
+    try:
+        acked, first, _ = _stop_after_burst(tmp_path, upstream, 2, "--persistent-queue-dir", str(queue), OTEL_TRACEFENCE_SERVICE__DRAIN_TIMEOUT_S="2")
+        assert (first["forwarded_all"], first["dropped_spans"], first["workers_reported"], first["worker_exit_codes"]) == (False, 0, 2, {"0": 0, "1": 0})
+        kept = first["kept_spans"]
+        assert 0 < kept and len(_delivered(upstream)) + kept >= 3000
+        serve = ServeProcess(
+            "--workers", "2", "--endpoint", "127.0.0.1:0", "--http-endpoint", "none", "--upstream", f"http://127.0.0.1:{upstream.port}",
+            "--review-db", str(tmp_path / "review-2.db"), "--decision-wait-ms", "100", "--persistent-queue-dir", str(queue), cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            upstream.wait_spans(3000, timeout=60)
+            serve.proc.send_signal(signal.SIGTERM)
+            assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+        finally:
+            serve.stop()
+        second = router_log(serve, "tracefence serve stopped", timeout=5)
+        delivered = _delivered(upstream)
+    finally:
+        upstream.stop()
+    assert (len(delivered), set(delivered) == acked) == (3000, True)  # every span exactly once
+    assert (second["forwarded_all"], second["dropped_spans"], second["kept_spans"], second["worker_exit_codes"]) == (True, 0, 0, {"0": 0, "1": 0})
+
+
+def test_after_a_worker_is_killed_a_sigterm_stops_every_worker_with_code_0(tmp_path, upstream):
+    """A worker kill -9'd and restarted, then a SIGTERM with traces held: every worker prints its stop line and exits
+    0 at once after it (it no longer spends seconds freeing what it held), and the router's stop line says so."""
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "600000", "--max-wait-ms", "600000")
+    try:
+        assert len(_burst(port, 20, seed=5)[0]) == 1000
+        os.kill(pids[0], signal.SIGKILL)  # the 500 spans it held are lost, as in a crash of one process
+        restarted = router_log(serve, "worker restarted")
+        acked, refused = _burst(port, 40, seed=6)
+        assert (len(acked), refused) == (2000, 0)
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=60) == 0, serve.stderr()
+    finally:
+        serve.stop()
+    stopped = router_log(serve, "tracefence serve stopped", timeout=5)
+    workers_stopped = sorted(e[WORKER] for e in serve.logs() if e.get("message") == "tracefence serve stopped" and WORKER in e)
+    assert (workers_stopped, stopped["workers_reported"], stopped["worker_exit_codes"], stopped["worker_restarts"]) == ([0, 1], 2, {"0": 0, "1": 0}, 1)
+    assert (stopped["forwarded_all"], stopped["dropped_spans"]) == (True, 0)
+    assert acked <= set(_delivered(upstream))  # everything sent after the restart arrived
+    assert not any(alive(pid) for pid in (pids[1], restarted["pid"]))
+    assert "did not stop" not in serve.stderr()
