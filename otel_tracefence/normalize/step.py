@@ -152,6 +152,6 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed=tuple(malformed),
         notes=arguments.notes + notes,
         result_stable=stable,
-        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
     )

@@ -126,7 +126,7 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
         start_time_unix_nano=when,
         sequence=request.span.sequence,
         requested_only=True,
-        argument_tokens=value_tokens(request.arguments.value, config.limits.max_tokens_per_value, request.arguments.json),
+        argument_tokens=value_tokens(request.arguments.value, config.limits.max_tokens_per_value),
     )
 
 

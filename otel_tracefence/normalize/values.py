@@ -267,7 +267,7 @@ def result_tokens(result: Result | None, limit: int) -> tuple[int, ...]:
     if result is None or not result.recorded:
         return ()
     if result.parsed is not NOT_PARSED:
-        return value_tokens(result.parsed, limit, result.value)
+        return value_tokens(result.parsed, limit)
     return text_tokens(result.value, limit)
 
 
