@@ -77,6 +77,16 @@ class ReplayClass(str, enum.Enum):
 
 _CLASS_ORDER = (ReplayClass.DYNAMIC, ReplayClass.INJECTED, ReplayClass.STATIC, ReplayClass.REVIEW)
 
+# Every member as a module constant, for the rules' per-step tests. On Python 3.11 reading a member off its class
+# (``Effect.READ``) goes through the hook ``EnumType.__getattr__`` installs on the class, about 1,000 instructions
+# each; a module constant is a plain global read. Same objects: ``step.effect is READ`` is ``step.effect is Effect.READ``.
+READ, WRITE, EFFECT_UNKNOWN = Effect.READ, Effect.WRITE, Effect.UNKNOWN
+SOURCE_DECLARED, SOURCE_CONFIG, SOURCE_MCP_HINT, SOURCE_HTTP_METHOD, SOURCE_NONE = (
+    EffectSource.DECLARED, EffectSource.CONFIG, EffectSource.MCP_HINT, EffectSource.HTTP_METHOD, EffectSource.NONE)
+OK, ERROR, TIMEOUT, STATUS_UNKNOWN = ToolStatus.OK, ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.UNKNOWN
+REPLAY, SKIP, REVIEW, CONFLICT = Decision.REPLAY, Decision.SKIP, Decision.REVIEW, Decision.CONFLICT
+CLASS_DYNAMIC, CLASS_INJECTED, CLASS_STATIC, CLASS_REVIEW = _CLASS_ORDER
+
 
 @cython.dataclasses.dataclass(frozen=True)
 @cython.cclass
