@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
+import cython
 import rfc8785
 
 from otel_tracefence import reasons
@@ -183,7 +183,8 @@ def depth(value: Any, limit: int) -> int:
     return inspect_value(value, limit)[0]
 
 
-@dataclass(slots=True)
+@cython.dataclasses.dataclass
+@cython.cclass
 class Canonical:
     """Canonical JSON text and its SHA-256 (hex), or why there is none.
 
