@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from dataclasses import dataclass
 from typing import Any
 
+import cython
 import rfc8785
 
 from otel_tracefence import reasons
@@ -61,11 +60,20 @@ def _encode_parsed(value: Any) -> str:
 
 
 class _FloatSeen(Exception):
-    """Raised by the fast path's decoder at the first number with a fraction or exponent."""
+    """Raised by the fast path's decoder at the first number with a fraction or exponent, or an integer of 16
+    characters or more."""
 
 
 def _no_float(text: str) -> Any:
     raise _FloatSeen
+
+
+def _short_int(text: str) -> int:
+    """An integer literal as ``int``, unless it is 16 characters or more (sign included): only those can lie beyond
+    2**53 - 1 (9007199254740991 has 16 digits), where RFC 8785 has no exact form; they take the inspected path."""
+    if len(text) >= 16:
+        raise _FloatSeen
+    return int(text)
 
 
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:
@@ -82,17 +90,18 @@ def _decode(decoder: json.JSONDecoder, text: str) -> Any:
     return value
 
 
-# The fast path's decoder: as _DECODER, but stops at the first float (floats need RFC 8785's own form).
-_DECODER_NO_FLOAT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_no_float)
-_LONG_DIGITS = re.compile(r"[0-9]{16}")  # 16 digits or more: maybe an integer beyond 2**53 - 1
+# The fast path's decoder: as _DECODER, but stops at the first float (floats need RFC 8785's own form) and at the
+# first integer that may lie beyond 2**53 - 1.
+_DECODER_NO_FLOAT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_no_float, parse_int=_short_int)
 NOT_SIMPLE = object()
 """What :func:`parse_simple_json` returns for text it leaves to :func:`parse_json_text`."""
 
 
 def parse_simple_json(text: str, max_depth: int) -> Any:
     """The value of JSON text that :func:`canonicalize` may write with ``json.dumps`` without inspecting
-    it first (``canonicalize(value, simple=True)``), or :data:`NOT_SIMPLE` for any other text (a float,
-    text with more than ``max_depth`` brackets, text that is not JSON: :func:`parse_json_text` then
+    it first (``canonicalize(value, simple=True)``), or :data:`NOT_SIMPLE` for any other text (a float, an
+    integer literal of 16 characters or more, text with more than ``max_depth`` brackets, text that is not JSON:
+    :func:`parse_json_text` then
     parses it, and raises what it raises). The common case of arguments costs one C-level parse."""
     if text.count("{") + text.count("[") > max_depth:  # an upper bound of the nesting depth
         return NOT_SIMPLE
@@ -174,7 +183,8 @@ def depth(value: Any, limit: int) -> int:
     return inspect_value(value, limit)[0]
 
 
-@dataclass(slots=True)
+@cython.dataclasses.dataclass
+@cython.cclass
 class Canonical:
     """Canonical JSON text and its SHA-256 (hex), or why there is none.
 
@@ -190,9 +200,9 @@ class Canonical:
 def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH, simple: bool = False) -> Canonical:
     """Canonicalize an already-parsed JSON value (RFC 8785).
 
-    ``simple``: the value came from :func:`parse_simple_json` (no float, within ``max_depth``): its
-    ``json.dumps`` text is taken when it is ASCII and holds no run of 16 digits (so no integer beyond
-    2**53 - 1 and no non-ASCII key), without walking the value first; else the value is inspected.
+    ``simple``: the value came from :func:`parse_simple_json` (no float, no integer beyond 2**53 - 1, within
+    ``max_depth``): its ``json.dumps`` text is taken when it is ASCII (so no non-ASCII key), without walking
+    the value first; else the value is inspected.
 
     Values ``json.dumps`` writes exactly as RFC 8785 does (see :func:`inspect_value`;
     a property test checks the two agree) take that C-speed path; the rest go
@@ -203,7 +213,7 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
     """
     if simple:
         text = _encode_parsed(value)
-        if text.isascii() and _LONG_DIGITS.search(text) is None:
+        if text.isascii():
             data = text.encode("ascii")
             if len(data) > max_bytes:
                 return Canonical(None, None, reasons.ARGUMENTS_TOO_LARGE)

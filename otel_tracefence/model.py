@@ -4,13 +4,22 @@ These mirror the protobuf messages in ``proto/tracefence/v1/tracefence.proto``
 (``ToolStep``, ``StepDecision``, ``TracePlan``); :mod:`otel_tracefence.schema`
 converts between the two. The rules work on these dataclasses because they are
 cheaper to build and read than protobuf messages in the hot path.
+
+``MalformedField``, ``ToolStep``, ``StepDecision`` and ``TracePlan`` are frozen dataclasses
+(``dataclasses.fields``, ``replace``, ``asdict``, ``==`` and ``hash`` by value, ``repr``) declared
+with Cython's ``cython.dataclasses.dataclass`` on a ``cython.cclass`` (docs/DECISIONS.md, 142). In the
+compiled engine each is an extension type whose fields are set in C: assigning one raises
+``AttributeError`` ("not writable"). In the pure-Python engine each is the standard library's frozen
+dataclass (``cython``'s pure-Python shadow passes the class to ``dataclasses.dataclass``): assigning
+raises ``dataclasses.FrozenInstanceError``, a subclass of ``AttributeError``. Catch ``AttributeError``.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from operator import attrgetter
+
+import cython
 
 SCHEMA_VERSION = "1"
 """Version of the plan's schema, written as ``schema_version`` and ``tracefence.plan.schema_version``."""
@@ -68,8 +77,19 @@ class ReplayClass(str, enum.Enum):
 
 _CLASS_ORDER = (ReplayClass.DYNAMIC, ReplayClass.INJECTED, ReplayClass.STATIC, ReplayClass.REVIEW)
 
+# Every member as a module constant, for the rules' per-step tests. On Python 3.11 reading a member off its class
+# (``Effect.READ``) goes through the hook ``EnumType.__getattr__`` installs on the class, about 1,000 instructions
+# each; a module constant is a plain global read. Same objects: ``step.effect is READ`` is ``step.effect is Effect.READ``.
+READ, WRITE, EFFECT_UNKNOWN = Effect.READ, Effect.WRITE, Effect.UNKNOWN
+SOURCE_DECLARED, SOURCE_CONFIG, SOURCE_MCP_HINT, SOURCE_HTTP_METHOD, SOURCE_NONE = (
+    EffectSource.DECLARED, EffectSource.CONFIG, EffectSource.MCP_HINT, EffectSource.HTTP_METHOD, EffectSource.NONE)
+OK, ERROR, TIMEOUT, STATUS_UNKNOWN = ToolStatus.OK, ToolStatus.ERROR, ToolStatus.TIMEOUT, ToolStatus.UNKNOWN
+REPLAY, SKIP, REVIEW, CONFLICT = Decision.REPLAY, Decision.SKIP, Decision.REVIEW, Decision.CONFLICT
+CLASS_DYNAMIC, CLASS_INJECTED, CLASS_STATIC, CLASS_REVIEW = _CLASS_ORDER
 
-@dataclass(frozen=True, slots=True)
+
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class MalformedField:
     """A field of a tool span or row that could not be read: never guessed.
 
@@ -87,7 +107,8 @@ class MalformedField:
         return self.reason or "malformed_" + self.field
 
 
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class ToolStep:
     """One tool call, normalized from whichever convention recorded it.
 
@@ -142,7 +163,8 @@ step_order = attrgetter("start_time_unix_nano", "sequence", "call_id", "span_id"
 """``step_order(step)`` is ``step.order_key``, as a C-level key function for sorting many steps."""
 
 
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class StepDecision:
     """The decision for one step, its reason codes and the other calls it concerns."""
 
@@ -152,7 +174,8 @@ class StepDecision:
     related_call_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@cython.dataclasses.dataclass(frozen=True)
+@cython.cclass
 class TracePlan:
     """The plan for one trace: ``replay_class`` is ``None`` when it has no tool step."""
 
@@ -160,4 +183,4 @@ class TracePlan:
     replay_class: ReplayClass | None
     steps: tuple[StepDecision, ...] = ()
     partial: bool = False
-    schema_version: str = field(default=SCHEMA_VERSION)
+    schema_version: str = SCHEMA_VERSION

@@ -83,8 +83,11 @@ def test_text_fast_path_examples():
     assert parse_simple_json('{"a": 1.5}', 64) is NOT_SIMPLE  # floats take the inspected path
     assert parse_simple_json("[[[1]]]", 2) is NOT_SIMPLE  # more brackets than the depth allowed
     assert parse_simple_json('{"a": NaN}', 64) is NOT_SIMPLE and parse_simple_json('{"a": ', 64) is NOT_SIMPLE
-    big = parse_simple_json('{"id": 9007199254740993}', 64)
-    assert canonicalize(big, simple=True).unavailable == reasons.ARGUMENTS_NOT_I_JSON
+    # Integers of 16 characters or more, which may lie beyond 2**53 - 1, take the inspected path too.
+    assert parse_simple_json('{"id": 9007199254740993}', 64) is NOT_SIMPLE and parse_simple_json("[-900719925474099]", 64) is NOT_SIMPLE
+    assert _slow('{"id": 9007199254740993}', 64).unavailable == reasons.ARGUMENTS_NOT_I_JSON
+    assert parse_simple_json('{"id": 900719925474099, "n": -90071992547409, "s": "12345678901234567890"}', 64) == {
+        "id": 900719925474099, "n": -90071992547409, "s": "12345678901234567890"}
     assert canonicalize(parse_simple_json('{"\\u00e9": 1, "z": 2}', 64), simple=True) == canonicalize({"\u00e9": 1, "z": 2})
     assert canonicalize(parse_simple_json('{"b": 1, "a": [2, "x"]}', 64), simple=True).text == '{"a":[2,"x"],"b":1}'
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Effect, EffectSource, MalformedField
+from otel_tracefence.model import (
+    EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
+)
 from otel_tracefence.normalize import conventions as cv
 
-DECLARABLE = {"read": Effect.READ, "write": Effect.WRITE, "unknown": Effect.UNKNOWN}
+DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
 
 
 def parse_declared(value: Any) -> Effect | MalformedField:
@@ -24,11 +26,11 @@ def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | None:
         hint = attributes.get(key)
         if isinstance(hint, bool):
             # MCP: readOnlyHint=true means the tool does not modify its environment.
-            return (Effect.READ if hint else Effect.WRITE), EffectSource.MCP_HINT
+            return (READ if hint else WRITE), SOURCE_MCP_HINT
     for key in cv.HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
-            return (Effect.READ if method.upper() in cv.HTTP_SAFE_METHODS else Effect.WRITE), EffectSource.HTTP_METHOD
+            return (READ if method.upper() in cv.HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD
     return None
 
 
@@ -42,12 +44,12 @@ def resolve_effect(
     if declared is not None:
         parsed = parse_declared(declared)
         if isinstance(parsed, MalformedField):
-            return Effect.UNKNOWN, EffectSource.DECLARED, parsed
-        return parsed, EffectSource.DECLARED, None
+            return EFFECT_UNKNOWN, SOURCE_DECLARED, parsed
+        return parsed, SOURCE_DECLARED, None
     rule = config.rule_for(tool) if tool else None
     if rule is not None and rule.effect is not None:
-        return DECLARABLE[rule.effect], EffectSource.CONFIG, None
+        return DECLARABLE[rule.effect], SOURCE_CONFIG, None
     hint = _hint(attributes)
     if hint is not None:
         return hint[0], hint[1], None
-    return Effect.UNKNOWN, EffectSource.NONE, None
+    return EFFECT_UNKNOWN, SOURCE_NONE, None

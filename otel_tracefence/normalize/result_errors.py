@@ -41,8 +41,20 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="statusCode", at_least=500, below=600, anywhere=True),
     ResultErrorShape(key="http_status", at_least=500, below=600, anywhere=True),
 )
-_DEFAULT_KEYS = frozenset(shape.key for shape in DEFAULT_SHAPES)
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
+
+ShapeIndex = dict[str, tuple[tuple[int, ResultErrorShape], ...]]
+
+
+def _shape_index(shapes: tuple[ResultErrorShape, ...]) -> ShapeIndex:
+    """Each key a shape looks for, with the shapes looking for it and their positions in ``shapes``, in order."""
+    index: dict[str, list[tuple[int, ResultErrorShape]]] = {}
+    for position, shape in enumerate(shapes):
+        index.setdefault(shape.key, []).append((position, shape))
+    return {key: tuple(entries) for key, entries in index.items()}
+
+
+_DEFAULT_INDEX = _shape_index(DEFAULT_SHAPES)
 
 
 def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
@@ -59,16 +71,32 @@ def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
             stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
 
 
-def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorShape | None:
-    """The first shape that says ``result`` (a parsed JSON value) is an error, or ``None``."""
-    shapes = tuple(shapes)
-    keys = _DEFAULT_KEYS if shapes is DEFAULT_SHAPES else frozenset(shape.key for shape in shapes)
-    if type(result) is dict and result.keys().isdisjoint(keys) and not any(isinstance(v, (dict, list)) for v in result.values()):
-        return None  # the common flat object with none of the keys: what the walk below would find, without it
-    for obj, level in _objects(result, 0):
-        if obj.keys().isdisjoint(keys):  # no key any shape looks for
+def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | None:
+    """The first shape (in the shapes' order) that says one object is an error: only the shapes that may look
+    below the top (``anywhere``) unless ``top``. Reads only the object's keys some shape looks for."""
+    found: ResultErrorShape | None = None
+    found_at = -1
+    for key, value in obj.items():
+        entries = index.get(key)
+        if entries is None:
             continue
-        for shape in shapes:
-            if (level == 0 or shape.anywhere) and shape.key in obj and shape.says_error(obj[shape.key]):
-                return shape
+        for position, shape in entries:
+            if found is not None and position > found_at:
+                break
+            if (top or shape.anywhere) and shape.says_error(value):
+                found, found_at = shape, position
+                break
+    return found
+
+
+def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorShape | None:
+    """The first shape that says ``result`` (a parsed JSON value) is an error, or ``None``. Objects are looked
+    at from the result down, and the first object one shape says is an error gives the first such shape."""
+    index = _DEFAULT_INDEX if shapes is DEFAULT_SHAPES else _shape_index(tuple(shapes))
+    if type(result) is dict and not any(isinstance(v, (dict, list)) for v in result.values()):
+        return _first_shape(result, True, index)  # the common flat object: itself only, without the walk
+    for obj, level in _objects(result, 0):
+        shape = _first_shape(obj, level == 0, index)
+        if shape is not None:
+            return shape
     return None

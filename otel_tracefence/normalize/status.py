@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from otel_tracefence.model import MalformedField, ToolStatus
+from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
 
-DECLARABLE = {"ok": ToolStatus.OK, "error": ToolStatus.ERROR, "timeout": ToolStatus.TIMEOUT, "unknown": ToolStatus.UNKNOWN}
+DECLARABLE = {"ok": OK, "error": ERROR, "timeout": TIMEOUT, "unknown": STATUS_UNKNOWN}
 _TIMEOUT = re.compile(cv.TIMEOUT_PATTERN, re.IGNORECASE)
 _CANCEL = re.compile(cv.CANCEL_PATTERN, re.IGNORECASE)
 
@@ -30,10 +30,10 @@ def parse_declared(value: Any) -> ToolStatus | MalformedField:
 def classify_failure(signs: list[str]) -> ToolStatus:
     """A failed call's status from its error and exception type names: timeout, cancellation or error."""
     if any(_TIMEOUT.search(sign) for sign in signs):
-        return ToolStatus.TIMEOUT
+        return TIMEOUT
     if any(_CANCEL.search(sign) for sign in signs):
-        return ToolStatus.UNKNOWN
-    return ToolStatus.ERROR
+        return STATUS_UNKNOWN
+    return ERROR
 
 
 def span_status(span: SpanView) -> ToolStatus | MalformedField:
@@ -43,14 +43,14 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
     if declared is not None:
         return parse_declared(declared)
     if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
-        return ToolStatus.UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
+        return STATUS_UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
     signs = [str(e.attributes.get("exception.type", "")) for e in span.events if e.name == "exception"]
     error_type = span.attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
     flagged = any(span.attributes.get(key) is True for key in cv.FAILURE_FLAG_KEYS)
     if span.status_code != STATUS_ERROR and not signs and not flagged:
-        return ToolStatus.OK
+        return OK
     if span.status_message:
         signs.append(span.status_message)
     return classify_failure(signs)

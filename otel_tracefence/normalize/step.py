@@ -7,7 +7,9 @@ from itertools import islice
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Effect, MalformedField, ToolStatus, ToolStep
+from otel_tracefence.model import (
+    EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
+)
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
@@ -52,8 +54,8 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     """A call whose span (or its producer's declaration) says ok but whose recorded result is an error
     (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
     the one that fences wins. A declared ``error``, ``timeout`` or ``unknown`` is never changed."""
-    if status is ToolStatus.OK and result.error is not None:
-        return ToolStatus.ERROR, (reasons.ERROR_IN_RESULT,)
+    if status is OK and result.error is not None:
+        return ERROR, (reasons.ERROR_IN_RESULT,)
     return status, ()
 
 
@@ -66,8 +68,8 @@ def unreadable_step(span: SpanView) -> ToolStep:
         call_id=span.span_id,
         span_id="",  # no span of ours to annotate: it is not forwarded as it came
         tool=span.name,
-        effect=Effect.UNKNOWN,
-        status=ToolStatus.UNKNOWN,
+        effect=EFFECT_UNKNOWN,
+        status=STATUS_UNKNOWN,
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
         malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}"),),
@@ -115,7 +117,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     status = span_status(span)
     if isinstance(status, MalformedField):
         malformed.append(status)
-        status = ToolStatus.UNKNOWN
+        status = STATUS_UNKNOWN
     arguments = span_arguments(attributes, config.limits, span.events)
     if arguments.malformed is not None:
         malformed.append(arguments.malformed)
@@ -152,6 +154,6 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed=tuple(malformed),
         notes=arguments.notes + notes,
         result_stable=stable,
-        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
     )

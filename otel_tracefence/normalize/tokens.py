@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from hashlib import sha256 as _sha256
-from typing import Any, Iterator
+from typing import Any
 
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 
@@ -77,34 +77,47 @@ def tokens_of_string(text: str) -> list[str]:
     return [run for run in _CANDIDATE.findall(text) if _FORMS.fullmatch(run)]
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """The string values of a parsed JSON value in document order (objects in their key order), keys left out."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            yield node
-        elif isinstance(node, dict):
-            stack.extend(reversed(node.values()))
-        elif isinstance(node, (list, tuple)):
-            stack.extend(reversed(node))
+# The shortest token: a prefixed handle of one letter, ``_`` or ``-``, and 3 more characters (a UUID has 36, an opaque id 12).
+_MIN_TOKEN_LENGTH = 5
 
 
-def value_tokens(value: Any, limit: int, text: str | None = None) -> tuple[int, ...]:
+def _may_hold_token(text: str) -> bool:
+    """False when no run of ``text`` can be a token: it is shorter than the shortest token, or it is all letters
+    (every token holds an ASCII digit). Two C-level string tests that spare most short strings a regular expression."""
+    return len(text) >= _MIN_TOKEN_LENGTH and not text.isalpha()
+
+
+def _add_tokens(text: str, found: dict[int, None], limit: int) -> bool:
+    """Add the hashes of ``text``'s tokens to ``found`` in order; True once it holds ``limit``."""
+    for run in _CANDIDATE.findall(text):
+        if _FORMS.fullmatch(run):
+            found[token_hash(run)] = None
+            if len(found) >= limit:
+                return True
+    return False
+
+
+def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
     never count): sorted and unique, at most ``limit`` distinct tokens, the first in document order
-    (objects in their key order). ``None`` or a value without strings gives ``()``. ``text``, the
-    value's JSON text when the caller has it, lets a value without any token-shaped run be skipped
-    without walking it."""
-    if limit <= 0 or value is None or (text is not None and not _has_token(text)):
+    (objects in their key order). ``None`` or a value without strings gives ``()``. A string that
+    cannot hold a token (:func:`_may_hold_token`) is not searched."""
+    if limit <= 0 or value is None:
         return ()
     found: dict[int, None] = {}
-    for string in _strings(value):
-        for token in tokens_of_string(string):
-            found[token_hash(token)] = None
-            if len(found) >= limit:
-                return tuple(sorted(found))
-    return tuple(sorted(found))
+    stack = [value]
+    while stack:  # depth first, in document order: children pushed in reverse
+        node = stack.pop()
+        if isinstance(node, str):
+            if _may_hold_token(node) and _add_tokens(node, found, limit):
+                break
+        elif isinstance(node, dict):
+            if node:
+                stack.extend(reversed(node.values()))
+        elif isinstance(node, (list, tuple)):
+            if node:
+                stack.extend(reversed(node))
+    return tuple(sorted(found)) if found else ()
 
 
 def text_tokens(text: str | None, limit: int) -> tuple[int, ...]:

@@ -8,7 +8,9 @@ from typing import Iterable, Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Effect, EffectSource, MalformedField, ToolStatus, ToolStep, step_order
+from otel_tracefence.model import (
+    ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
+)
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
@@ -52,7 +54,7 @@ def _other_tool(inner: ToolStep, outer: ToolStep, inner_span: SpanView) -> bool:
     another tool's call as its attempt: its label must not hide a write."""
     if not inner.tool or not outer.tool or inner.tool == outer.tool:
         return False
-    return outer.effect is Effect.READ or inner_span.attributes.get("mcp.method.name") != "tools/call"
+    return outer.effect is READ or inner_span.attributes.get("mcp.method.name") != "tools/call"
 
 
 def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str]) -> ToolStep:
@@ -67,8 +69,8 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
     """
     changes: dict = {"attempts": max(1, len(sent_ids))}
     last = [a for a in attempts if chain_of[a.span_id] == chain_of[attempts[-1].span_id]] if attempts else []
-    failed = [a for a in last if a.status is not ToolStatus.OK]
-    if step.status is ToolStatus.OK and failed:
+    failed = [a for a in last if a.status is not OK]
+    if step.status is OK and failed:
         # The step's span says ok, the last dispatch that carried it says otherwise (an MCP server span
         # ended in error under an unset client span; a client span timed out while the cancelled server
         # handler's span ended unset): where two records disagree, the fencing one wins. An earlier
@@ -89,10 +91,10 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
             changes.update(result_recorded=True, result_sha256=attempt.result_sha256, result_value=attempt.result_value, result_tokens=attempt.result_tokens)
         if step.idempotency_key is None and attempt.idempotency_key is not None and "idempotency_key" not in changes:
             changes["idempotency_key"] = attempt.idempotency_key
-        if step.effect_source is EffectSource.NONE and attempt.effect_source is not EffectSource.NONE and "effect" not in changes:
+        if step.effect_source is SOURCE_NONE and attempt.effect_source is not SOURCE_NONE and "effect" not in changes:
             changes.update(effect=attempt.effect, effect_source=attempt.effect_source)
-        elif attempt.effect is Effect.WRITE and step.effect is Effect.READ and attempt.effect_source is not EffectSource.NONE:
-            changes.update(effect=Effect.WRITE, effect_source=attempt.effect_source)  # a label that says write wins over one that says read
+        elif attempt.effect is WRITE and step.effect is READ and attempt.effect_source is not SOURCE_NONE:
+            changes.update(effect=WRITE, effect_source=attempt.effect_source)  # a label that says write wins over one that says read
     return replace(step, **changes)
 
 
@@ -119,14 +121,14 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
         tool=request.tool,
         effect=effect,
         effect_source=source,
-        status=ToolStatus.UNKNOWN,
+        status=STATUS_UNKNOWN,
         arguments_json=kept_arguments(request.arguments, config),
         arguments_sha256=request.arguments.sha256,
         arguments_unavailable=request.arguments.unavailable if request.arguments.malformed is None else reasons.ARGUMENTS_NOT_RECORDED,
         start_time_unix_nano=when,
         sequence=request.span.sequence,
         requested_only=True,
-        argument_tokens=value_tokens(request.arguments.value, config.limits.max_tokens_per_value, request.arguments.json),
+        argument_tokens=value_tokens(request.arguments.value, config.limits.max_tokens_per_value),
     )
 
 
@@ -255,7 +257,7 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> T
         tool=tool,
         effect=effect,
         effect_source=source,
-        status=status if isinstance(status, ToolStatus) else ToolStatus.UNKNOWN,
+        status=status if isinstance(status, ToolStatus) else STATUS_UNKNOWN,
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
         malformed=(MalformedField("span", why, reason=reasons.UNRECOGNIZED_TOOL_SPAN),),
@@ -290,7 +292,7 @@ def _http_dispatches(
             failed.add(root)
         if request.failed:
             status = span_status(span)
-            lost[root] = status if isinstance(status, ToolStatus) and status is not ToolStatus.OK else ToolStatus.ERROR
+            lost[root] = status if isinstance(status, ToolStatus) and status is not OK else ERROR
     most: dict[str, int] = {}
     for (root, _, _), count in sent.items():
         most[root] = max(most.get(root, 0), count)
@@ -303,7 +305,7 @@ def _http_dispatches(
             status, notes = result_status(step.status, Result(error="http_status"))
             if notes:
                 changes.update(status=status, notes=step.notes + notes)
-        elif root in lost and step.status is ToolStatus.OK:
+        elif root in lost and step.status is OK:
             changes.update(status=lost[root], notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
         if changes:
             steps[root] = replace(step, **changes)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
+
+import cython
 
 from otel_tracefence import reasons
 from otel_tracefence.canonical import (
@@ -32,7 +33,8 @@ NOT_PARSED = object()
 """``Result.parsed`` of a result not recorded as JSON text that parsed."""
 
 
-@dataclass(slots=True)
+@cython.dataclasses.dataclass
+@cython.cclass
 class Arguments:
     """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed.
 
@@ -188,7 +190,8 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
     return NOT_RECORDED
 
 
-@dataclass(slots=True)
+@cython.dataclasses.dataclass
+@cython.cclass
 class Result:
     """A recorded result's hash and value; ``error`` names the shape that says the call failed,
     ``truncated`` is true for JSON text cut off before its end.
@@ -204,7 +207,7 @@ class Result:
     truncated: bool = False
     # The parsed JSON object or array of a result recorded as JSON text (parsed once, for the error
     # shape, and read again for its tokens: tokens.result_tokens); NOT_PARSED for any other result.
-    parsed: Any = field(default=NOT_PARSED, compare=False, repr=False)
+    parsed: Any = cython.dataclasses.field(default=NOT_PARSED, compare=False, repr=False)
 
 
 NO_RESULT = Result()
@@ -267,7 +270,7 @@ def result_tokens(result: Result | None, limit: int) -> tuple[int, ...]:
     if result is None or not result.recorded:
         return ()
     if result.parsed is not NOT_PARSED:
-        return value_tokens(result.parsed, limit, result.value)
+        return value_tokens(result.parsed, limit)
     return text_tokens(result.value, limit)
 
 

@@ -7,13 +7,13 @@ from typing import Iterable
 
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits
-from otel_tracefence.model import Decision, StepDecision, ToolStep, TracePlan, step_order
+from otel_tracefence.model import CONFLICT, REVIEW, StepDecision, ToolStep, TracePlan, step_order
 from otel_tracefence.planner.dataflow import FLOW_NOTES, DataFlow
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.replay_class import replay_class
 from otel_tracefence.planner.rules import DECISION_RULES, NOTE_RULES
 
-_FENCING = (Decision.REVIEW, Decision.CONFLICT)
+_FENCING = (REVIEW, CONFLICT)
 _DEFAULT_LIMITS = Limits()
 _RULES = DECISION_RULES + NOTE_RULES + FLOW_NOTES
 

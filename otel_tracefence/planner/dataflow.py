@@ -32,16 +32,16 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from otel_tracefence import reasons
-from otel_tracefence.model import Effect, ToolStatus, ToolStep
+from otel_tracefence.model import OK, READ, WRITE, ToolStep
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.rules import NONE, Finding
 
 
 def _needs_injection(step: ToolStep) -> bool:
     """A step whose recorded result a replay must inject: a committed write, or a read with unstable results."""
-    if step.effect is Effect.WRITE:
-        return step.status is ToolStatus.OK
-    return step.effect is Effect.READ and not step.result_stable
+    if step.effect is WRITE:
+        return step.status is OK
+    return step.effect is READ and not step.result_stable
 
 
 @dataclass(slots=True)

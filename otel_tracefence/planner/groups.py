@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from otel_tracefence.model import Effect, ToolStep
+from otel_tracefence.model import EFFECT_UNKNOWN, WRITE, ToolStep
 
 
 class Group(list):
@@ -60,8 +60,8 @@ class TraceGroups:
                 _add(groups.by_key, (step.tool, step.idempotency_key), step)
             if call_ids.get(step.call_id, 0) > 1 and not step.call_id_from_span and not step.requested_only:
                 _add(groups.by_call_id, step.call_id, step)
-            if step.arguments_sha256 is not None and step.effect is not Effect.UNKNOWN:
-                table = groups.writes_by_content if step.effect is Effect.WRITE else groups.reads_by_content
+            if step.arguments_sha256 is not None and step.effect is not EFFECT_UNKNOWN:
+                table = groups.writes_by_content if step.effect is WRITE else groups.reads_by_content
                 group = _add(table, (step.tool, step.arguments_sha256), step)
                 groups.position[id(step)] = len(group) - 1
         for key, group in groups.by_key.items():
@@ -77,5 +77,5 @@ class TraceGroups:
     def content_group(self, step: ToolStep) -> Group | None:
         if step.arguments_sha256 is None:
             return None
-        table = self.writes_by_content if step.effect is Effect.WRITE else self.reads_by_content
+        table = self.writes_by_content if step.effect is WRITE else self.reads_by_content
         return table.get((step.tool, step.arguments_sha256))

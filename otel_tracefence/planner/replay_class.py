@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from otel_tracefence.model import Decision, ReplayClass, StepDecision
+from otel_tracefence.model import (
+    CLASS_DYNAMIC, CLASS_INJECTED, CLASS_REVIEW, CLASS_STATIC, CONFLICT, REPLAY, REVIEW, SKIP, ReplayClass, StepDecision,
+)
 
 
 def replay_class(decisions: Sequence[StepDecision]) -> ReplayClass | None:
@@ -15,10 +17,10 @@ def replay_class(decisions: Sequence[StepDecision]) -> ReplayClass | None:
     """
     if not decisions:
         return None
-    if any(d.decision in (Decision.REVIEW, Decision.CONFLICT) for d in decisions):
-        return ReplayClass.REVIEW
-    if all(d.decision is Decision.REPLAY for d in decisions):  # declared reads with stable results
-        return ReplayClass.DYNAMIC
-    if any(d.decision is Decision.SKIP and not d.step.result_recorded for d in decisions):
-        return ReplayClass.STATIC
-    return ReplayClass.INJECTED
+    if any(d.decision in (REVIEW, CONFLICT) for d in decisions):
+        return CLASS_REVIEW
+    if all(d.decision is REPLAY for d in decisions):  # declared reads with stable results
+        return CLASS_DYNAMIC
+    if any(d.decision is SKIP and not d.step.result_recorded for d in decisions):
+        return CLASS_STATIC
+    return CLASS_INJECTED

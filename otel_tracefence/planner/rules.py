@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from otel_tracefence import reasons
-from otel_tracefence.model import Decision, Effect, ToolStatus, ToolStep
+from otel_tracefence.model import (
+    CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision, ToolStep,
+)
 from otel_tracefence.planner.groups import TraceGroups
 
 
@@ -31,7 +33,7 @@ NONE: tuple[Finding, ...] = ()
 
 def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A malformed tool span or row is never guessed: review, one reason per field at fault."""
-    return tuple(Finding(Decision.REVIEW, f.reason_code) for f in step.malformed) if step.malformed else NONE
+    return tuple(Finding(REVIEW, f.reason_code) for f in step.malformed) if step.malformed else NONE
 
 
 def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -39,17 +41,17 @@ def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Fi
     key = (step.tool, step.idempotency_key)
     if step.idempotency_key is None or key not in groups.conflicting_keys:
         return NONE
-    return (Finding(Decision.CONFLICT, reasons.IDEMPOTENCY_KEY_CONFLICT, groups.by_key[key].window(0, None, groups.max_related)),)
+    return (Finding(CONFLICT, reasons.IDEMPOTENCY_KEY_CONFLICT, groups.by_key[key].window(0, None, groups.max_related)),)
 
 
 def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The model asked once, the tool ran more than once, and the call is not a declared read."""
-    if step.effect is Effect.READ or step.call_id_from_span or step.requested_only:
+    if step.effect is READ or step.call_id_from_span or step.requested_only:
         return NONE
     group = groups.by_call_id.get(step.call_id)
     if group is None or len(group) < 2:
         return NONE
-    return (Finding(Decision.CONFLICT, reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE, group.window(0, None, groups.max_related)),)
+    return (Finding(CONFLICT, reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE, group.window(0, None, groups.max_related)),)
 
 
 def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
@@ -57,61 +59,61 @@ def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGr
     key = (step.tool, step.idempotency_key)
     if step.idempotency_key is None or key not in groups.uncomparable_keys:
         return NONE
-    return (Finding(Decision.REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
+    return (Finding(REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
 
 
 # Findings that name no related step are the same every time: built once (Finding is frozen).
-_EFFECT_UNKNOWN = (Finding(Decision.REVIEW, reasons.EFFECT_UNKNOWN),)
-_WRITE_DISPATCHED_MORE_THAN_ONCE = (Finding(Decision.REVIEW, reasons.WRITE_DISPATCHED_MORE_THAN_ONCE),)
-_WRITE_COMMITTED = (Finding(Decision.SKIP, reasons.WRITE_COMMITTED),)
-_UNSTABLE_RESULT = (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT),)
-_UNSTABLE_RESULT_NOT_RECORDED = (Finding(Decision.SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
-_DECLARED_READ = (Finding(Decision.REPLAY, reasons.DECLARED_READ),)
+_EFFECT_UNKNOWN = (Finding(REVIEW, reasons.EFFECT_UNKNOWN),)
+_WRITE_DISPATCHED_MORE_THAN_ONCE = (Finding(REVIEW, reasons.WRITE_DISPATCHED_MORE_THAN_ONCE),)
+_WRITE_COMMITTED = (Finding(SKIP, reasons.WRITE_COMMITTED),)
+_UNSTABLE_RESULT = (Finding(SKIP, reasons.UNSTABLE_RESULT),)
+_UNSTABLE_RESULT_NOT_RECORDED = (Finding(SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
+_DECLARED_READ = (Finding(REPLAY, reasons.DECLARED_READ),)
 _RESULT_NOT_RECORDED = (Finding(None, reasons.RESULT_NOT_RECORDED),)
 _REQUESTED_NOT_RECORDED = (Finding(None, reasons.REQUESTED_NOT_RECORDED),)
 
 
 def effect_unknown(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Nobody declared the effect: hold it."""
-    return _EFFECT_UNKNOWN if step.effect is Effect.UNKNOWN else NONE
+    return _EFFECT_UNKNOWN if step.effect is EFFECT_UNKNOWN else NONE
 
 
 _UNCERTAIN_WRITE = {
-    ToolStatus.TIMEOUT: reasons.WRITE_TIMEOUT,
-    ToolStatus.UNKNOWN: reasons.WRITE_STATUS_UNKNOWN,
-    ToolStatus.ERROR: reasons.WRITE_ERROR,
+    TIMEOUT: reasons.WRITE_TIMEOUT,
+    STATUS_UNKNOWN: reasons.WRITE_STATUS_UNKNOWN,
+    ERROR: reasons.WRITE_ERROR,
 }
-_UNCERTAIN_WRITE_FINDINGS = {status: (Finding(Decision.REVIEW, reason),) for status, reason in _UNCERTAIN_WRITE.items()}
+_UNCERTAIN_WRITE_FINDINGS = {status: (Finding(REVIEW, reason),) for status, reason in _UNCERTAIN_WRITE.items()}
 
 
 def write_outcome_uncertain(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write that timed out, errored or has no known end: even with a key, the trace cannot show it was honoured."""
-    if step.effect is not Effect.WRITE or step.status not in _UNCERTAIN_WRITE:
+    if step.effect is not WRITE or step.status not in _UNCERTAIN_WRITE:
         return NONE
     return _UNCERTAIN_WRITE_FINDINGS[step.status]
 
 
 def write_dispatched_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write with several dispatch attempts inside one step."""
-    if step.effect is not Effect.WRITE or step.attempts < 2:
+    if step.effect is not WRITE or step.attempts < 2:
         return NONE
     return _WRITE_DISPATCHED_MORE_THAN_ONCE
 
 
 def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write with the same tool and canonical arguments as an earlier one: a possible second effect."""
-    if step.effect is not Effect.WRITE:
+    if step.effect is not WRITE:
         return NONE
     group = groups.content_group(step)
     position = groups.position.get(id(step), 0)
     if group is None or position == 0:
         return NONE
-    return (Finding(Decision.REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
+    return (Finding(REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
 
 
 def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write recorded ok: never re-fire it; a replay injects its recorded result."""
-    if step.effect is Effect.WRITE and step.status is ToolStatus.OK:
+    if step.effect is WRITE and step.status is OK:
         return _WRITE_COMMITTED
     return NONE
 
@@ -121,14 +123,14 @@ def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     its recorded result (seed 000, "Decision boundary": a handle the agent may branch on must be injected,
     not re-derived). Without a recorded result there is nothing to inject (``result_not_recorded``, class
     ``static``). The label is ``tracefence.result_stable`` = false or the tool rule's ``result: unstable``."""
-    if step.effect is not Effect.READ or step.result_stable:
+    if step.effect is not READ or step.result_stable:
         return NONE
     return _UNSTABLE_RESULT if step.result_recorded else _UNSTABLE_RESULT_NOT_RECORDED
 
 
 def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A declared read replays, whatever its status."""
-    return _DECLARED_READ if step.effect is Effect.READ else NONE
+    return _DECLARED_READ if step.effect is READ else NONE
 
 
 DECISION_RULES: tuple[Rule, ...] = (
@@ -157,7 +159,7 @@ def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 
 def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Repeated reads are linked, not fenced."""
-    if step.effect is not Effect.READ:
+    if step.effect is not READ:
         return NONE
     group = groups.content_group(step)
     position = groups.position.get(id(step), 0)
@@ -168,7 +170,7 @@ def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 
 def result_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A committed write whose result was not recorded: a replay would have to re-fire it (class ``static``)."""
-    if step.effect is Effect.WRITE and step.status is ToolStatus.OK and not step.result_recorded:
+    if step.effect is WRITE and step.status is OK and not step.result_recorded:
         return _RESULT_NOT_RECORDED
     return NONE
 

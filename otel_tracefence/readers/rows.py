@@ -209,7 +209,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         sequence=line,
         malformed=tuple(malformed),
         result_stable=stable,
-        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value, arguments.json),
+        argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
     )
 

@@ -1,0 +1,50 @@
+"""error_shape, which reads only the keys some shape looks for, against the plain walk it replaced."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otel_tracefence.config import ResultErrorShape
+from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, MAX_DEPTH, error_shape
+
+EXTRA = (ResultErrorShape(key="outcome", equals="FAILED"), ResultErrorShape(key="ok", equals=True, anywhere=True))
+KEYS = sorted({shape.key for shape in DEFAULT_SHAPES + EXTRA}) + ["id", "content", "data"]
+scalars = st.none() | st.booleans() | st.integers(-10, 700) | st.sampled_from(["error", "Failed", "failure", "ok", "", "x", "FAILED"])
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4), max_leaves=15
+)
+
+
+def _reference(result, shapes):
+    """Every object from the result down (the walk's order), every shape in order: the first that says error."""
+    stack = [(result, 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_DEPTH:
+            continue
+        if isinstance(node, dict):
+            for shape in shapes:
+                if (level == 0 or shape.anywhere) and shape.key in node and shape.says_error(node[shape.key]):
+                    return shape
+            stack.extend((child, level + 1) for child in node.values() if isinstance(child, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
+    return None
+
+
+@settings(max_examples=600, deadline=None)
+@given(values, st.booleans())
+def test_error_shape_is_the_first_shape_the_plain_walk_finds(value, extra):
+    shapes = DEFAULT_SHAPES + EXTRA if extra else DEFAULT_SHAPES
+    assert error_shape(value, shapes) is _reference(value, shapes)
+
+
+def test_the_first_shape_in_order_wins_whatever_the_key_order():
+    # "isError" (first shape) after "ok": false in the object's own order: still the first shape is named.
+    assert error_shape({"ok": False, "isError": True}, DEFAULT_SHAPES).key == "isError"
+    assert error_shape({"ok": False, "id": 3}, DEFAULT_SHAPES).key == "ok"
+    assert error_shape({"ok": True, "id": "r1"}, DEFAULT_SHAPES) is None
+    # Below the top only shapes that look anywhere: a nested "ok": false is no error, a nested isError is.
+    assert error_shape({"data": {"ok": False}}, DEFAULT_SHAPES) is None
+    assert error_shape({"content": [{"type": "error"}], "ok": True}, DEFAULT_SHAPES).key == "type"
