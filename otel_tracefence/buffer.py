@@ -197,10 +197,13 @@ class TraceBuffer(Generic[P]):
         self._forgotten: OrderedDict[str, str | None] = OrderedDict()
         # Traces being planned right now (popped, not yet remembered): their spans are late,
         # once the plan is remembered. Late spans are planned one at a time against the
-        # latest remembered steps, so concurrent late spans of one trace lose none.
-        self._deciding: dict[str, threading.Event] = {}
+        # latest remembered steps, so concurrent late spans of one trace lose none. One condition
+        # for all of them (notified when a trace leaves), not an Event per trace: most are never waited for.
+        self._deciding: set[str] = set()
         self._late_lock = threading.Lock()
         self._lock = threading.Lock()
+        self._decided_now = threading.Condition(self._lock)
+        self._waiting = 0  # threads waiting on _decided_now (caller holds the lock to read or change it)
 
     def __len__(self) -> int:
         return len(self._held)
@@ -244,7 +247,7 @@ class TraceBuffer(Generic[P]):
         most ``max_spans_per_trace`` spans."""
         to_decide: list[tuple[str, _Held[P], bool, bool]] = []
         late: dict[str, list[tuple[SpanView, P]]] = {}
-        waits: dict[str, threading.Event] = {}
+        waits: set[str] = set()
         cap = self._config.max_spans_per_trace
         with self._lock:
             for view, payload, local_root in items:
@@ -254,12 +257,12 @@ class TraceBuffer(Generic[P]):
                     # Decided long ago and forgotten but for its class: late all the same.
                     remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
                     self._trim_decided()
-                deciding = self._deciding.get(trace_id) if remembered is None else None
+                deciding = remembered is None and trace_id in self._deciding
                 if remembered is not None:
                     self._decided.move_to_end(trace_id)
-                if deciding is not None or (remembered is not None and not remembered.overflow):
-                    if deciding is not None:
-                        waits[trace_id] = deciding
+                if deciding or (remembered is not None and not remembered.overflow):
+                    if deciding:
+                        waits.add(trace_id)
                     group = late.setdefault(trace_id, [])
                     group.append((view, payload))
                     continue
@@ -292,7 +295,7 @@ class TraceBuffer(Generic[P]):
             out.extend(self._decide(trace_id, held, partial, overflow))
         for trace_id, spans in late.items():
             if trace_id in waits:
-                waits[trace_id].wait(timeout=5.0)  # its trace is being planned: be late against that plan
+                self._wait_decided(trace_id, timeout_s=5.0)  # its trace is being planned: be late against that plan
             for start in range(0, len(spans), cap):
                 out.append(self._late_batch(trace_id, spans[start : start + cap]))
         return out
@@ -337,7 +340,7 @@ class TraceBuffer(Generic[P]):
         if held is None:
             return _Held(self._clock())
         if not held.late:
-            self._deciding.setdefault(trace_id, threading.Event())
+            self._deciding.add(trace_id)
         return held
 
     def _decide(self, trace_id: str, held: _Held[P], partial: bool, overflow: bool = False) -> list[Decided[P] | LateBatch[P]]:
@@ -347,10 +350,7 @@ class TraceBuffer(Generic[P]):
             try:
                 spans = [(read(view, payload), payload) for view, payload in spans]
             except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
-                with self._lock:
-                    deciding = self._deciding.pop(trace_id, None)
-                if deciding is not None:
-                    deciding.set()
+                self._done_deciding(trace_id)
                 return [Decided(trace_id, spans, None, exc)]
         if held.late:  # a chunk of an overflowing trace: one re-plan for all of it; it overflows on until its root ends
             batch = self._late_batch(trace_id, spans, root_ended=held.deadline is not None, overflow=held.deadline is None)
@@ -364,11 +364,24 @@ class TraceBuffer(Generic[P]):
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
             return [Decided(trace_id, spans, None, exc)]
         finally:
-            with self._lock:
-                deciding = self._deciding.pop(trace_id, None)
-            if deciding is not None:
-                deciding.set()
+            self._done_deciding(trace_id)
         return [Decided(trace_id, spans, planned)]
+
+    def _wait_decided(self, trace_id: str, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until ``trace_id`` is no longer being planned."""
+        with self._lock:
+            self._waiting += 1
+            try:
+                self._decided_now.wait_for(lambda: trace_id not in self._deciding, timeout=timeout_s)
+            finally:
+                self._waiting -= 1
+
+    def _done_deciding(self, trace_id: str) -> None:
+        """``trace_id`` is planned (or its planning failed): wake the threads waiting to be late against it."""
+        with self._lock:
+            self._deciding.discard(trace_id)
+            if self._waiting:
+                self._decided_now.notify_all()
 
     def _late_batch(
         self, trace_id: str, spans: list[tuple[SpanView, P]], *, root_ended: bool = False, overflow: bool | None = None

@@ -363,3 +363,37 @@ def test_light_views_give_the_plans_full_views_give_on_generated_traces(spans, c
         full_views = [from_otlp(Span.FromString(s), i) for i, s in enumerate(encoded)]
         service_views = [view_of(s, i) for i, s in enumerate(encoded)]
         assert _planned(trace_id, service_views, config) == _planned(trace_id, full_views, config)
+
+
+def test_the_full_view_from_span_bytes_equals_from_otlp_also_when_its_attributes_come_from_the_cache():
+    """full_view (SpanBody, attributes converted once per encoding) gives from_otlp's view field for field: repeated keys
+    (last value, listed), kvlist, array and bytes values, events; a second read (cache hits) the same, and a list value
+    is never shared between two views."""
+    from otel_tracefence.service.otlp_spans import full_view
+
+    listed = AnyValue()
+    listed.array_value.values.extend([AnyValue(string_value="a"), AnyValue(int_value=2)])
+    nested = AnyValue(kvlist_value=KeyValueList(values=[_string("city", "Oslo")]))
+    span = _span(name="execute_tool pay", attributes=[
+        _string("gen_ai.tool.name", "pay"), KeyValue(key="n", value=AnyValue(int_value=3)), KeyValue(key="flag", value=AnyValue(bool_value=True)),
+        KeyValue(key="x", value=AnyValue(double_value=1.5)), KeyValue(key="raw", value=AnyValue(bytes_value=b"\x00\x01")),
+        KeyValue(key="list", value=listed), KeyValue(key="gen_ai.tool.call.arguments", value=nested), KeyValue(key="empty"),
+        _string("gen_ai.tool.name", "refund"), _string("n", "again"),
+    ], events=[("gen_ai.tool.message", [_string("gen_ai.tool.call.arguments", "{}")]), ("exception", [])])
+    data = span.SerializeToString()
+    first, second = full_view(data, 4), full_view(data, 4)
+    assert first == second == from_otlp(span, 4)
+    assert first.duplicate_keys == ("gen_ai.tool.name", "n") and first.attributes["gen_ai.tool.name"] == "refund"
+    assert first.attributes["list"] == ["a", 2] and first.attributes["list"] is not second.attributes["list"]
+    assert first.attributes["gen_ai.tool.call.arguments"] is not second.attributes["gen_ai.tool.call.arguments"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80), st.sampled_from(sorted(cv.READ_MARKERS)), st.booleans(), st.binary(max_size=40))
+def test_the_one_pass_marker_search_finds_exactly_what_looking_for_each_marker_finds(before, marker, put, after):
+    """needs_full_view (one regular expression for every marker) agrees with looking for each of READ_MARKERS in
+    the lower-cased bytes, on random bytes with and without a marker (in random case) inside."""
+    text = marker.encode()
+    text = bytes(c ^ 0x20 if 97 <= c <= 122 and (i + len(before)) % 2 else c for i, c in enumerate(text))  # mixed case
+    data = before + (text if put else b"") + after
+    assert needs_full_view(data) == any(m.encode() in data.lower() for m in cv.READ_MARKERS)

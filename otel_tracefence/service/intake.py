@@ -175,16 +175,15 @@ class Intake:
 
     def _hold(self, items: list[OtlpItem]) -> None:
         """Read ``items`` (the next slice of the current request) into views and give them to the fence as one batch."""
-        cond = self._cond
+        with self._cond:  # a drain whose time ran out stops before the slice, and counts it as not read
+            if self._abandoned:
+                return
+            if self._current is not None:
+                self._current.done += len(items)
+            self.handed_spans += len(items)  # one count per slice: reading a span is cheap, planning comes after
         batch = []
         try:
             for item in items:
-                with cond:  # a drain whose time ran out stops the slice here, and counts the rest as not read
-                    if self._abandoned:
-                        return
-                    if self._current is not None:
-                        self._current.done += 1
-                    self.handed_spans += 1
                 try:
                     view = held_view(item, self._sequence)
                 except Exception as exc:  # noqa: BLE001 - one unreadable span never loses the others

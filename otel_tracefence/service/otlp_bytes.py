@@ -15,7 +15,9 @@ are those of ``opentelemetry/proto/collector/trace/v1/trace_service.proto`` and
   ``span_id`` 2, ``parent_span_id`` 4, ``name`` 5, ``kind`` 6, ``start_time_unix_nano`` 7,
   ``end_time_unix_nano`` 8, ``status`` 15 (``message`` 2, ``code`` 3), ``flags`` 16
   (every other field is skipped, and kept as an unknown field). Enums are ``int32``:
-  the same varint on the wire, and OTLP's enums are open (an unknown value reads as itself).
+  the same varint on the wire, and OTLP's enums are open (an unknown value reads as itself);
+* ``SpanBody``, a ``SpanHead`` with ``attributes`` 9 and ``events`` 11 as ``repeated bytes`` (each
+  ``KeyValue`` and ``Event`` left encoded).
 
 The lazy types are proto2, so ``resource`` and ``scope`` keep presence: they are
 always set, as ``to_request`` always set the full messages. Strings are left as
@@ -64,11 +66,16 @@ def _message_classes() -> dict[str, type]:
     ):
         span.field.add(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
     span.field.add(name="status", number=15, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=f".{_PACKAGE}.Status")
+    # SpanBody: a SpanHead with each attribute (a KeyValue, 9) and each event (an Event, 11) left encoded.
+    body = head.message_type.add(name="SpanBody")
+    body.field.extend(span.field)
+    body.field.add(name="attributes", number=9, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
+    body.field.add(name="events", number=11, type=F.TYPE_BYTES, label=F.LABEL_REPEATED)
 
     pool = descriptor_pool.DescriptorPool()
     pool.Add(lazy)
     pool.Add(head)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in ("Request", "ResourceSpans", "ScopeSpans", "SpanHead")}
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in ("Request", "ResourceSpans", "ScopeSpans", "SpanHead", "SpanBody")}
 
 
 _CLASSES = _message_classes()
@@ -78,6 +85,9 @@ LazyResourceSpans = _CLASSES["ResourceSpans"]
 LazyScopeSpans = _CLASSES["ScopeSpans"]
 SpanHead = _CLASSES["SpanHead"]
 """A ``Span`` read without its attributes, events and links (its ids, name, kind, times, status, flags)."""
+SpanBody = _CLASSES["SpanBody"]
+"""A :data:`SpanHead` with ``attributes`` (OTLP field 9) and ``events`` (11) as the encodings of each ``KeyValue``
+and ``Event`` (``repeated bytes``): the service converts them itself, an attribute seen before from a cache."""
 
 
 MIN_SPAN_BYTES = 30  # the smallest valid span on the wire: a trace id and a span id, their tags and its frame (smaller, invalid
@@ -102,4 +112,4 @@ def span_key(span: bytes) -> bytes:
     return ids.trace_id + ids.span_id
 
 
-__all__ = ["MIN_SPAN_BYTES", "LazyRequest", "LazyResourceSpans", "LazyScopeSpans", "SpanHead", "encoded_span_count", "lazy_spans", "span_key"]
+__all__ = ["MIN_SPAN_BYTES", "LazyRequest", "LazyResourceSpans", "LazyScopeSpans", "SpanBody", "SpanHead", "encoded_span_count", "lazy_spans", "span_key"]

@@ -8,6 +8,7 @@ requests built with the lazy message types.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Sequence
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -16,8 +17,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_tracefence.normalize import SpanView, from_otlp
 from otel_tracefence.normalize.conventions import READ_MARKERS
-from otel_tracefence.normalize.span_view import from_otlp_head
-from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanHead, encoded_span_count  # noqa: F401 - re-exported
+from otel_tracefence.normalize.span_view import (
+    _FLAG_PARENT_REMOTE, _FLAG_PARENT_REMOTE_KNOWN, _OTLP_KIND, _OTLP_STATUS, KIND_UNSPECIFIED, STATUS_ERROR, SpanEvent, any_value_to_python,
+    from_otlp_head, key_values_to_dict,
+)
+from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
 
 ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
 
@@ -168,22 +172,40 @@ def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) 
     return item
 
 
-# A marker holding another one ("tool." holds "tool") is found whenever it is there: only the others are looked
-# for, those most spans of agent traces hold first.
-_MARKERS = tuple(sorted(
-    (m.encode() for m in READ_MARKERS if not any(other != m and other in m for other in READ_MARKERS)),
-    key=lambda m: (m not in (b"ai.", b"tool", b"llm.", b"http."), m),
-))
+# A marker holding another one ("tool." holds "tool") is found whenever it is there: only the others are looked for.
+_MARKERS = tuple(sorted(m.encode() for m in READ_MARKERS if not any(other != m and other in m for other in READ_MARKERS)))
+_COMMON_MARKER = b"ai."  # in most spans of agent traces (gen_ai.*): looked for first, alone
+
+
+def _trie_pattern(words: Sequence[bytes]) -> bytes:
+    """A regular expression matching any of ``words``, as a trie (``a(?:gent\\.|i\\.)``): one pass over the text that
+    tries at each position only the words starting with its byte, where an alternation of the words tries them all."""
+    tree: dict = {}
+    for word in words:
+        node = tree
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[None] = {}
+
+    def build(node: dict) -> bytes:
+        branches = [re.escape(bytes([byte])) + build(child) for byte, child in sorted((k, v) for k, v in node.items() if k is not None)]
+        if not branches:
+            return b""
+        body = branches[0] if len(branches) == 1 and None not in node else b"(?:" + b"|".join(branches) + b")"
+        return body + (b"?" if None in node else b"")
+
+    return build(tree)
+
+
+_MARKER_SEARCH = re.compile(_trie_pattern(_MARKERS)).search
 
 
 def needs_full_view(span: bytes) -> bool:
     """True when the encoded span holds one of ``conventions.READ_MARKERS`` (compared case-insensitively, anywhere
-    in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events."""
+    in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events.
+    (One search of the lower-cased bytes for every marker at once: bench/README.md, "Fourth round".)"""
     lowered = span.lower()
-    for marker in _MARKERS:
-        if marker in lowered:
-            return True
-    return False
+    return _COMMON_MARKER in lowered or _MARKER_SEARCH(lowered) is not None
 
 
 def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
@@ -197,14 +219,74 @@ def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
 
 def planning_view(view: SpanView | None, item: OtlpItem | None) -> SpanView:
     """What planning reads of a span (the fence's ``read_view``), made when its trace is planned: the full view
-    (``from_otlp``) of a span holding a marker; else ``view``, or, for a held span whose view the buffer did
+    (:func:`full_view`) of a span holding a marker; else ``view``, or, for a held span whose view the buffer did
     not keep (``None``), the view :func:`held_view` made. A held span so costs its bytes and its item only."""
     if item is None:
         assert view is not None
         return view
     if item.full:
-        return from_otlp(Span.FromString(item.span), item.sequence)
+        return full_view(item.span, item.sequence)
     return view if view is not None else from_otlp_head(SpanHead.FromString(item.span), item.sequence)
+
+
+_ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
+_ATTRIBUTES_MAX = 8192
+_ATTRIBUTE_CACHED_BYTES = 256  # longer encodings (arguments, results) are mostly unique: not cached
+_IMMUTABLE = (str, bool, int, float, bytes, type(None))
+
+
+def _attribute(encoded: bytes) -> tuple[str, Any]:
+    """An encoded ``KeyValue`` as ``(key, value)`` (:func:`~otel_tracefence.normalize.span_view.any_value_to_python`).
+    Agent spans repeat most of their attributes (an operation, a model, a tool or agent name, a declared effect):
+    short ones whose value is immutable are kept by their encoding (at most ``_ATTRIBUTES_MAX``, then cleared)."""
+    found = _ATTRIBUTES.get(encoded)
+    if found is None:
+        kv = KeyValue.FromString(encoded)
+        found = (kv.key, any_value_to_python(kv.value))
+        if len(encoded) <= _ATTRIBUTE_CACHED_BYTES and type(found[1]) in _IMMUTABLE:
+            if len(_ATTRIBUTES) >= _ATTRIBUTES_MAX:
+                _ATTRIBUTES.clear()
+            _ATTRIBUTES[encoded] = found
+    return found
+
+
+def full_view(span: bytes, sequence: int = 0) -> SpanView:
+    """The view of an encoded span, field for field what ``from_otlp(Span.FromString(span), sequence)`` gives
+    (attributes in order, a repeated key keeping its last value and listed in ``duplicate_keys``; events), read
+    through :data:`~otel_tracefence.service.otlp_bytes.SpanBody` with attributes converted by :func:`_attribute`.
+    tests/test_service_bytes.py compares the two. Raises ``DecodeError``."""
+    body = SpanBody.FromString(span)
+    attributes: dict[str, Any] = {}
+    encoded = body.attributes
+    for one in encoded:
+        key, value = _attribute(one)
+        attributes[key] = value
+    duplicates: tuple[str, ...] = ()
+    if len(attributes) != len(encoded):
+        seen: set[str] = set()
+        duplicates = tuple(sorted({key for key in (_attribute(one)[0] for one in encoded) if key in seen or seen.add(key)}))
+    events: tuple[SpanEvent, ...] = ()
+    if body.events:
+        events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in map(Span.Event.FromString, body.events))
+    status = body.status
+    kind = body.kind
+    flags = body.flags
+    return SpanView(
+        body.trace_id.hex(),
+        body.span_id.hex(),
+        body.name,
+        attributes,
+        body.parent_span_id.hex() or None,
+        bool(flags & _FLAG_PARENT_REMOTE_KNOWN and flags & _FLAG_PARENT_REMOTE),
+        body.start_time_unix_nano,
+        body.end_time_unix_nano or None,
+        _OTLP_STATUS.get(status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
+        status.message,
+        events,
+        sequence,
+        duplicates,
+        _OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
+    )
 
 
 def view_of(span: bytes, sequence: int = 0) -> SpanView:
@@ -346,6 +428,6 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 
 
 __all__: Sequence[str] = [
-    "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "invalid_reason",
+    "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view", "invalid_reason",
     "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
 ]
