@@ -10,6 +10,7 @@ from otel_tracefence import annotate
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.fence import Fence, ReviewSink, open_review_sink
 from otel_tracefence.normalize import SpanView, from_readable
+from otel_tracefence.normalize.span_view import span_id_hex, trace_id_hex
 
 __all__ = ["ReviewSink", "SdkFence", "copy_with", "is_local_root", "open_review_sink"]
 
@@ -23,18 +24,19 @@ def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str
     A plain ``ReadableSpan`` (what the SDK hands ``on_end``) is copied field for field
     (its ``__dict__``, one C-level copy) with only its attributes replaced; any
     other kind of span is rebuilt through the ``ReadableSpan`` constructor."""
-    merged = annotate.merged(span.attributes if attributes is None else attributes, extra)
+    own = span.attributes if attributes is None else attributes
     if type(span) is ReadableSpan:
         copy = _new_readable(ReadableSpan)
-        copy.__dict__.update(span.__dict__)
-        copy._attributes = merged
+        fields = copy.__dict__
+        fields.update(span.__dict__)
+        fields["_attributes"] = {**own, **extra} if own else dict(extra)  # annotate.merged, inline: once per span
         return copy
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=merged,
+        attributes=annotate.merged(own, extra),
         events=span.events,
         links=span.links,
         kind=span.kind,
@@ -91,8 +93,13 @@ class SdkFence(Fence[ReadableSpan]):
     def span_started(self, span: Any) -> None:
         """A span started in this process: its trace is not decided while it is open (within the decision wait)."""
         try:
-            context = span.context
-            trace_id, span_id = format(context.trace_id, "032x"), format(context.span_id, "016x")
+            # The SDK's Span holds its SpanContext (a tuple: trace id, span id, ...) in ``_context``: read by index, not
+            # through properties (each a Python-level call, for every span the agent starts).
+            context = span._context if isinstance(span, ReadableSpan) else span.context
+            if isinstance(context, tuple):
+                trace_id, span_id = trace_id_hex(context[0]), span_id_hex(context[1])
+            else:
+                trace_id, span_id = trace_id_hex(context.trace_id), span_id_hex(context.span_id)
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("intake", f"could not read a started span: {exc!r}", exc)
             return
