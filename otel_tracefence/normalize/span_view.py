@@ -225,21 +225,31 @@ def from_readable(span: Any, sequence: int = 0) -> SpanView:
         fields = span.__dict__
         context, parent, status, events = fields["_context"], fields["_parent"], fields["_status"], fields["_events"]
         name, start, end, kind = fields["_name"], fields["_start_time"], fields["_end_time"], fields["_kind"]
-        attributes = _attributes_of(fields["_attributes"], span)
+        bounded = fields["_attributes"]
+        inner = getattr(bounded, "_dict", None)  # _attributes_of, inline
+        if type(inner) is dict and getattr(bounded, "_immutable", False) is True:
+            attributes = inner
+        else:
+            attributes = _attributes_of(bounded, span)
     else:
         context, parent, status, events = span.context, span.parent, span.status, span.events
         name, start, end, kind = span.name, span.start_time, span.end_time, span.kind
         attributes = sdk_attributes(span)
-    if type(context) is tuple or isinstance(context, tuple):  # SpanContext: (trace_id, span_id, is_remote, ...)
-        trace_id, span_id = trace_id_hex(context[0]), span_id_hex(context[1])
-    else:
+    try:  # trace_id_hex and span_id_hex, inline: three calls fewer for every span the agent ends
+        if isinstance(context, tuple):  # SpanContext: (trace_id, span_id, is_remote, ...), read by index
+            trace_id, span_id = context[0].to_bytes(16, "big").hex(), context[1].to_bytes(8, "big").hex()
+        else:
+            trace_id, span_id = context.trace_id.to_bytes(16, "big").hex(), context.span_id.to_bytes(8, "big").hex()
+        if parent is None:
+            parent_id, parent_remote = None, False
+        elif isinstance(parent, tuple):
+            parent_id, parent_remote = parent[1].to_bytes(8, "big").hex(), parent[2]
+        else:
+            parent_id, parent_remote = parent.span_id.to_bytes(8, "big").hex(), parent.is_remote
+    except (OverflowError, AttributeError):  # an id that does not fit its width: as format() writes it
         trace_id, span_id = trace_id_hex(context.trace_id), span_id_hex(context.span_id)
-    if parent is None:
-        parent_id, parent_remote = None, False
-    elif isinstance(parent, tuple):
-        parent_id, parent_remote = span_id_hex(parent[1]), parent[2]
-    else:
-        parent_id, parent_remote = span_id_hex(parent.span_id), parent.is_remote
+        parent_id = span_id_hex(parent.span_id) if parent is not None else None
+        parent_remote = parent is not None and parent.is_remote
     if type(status) is Status:  # its fields, not its properties
         code, description = status._status_code, status._description
     else:

@@ -48,6 +48,14 @@ def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str
 
 
 def _annotate(span: ReadableSpan, view: SpanView, extra: dict[str, Any]) -> ReadableSpan:
+    """:func:`copy_with` of ``span`` (read as ``view``) and ``extra``, inline for the SDK's own class: once per span."""
+    if type(span) is ReadableSpan:
+        copy = _new_readable(ReadableSpan)
+        fields = copy.__dict__
+        fields.update(span.__dict__)
+        own = view.attributes
+        fields["_attributes"] = {**own, **extra} if own else dict(extra)
+        return copy
     return copy_with(span, extra, view.attributes)
 
 
@@ -94,26 +102,31 @@ class SdkFence(Fence[ReadableSpan]):
         """A span started in this process: its trace is not decided while it is open (within the decision wait)."""
         try:
             # The SDK's Span holds its SpanContext (a tuple: trace id, span id, ...) in ``_context``: read by index, not
-            # through properties (each a Python-level call, for every span the agent starts).
+            # through properties (each a Python-level call), hexed inline (trace_id_hex, span_id_hex): for every span.
             context = span._context if isinstance(span, ReadableSpan) else span.context
-            if isinstance(context, tuple):
-                trace_id, span_id = trace_id_hex(context[0]), span_id_hex(context[1])
-            else:
+            try:
+                if isinstance(context, tuple):
+                    trace_id, span_id = context[0].to_bytes(16, "big").hex(), context[1].to_bytes(8, "big").hex()
+                else:
+                    trace_id, span_id = trace_id_hex(context.trace_id), span_id_hex(context.span_id)
+            except OverflowError:  # an id wider than its width: as format() writes it
                 trace_id, span_id = trace_id_hex(context.trace_id), span_id_hex(context.span_id)
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("intake", f"could not read a started span: {exc!r}", exc)
             return
-        self.started(trace_id, span_id)
+        try:
+            self.buffer.started(trace_id, span_id)  # Fence.started, inline
+        except Exception as exc:  # noqa: BLE001 - at worst the trace waits its whole decision wait
+            self.telemetry.error("intake", f"could not note a span start: {exc!r}", exc)
 
     def add_span(self, span: ReadableSpan) -> None:
         """Take one finished SDK span. Never raises; on failure it is handed on unannotated."""
         try:
             view = from_readable(span)
-            local_root = _view_is_local_root(view)
         except Exception as exc:  # noqa: BLE001
             self.pass_through([span], "intake", exc)
             return
-        self.add(view, span, local_root=local_root)
+        self.add(view, span, local_root=view.parent_span_id is None or bool(view.parent_is_remote))  # _view_is_local_root
 
     def add_spans(self, spans: Sequence[ReadableSpan]) -> None:
         """Take finished SDK spans that arrived together (an exporter's batch), in order: late spans of one trace
