@@ -274,7 +274,7 @@ class Fence(Generic[P]):
                 by_span = annotate.span_attributes(decided.planned)
                 common = annotate.trace_attributes(plan)
                 out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
-                self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class.value, annotate.TRACE_PARTIAL: plan.partial})
+                self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 self._review(plan, originals)
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("decide", f"could not annotate trace {decided.trace_id}: {exc!r}", exc)

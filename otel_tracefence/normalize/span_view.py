@@ -211,8 +211,12 @@ def _sdk_readable_span() -> type:
     return _READABLE_SPAN[0]
 
 
-def from_readable(span: Any, sequence: int = 0) -> SpanView:
+def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | None = None, span_hexes: dict[int, str] | None = None) -> SpanView:
     """View of an SDK span (``opentelemetry.sdk.trace.ReadableSpan``).
+
+    ``trace_hexes`` / ``span_hexes``: ids already written in hex (``int`` id -> :func:`trace_id_hex` /
+    :func:`span_id_hex` of it), when the caller keeps them (the span processor, from ``on_start``); the
+    span's own id is taken out of ``span_hexes`` (it has ended), its parent's looked up. Missing ids are computed.
 
     Attributes are read as the SDK's plain dict (:func:`sdk_attributes`): the SDK's
     bounded mapping is slow to probe for the many keys the conventions look for.
@@ -237,13 +241,23 @@ def from_readable(span: Any, sequence: int = 0) -> SpanView:
         attributes = sdk_attributes(span)
     try:  # trace_id_hex and span_id_hex, inline: three calls fewer for every span the agent ends
         if isinstance(context, tuple):  # SpanContext: (trace_id, span_id, is_remote, ...), read by index
-            trace_id, span_id = context[0].to_bytes(16, "big").hex(), context[1].to_bytes(8, "big").hex()
+            if span_hexes is not None and trace_hexes is not None:
+                trace_id, span_id = trace_hexes.get(context[0]), span_hexes.pop(context[1], None)
+                if trace_id is None:
+                    trace_id = context[0].to_bytes(16, "big").hex()
+                if span_id is None:
+                    span_id = context[1].to_bytes(8, "big").hex()
+            else:
+                trace_id, span_id = context[0].to_bytes(16, "big").hex(), context[1].to_bytes(8, "big").hex()
         else:
             trace_id, span_id = context.trace_id.to_bytes(16, "big").hex(), context.span_id.to_bytes(8, "big").hex()
         if parent is None:
             parent_id, parent_remote = None, False
         elif isinstance(parent, tuple):
-            parent_id, parent_remote = parent[1].to_bytes(8, "big").hex(), parent[2]
+            parent_id = span_hexes.get(parent[1]) if span_hexes is not None else None
+            if parent_id is None:
+                parent_id = parent[1].to_bytes(8, "big").hex()
+            parent_remote = parent[2]
         else:
             parent_id, parent_remote = parent.span_id.to_bytes(8, "big").hex(), parent.is_remote
     except (OverflowError, AttributeError):  # an id that does not fit its width: as format() writes it

@@ -15,6 +15,7 @@ from otel_tracefence.normalize.span_view import span_id_hex, trace_id_hex
 __all__ = ["ReviewSink", "SdkFence", "copy_with", "is_local_root", "open_review_sink"]
 
 _new_readable = object.__new__
+HEX_CACHE_SIZE = 16_384  # entries of each id cache of SdkFence (a few MiB at most): past it, that cache is cleared
 
 
 def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str, Any] | None = None) -> ReadableSpan:
@@ -97,6 +98,10 @@ class SdkFence(Fence[ReadableSpan]):
             meter_provider=meter_provider,
             decision_wait_ms=decision_wait_ms,
         )
+        # Ids written in hex at on_start, read again at on_end (from_readable): trace id -> hex, and span id ->
+        # hex of the spans started and not ended yet. Caches of a pure function, each cleared past HEX_CACHE_SIZE.
+        self._trace_hexes: dict[int, str] = {}
+        self._span_hexes: dict[int, str] = {}
 
     def span_started(self, span: Any) -> None:
         """A span started in this process: its trace is not decided while it is open (within the decision wait)."""
@@ -106,7 +111,17 @@ class SdkFence(Fence[ReadableSpan]):
             context = span._context if isinstance(span, ReadableSpan) else span.context
             try:
                 if isinstance(context, tuple):
-                    trace_id, span_id = context[0].to_bytes(16, "big").hex(), context[1].to_bytes(8, "big").hex()
+                    trace_int, span_int = context[0], context[1]
+                    trace_id = self._trace_hexes.get(trace_int)
+                    if trace_id is None:
+                        trace_id = trace_int.to_bytes(16, "big").hex()
+                        if len(self._trace_hexes) >= HEX_CACHE_SIZE:
+                            self._trace_hexes.clear()
+                        self._trace_hexes[trace_int] = trace_id
+                    span_id = span_int.to_bytes(8, "big").hex()
+                    if len(self._span_hexes) >= HEX_CACHE_SIZE:
+                        self._span_hexes.clear()  # spans started and never ended: the cache starts again
+                    self._span_hexes[span_int] = span_id
                 else:
                     trace_id, span_id = trace_id_hex(context.trace_id), span_id_hex(context.span_id)
             except OverflowError:  # an id wider than its width: as format() writes it
@@ -122,7 +137,7 @@ class SdkFence(Fence[ReadableSpan]):
     def add_span(self, span: ReadableSpan) -> None:
         """Take one finished SDK span. Never raises; on failure it is handed on unannotated."""
         try:
-            view = from_readable(span)
+            view = from_readable(span, 0, self._trace_hexes, self._span_hexes)
         except Exception as exc:  # noqa: BLE001
             self.pass_through([span], "intake", exc)
             return
