@@ -18,20 +18,27 @@ _new_readable = object.__new__
 HEX_CACHE_SIZE = 16_384  # entries of each id cache of SdkFence (a few MiB at most): past it, that cache is cleared
 
 
+def _copy_readable(span: ReadableSpan, own: Mapping[str, Any] | None, extra: dict[str, Any]) -> ReadableSpan:
+    """A copy of a plain ``ReadableSpan`` with ``extra`` on top of its attributes ``own``: its ``__dict__`` copied
+    (one C-level copy, given to the new object as its own: cheaper than updating a fresh one), only the
+    attributes replaced (:func:`annotate.merged`, inline: this runs once for every span handed on)."""
+    fields = span.__dict__.copy()
+    fields["_attributes"] = {**own, **extra} if own else dict(extra)
+    copy = _new_readable(ReadableSpan)
+    copy.__dict__ = fields
+    return copy
+
+
 def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str, Any] | None = None) -> ReadableSpan:
     """A copy of a finished SDK span with ``extra`` attributes on top of its own
     (``attributes``: the span's own, when the caller already holds them as a mapping).
 
     A plain ``ReadableSpan`` (what the SDK hands ``on_end``) is copied field for field
-    (its ``__dict__``, one C-level copy) with only its attributes replaced; any
-    other kind of span is rebuilt through the ``ReadableSpan`` constructor."""
+    with only its attributes replaced; any other kind of span is rebuilt through the
+    ``ReadableSpan`` constructor."""
     own = span.attributes if attributes is None else attributes
     if type(span) is ReadableSpan:
-        copy = _new_readable(ReadableSpan)
-        fields = copy.__dict__
-        fields.update(span.__dict__)
-        fields["_attributes"] = {**own, **extra} if own else dict(extra)  # annotate.merged, inline: once per span
-        return copy
+        return _copy_readable(span, own, extra)
     return ReadableSpan(
         name=span.name,
         context=span.context,
@@ -49,14 +56,8 @@ def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str
 
 
 def _annotate(span: ReadableSpan, view: SpanView, extra: dict[str, Any]) -> ReadableSpan:
-    """:func:`copy_with` of ``span`` (read as ``view``) and ``extra``, inline for the SDK's own class: once per span."""
     if type(span) is ReadableSpan:
-        copy = _new_readable(ReadableSpan)
-        fields = copy.__dict__
-        fields.update(span.__dict__)
-        own = view.attributes
-        fields["_attributes"] = {**own, **extra} if own else dict(extra)
-        return copy
+        return _copy_readable(span, view.attributes, extra)
     return copy_with(span, extra, view.attributes)
 
 
