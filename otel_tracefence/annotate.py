@@ -2,6 +2,8 @@
 
 One function computes them for a planned trace; each door only copies them
 onto its own kind of span (SDK ``ReadableSpan`` here, OTLP protobuf in the service).
+Enum values are read as ``member._value_`` (the Enum API's own field, the same string as ``member.value``):
+``value`` is a Python-level property, and these run for every decided trace.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def trace_attributes(plan: TracePlan) -> dict[str, Any]:
     """Attributes for every span of a trace with tool steps (empty for a trace without)."""
     if plan.replay_class is None:
         return {}
-    attributes: dict[str, Any] = {REPLAY_CLASS: plan.replay_class.value, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
+    attributes: dict[str, Any] = {REPLAY_CLASS: plan.replay_class._value_, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
     if plan.partial:
         attributes[TRACE_PARTIAL] = True
     return attributes
@@ -49,17 +51,17 @@ def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
         if not step.span_id:
             continue  # a call the model requested that no span records: it lives in the plan only
         earlier = by_span.get(step.span_id)
-        if earlier is not None and _DECISION_RANK[earlier[STEP_DECISION]] >= _DECISION_RANK[decision.decision.value]:
+        if earlier is not None and _DECISION_RANK[earlier[STEP_DECISION]] >= _DECISION_RANK[decision.decision._value_]:
             # One span that ran several calls (a Haystack ToolInvoker): it carries its most restrictive step.
             _merge_lists(earlier, decision)
             continue
         by_span[step.span_id] = {
             **common,
-            STEP_DECISION: decision.decision.value,
+            STEP_DECISION: decision.decision._value_,
             STEP_REASONS: list(decision.reasons),
             STEP_RELATED_CALL_IDS: list(decision.related_call_ids),
-            STEP_EFFECT: step.effect.value,
-            STEP_STATUS: step.status.value,
+            STEP_EFFECT: step.effect._value_,
+            STEP_STATUS: step.status._value_,
         }
         if earlier is not None:
             _merge_lists(by_span[step.span_id], None, earlier)

@@ -170,11 +170,12 @@ class Fence(Generic[P]):
     def add(self, view: SpanView, payload: P, *, local_root: bool) -> None:
         """Take one finished span. Never raises; on failure the span is handed on unannotated."""
         try:
-            ready = self.buffer.add(view, payload, local_root=local_root)
+            ready = self.buffer.add_batch([(view, payload, local_root)])
         except Exception as exc:  # noqa: BLE001
             self.pass_through([payload], "intake", exc)
             return
-        self.hand_on(ready)
+        if ready:  # most spans end before their trace can be decided: nothing to hand on
+            self.hand_on(ready)
 
     def add_batch(self, items: Sequence[tuple[SpanView, P, bool]]) -> None:
         """Take finished spans ``(view, payload, local_root)`` received together: late spans of one trace among them
@@ -273,7 +274,7 @@ class Fence(Generic[P]):
                 by_span = annotate.span_attributes(decided.planned)
                 common = annotate.trace_attributes(plan)
                 out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
-                self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class.value, annotate.TRACE_PARTIAL: plan.partial})
+                self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 self._review(plan, originals)
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("decide", f"could not annotate trace {decided.trace_id}: {exc!r}", exc)

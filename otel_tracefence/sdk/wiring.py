@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import dis
 from typing import Any, Mapping, Sequence
 
 from opentelemetry.sdk.trace import SpanProcessor
@@ -37,3 +38,14 @@ def check_settings(settings: Mapping[str, Any], owner: str) -> None:
             close = difflib.get_close_matches(key, list(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the settings are {', '.join(sorted(fields))}"
             raise TypeError(f"{owner}() got an unexpected keyword argument {key!r}{hint}")
+
+
+def does_nothing(method: Any) -> bool:
+    """True when ``method`` (a function or bound method) is Python code whose body only returns ``None``
+    (``pass``, or a docstring alone), as ``BatchSpanProcessor.on_start`` and ``SimpleSpanProcessor.on_start``
+    are in the OpenTelemetry Python SDK. Read from its bytecode, so a version that gives it a body is called again."""
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    if code is None:
+        return False
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
+    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
