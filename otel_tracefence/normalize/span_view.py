@@ -124,7 +124,7 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
 
 
-def from_otlp_head(span: Any, sequence: int = 0) -> SpanView:
+def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events: tuple = (), duplicate_keys: tuple = ()) -> SpanView:
     """View of an OTLP span read without its attributes and events: what :func:`from_otlp` gives, field for
     field, with no attributes (one shared empty read-only mapping), no events and no duplicate keys.
 
@@ -132,6 +132,8 @@ def from_otlp_head(span: Any, sequence: int = 0) -> SpanView:
     ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``) and
     ``flags`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
     the normalizer reads nothing else of such a span (tests/test_service_bytes.py compares the plans).
+    The service's full view of span bytes (``otlp_spans.full_view``) passes the ``attributes`` (a dict), ``events``
+    and ``duplicate_keys`` it read, so both views take the span's other fields by this one rule.
     """
     status = span.status
     kind = span.kind
@@ -139,15 +141,16 @@ def from_otlp_head(span: Any, sequence: int = 0) -> SpanView:
         span.trace_id.hex(),
         span.span_id.hex(),
         span.name,
-        _NO_ATTRIBUTES,
+        _NO_ATTRIBUTES if attributes is None else attributes,
         span.parent_span_id.hex() or None,
         bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
         span.start_time_unix_nano,
         span.end_time_unix_nano or None,
         _OTLP_STATUS.get(status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
         status.message,
-        (),
+        events,
         sequence,
+        duplicate_keys=duplicate_keys,
         kind=_OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
     )
 

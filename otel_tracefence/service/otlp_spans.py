@@ -18,7 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otel_tracefence.normalize import SpanView, from_otlp
 from otel_tracefence.normalize.conventions import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
-    _FLAG_PARENT_REMOTE, _FLAG_PARENT_REMOTE_KNOWN, _OTLP_KIND, _OTLP_STATUS, KIND_UNSPECIFIED, STATUS_ERROR, SpanEvent, any_value_to_python,
+    SpanEvent, any_value_to_python,
     from_otlp_head, key_values_to_dict,
 )
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
@@ -268,25 +268,7 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     events: tuple[SpanEvent, ...] = ()
     if body.events:
         events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in map(Span.Event.FromString, body.events))
-    status = body.status
-    kind = body.kind
-    flags = body.flags
-    return SpanView(
-        body.trace_id.hex(),
-        body.span_id.hex(),
-        body.name,
-        attributes,
-        body.parent_span_id.hex() or None,
-        bool(flags & _FLAG_PARENT_REMOTE_KNOWN and flags & _FLAG_PARENT_REMOTE),
-        body.start_time_unix_nano,
-        body.end_time_unix_nano or None,
-        _OTLP_STATUS.get(status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
-        status.message,
-        events,
-        sequence,
-        duplicates,
-        _OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
-    )
+    return from_otlp_head(body, sequence, attributes, events, duplicates)
 
 
 def view_of(span: bytes, sequence: int = 0) -> SpanView:
