@@ -15,7 +15,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_tracefence.normalize import SpanView, from_otlp
+from otel_tracefence.normalize import SpanView
 from otel_tracefence.normalize.conventions import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
     SpanEvent, any_value_to_python,
