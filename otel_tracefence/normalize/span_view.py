@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
@@ -87,11 +87,10 @@ def key_values_to_dict(key_values: Sequence[KeyValue]) -> dict[str, Any]:
     return {kv.key: any_value_to_python(kv.value) for kv in key_values}
 
 
-def _duplicates(key_values: Sequence[KeyValue], kept: dict[str, Any]) -> tuple[str, ...]:
-    if len(kept) == len(key_values):
-        return ()
+def duplicate_keys(keys: Iterable[str]) -> tuple[str, ...]:
+    """The keys given more than once, sorted: a span's ``duplicate_keys`` (OTLP allows a repeated key on the wire)."""
     seen: set[str] = set()
-    return tuple(sorted({kv.key for kv in key_values if kv.key in seen or seen.add(kv.key)}))
+    return tuple(sorted({key for key in keys if key in seen or seen.add(key)}))
 
 
 def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
@@ -101,24 +100,10 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
     listed in ``duplicate_keys``: the normalizer refuses to read a tool span
     whose labels say two things.
     """
-    parent = span.parent_span_id.hex() or None
     attributes = key_values_to_dict(span.attributes)
-    return SpanView(
-        trace_id=span.trace_id.hex(),
-        span_id=span.span_id.hex(),
-        name=span.name,
-        attributes=attributes,
-        parent_span_id=parent,
-        parent_is_remote=bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
-        start_time_unix_nano=span.start_time_unix_nano,
-        end_time_unix_nano=span.end_time_unix_nano or None,
-        status_code=_OTLP_STATUS.get(span.status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
-        status_message=span.status.message,
-        events=tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events),
-        sequence=sequence,
-        duplicate_keys=_duplicates(span.attributes, attributes),
-        kind=_OTLP_KIND[span.kind] if 0 <= span.kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
-    )
+    duplicates = duplicate_keys(kv.key for kv in span.attributes) if len(attributes) != len(span.attributes) else ()
+    events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events)
+    return from_otlp_head(span, sequence, attributes, events, duplicates)
 
 
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
@@ -132,8 +117,8 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
     ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``) and
     ``flags`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
     the normalizer reads nothing else of such a span (tests/test_service_bytes.py compares the plans).
-    The service's full view of span bytes (``otlp_spans.full_view``) passes the ``attributes`` (a dict), ``events``
-    and ``duplicate_keys`` it read, so both views take the span's other fields by this one rule.
+    :func:`from_otlp` and the service's full view of span bytes (``otlp_spans.full_view``) pass the ``attributes``
+    (a dict), ``events`` and ``duplicate_keys`` they read: every OTLP view takes the span's other fields by this one rule.
     """
     status = span.status
     kind = span.kind

@@ -18,8 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.normalize.conventions import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
-    SpanEvent, any_value_to_python,
-    from_otlp_head, key_values_to_dict,
+    SpanEvent, any_value_to_python, duplicate_keys, from_otlp_head, key_values_to_dict,
 )
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
 
@@ -261,10 +260,7 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     for one in encoded:
         key, value = _attribute(one)
         attributes[key] = value
-    duplicates: tuple[str, ...] = ()
-    if len(attributes) != len(encoded):
-        seen: set[str] = set()
-        duplicates = tuple(sorted({key for key in (_attribute(one)[0] for one in encoded) if key in seen or seen.add(key)}))
+    duplicates = duplicate_keys(_attribute(one)[0] for one in encoded) if len(attributes) != len(encoded) else ()
     events: tuple[SpanEvent, ...] = ()
     if body.events:
         events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in map(Span.Event.FromString, body.events))
