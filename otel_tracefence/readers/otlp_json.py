@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from otel_tracefence.canonical import printable
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 
 _ID_LENGTHS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "span_id": 16, "parent_span_id": 16}
@@ -123,23 +124,49 @@ def _parse_error(exc: json_format.ParseError) -> str:
 
 
 class _Doubled(dict):
-    """A JSON object giving one key twice, or one field in both spellings the OTLP/JSON mapping accepts
-    (lowerCamelCase and the proto name: ``traceId`` and ``trace_id``). ``field`` names it, ``why`` says so."""
+    """A JSON object the reader will not guess at: it gives one key twice, one field in both spellings the OTLP/JSON
+    mapping accepts (lowerCamelCase and the proto name: ``traceId`` and ``trace_id``), or a key OTLP/JSON does not
+    define that names a field but for case or underscores (``Status``, ``Code``, ``traceID``). ``field`` names the
+    field (its lowerCamelCase name), ``why`` says what is wrong, ``pairs`` keeps every key as given."""
 
     __slots__ = ("field", "why", "pairs")
 
 
-def _lower_camel(name: str) -> str:
-    """The lowerCamelCase JSON name protobuf gives the proto field ``name`` (``trace_id`` -> ``traceId``)."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+def _field_names() -> tuple[frozenset[str], dict[str, str], dict[str, str]]:
+    """The JSON names of every field of ``ExportTraceServiceRequest`` and the messages under it; the proto names
+    that differ, to their JSON name; and every name case-folded without underscores, to its JSON name. OTLP 0.x's
+    ``instrumentation_library_spans`` and ``instrumentation_library``, still read, are among them."""
+    json_names = {"instrumentationLibrarySpans", "instrumentationLibrary"}
+    proto_names = {"instrumentation_library_spans": "instrumentationLibrarySpans", "instrumentation_library": "instrumentationLibrary"}
+    stack, done = [ExportTraceServiceRequest.DESCRIPTOR], set()
+    while stack:
+        message = stack.pop()
+        if message.full_name in done:
+            continue
+        done.add(message.full_name)
+        for field_descriptor in message.fields:
+            json_names.add(field_descriptor.json_name)
+            if field_descriptor.name != field_descriptor.json_name:
+                proto_names[field_descriptor.name] = field_descriptor.json_name
+            if field_descriptor.message_type is not None:
+                stack.append(field_descriptor.message_type)
+    folded = {_folded(name): name for name in json_names}
+    return frozenset(json_names), proto_names, folded
+
+
+def _folded(name: str) -> str:
+    return name.replace("_", "").casefold()
+
+
+_JSON_NAMES, _PROTO_NAMES, _FOLDED_NAMES = _field_names()
 
 
 class _Objects:
-    """``object_pairs_hook`` for OTLP/JSON: a plain dict, or a :class:`_Doubled` for an object that gives a key twice
-    or a field in both spellings. json.loads would keep the last copy and protobuf's parser one spelling: a second
-    ``traceId`` or ``stringValue`` would silently replace the first, and which was meant cannot be known
-    (docs/DECISIONS.md 25, 180). ``seen`` turns true at the first such object: the readers then look for them."""
+    """``object_pairs_hook`` for OTLP/JSON: a plain dict, or a :class:`_Doubled` for an object the reader will not
+    guess at. json.loads would keep the last copy of a key, protobuf's parser one of two spellings, and it ignores a
+    key it does not know: a second ``traceId`` or ``stringValue`` would silently replace the first, and a
+    ``"Status": {"code": 2}`` leave a failed write reading as done (docs/DECISIONS.md 25, 180, 181, 185). ``seen``
+    turns true at the first such object: only then do the readers look for them."""
 
     __slots__ = ("seen",)
 
@@ -153,11 +180,21 @@ class _Objects:
             name = next(key for key, _ in pairs if key in seen or seen.add(key))
             why = f"a JSON object gives the key {name!r} twice: which value was meant cannot be known"
         else:
-            both = next((key for key in obj if "_" in key and _lower_camel(key) != key and _lower_camel(key) in obj), None)
-            if both is None:
+            for key in obj:
+                if key in _JSON_NAMES:  # the common case: one test per key
+                    continue
+                name = _PROTO_NAMES.get(key)
+                if name is not None:
+                    if name in obj:
+                        why = f"a JSON object gives {name} and {key}, one field in both spellings: which value was meant cannot be known"
+                        break
+                    continue
+                name = _FOLDED_NAMES.get(_folded(key)) if isinstance(key, str) else None
+                if name is not None:
+                    why = f"a JSON object gives {printable(key)[:100]!r}, which OTLP/JSON does not define: it names {name} but for case or underscores, write {name}"
+                    break
+            else:
                 return obj
-            name = _lower_camel(both)
-            why = f"a JSON object gives {name} and {both}, one field in both spellings: which value was meant cannot be known"
         self.seen = True
         doubled = _Doubled(obj)
         doubled.field, doubled.why, doubled.pairs = name, why, pairs
@@ -209,12 +246,13 @@ def _requests(text: str, objects: _Objects) -> Iterator[tuple[int, Any]]:
 
 def _readable_trace_ids(span_json: Any) -> list[str]:
     """The span's trace ids that are valid OTLP/JSON hex (32 characters, not all zero), lower-cased, without
-    repeats: ``traceId`` and ``trace_id`` (a span giving both, differently, names two traces: both are held)."""
+    repeats: ``traceId``, ``trace_id`` and, in a span refused for its keys, every copy and misspelling (``TraceId``):
+    a span naming two traces is held in both."""
     if not isinstance(span_json, dict):
         return []
     ids: list[str] = []
     for name, value in span_json.pairs if isinstance(span_json, _Doubled) else span_json.items():
-        if name not in ("traceId", "trace_id"):
+        if name not in ("traceId", "trace_id") and not (isinstance(span_json, _Doubled) and _folded(name) == "traceid"):
             continue
         if not isinstance(value, str) or len(value) != 32:
             continue
