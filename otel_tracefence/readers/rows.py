@@ -16,7 +16,7 @@ import csv
 import difflib
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -391,4 +391,14 @@ def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRea
         step = row_to_step(row, line, config, arguments_are_text=input_format == "csv")
         result.errors.extend(InputError(line, f.field, f.message, planned=True) for f in step.malformed)
         result.steps.setdefault(step.trace_id, []).append(step)
+        for other in _other_trace_ids(row, step.trace_id):  # a malformed row naming two traces is held in both
+            result.steps.setdefault(other, []).append(replace(step, trace_id=other))
     return result
+
+
+def _other_trace_ids(row: dict[str, Any], trace_id: str) -> list[str]:
+    """The trace ids other than ``trace_id`` that ``row`` gives in another spelling (``traceId``, ``Trace_ID``):
+    such a row is malformed, and it stands in each trace it names (DECISIONS 183)."""
+    names = [name for name in row if name == "traceId" or field_named(name) == "trace_id"]
+    values = (row[name] for name in names)
+    return list(dict.fromkeys(str(v) for v in values if isinstance(v, (str, int)) and not isinstance(v, bool) and v != "" and str(v) != trace_id))
