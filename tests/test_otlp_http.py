@@ -449,7 +449,9 @@ def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, up
         response = post(service, json.dumps(body).encode(), JSON)
         assert response.status_code == 400
         assert status_of(response).message.startswith(f"not an OTLP/JSON ExportTraceServiceRequest: {message}")
-    both = {"resourceSpans": [{"scopeSpans": [{"spans": [{**span, "trace_id": "d" * 32}]}]}]}
+    roots = [{**span, "traceId": trace * 32, "spanId": "1000000000000001", "name": "invoke_agent"} for trace in "bd"]  # each trace ends
+    child = {**span, "trace_id": "d" * 32, "parentSpanId": "1000000000000001"}
+    both = {"resourceSpans": [{"scopeSpans": [{"spans": [*roots, child]}]}]}
     response = post(service, json.dumps(both).encode(), JSON)
     assert response.status_code == 200
     assert response.json()["partialSuccess"] == {
@@ -457,3 +459,8 @@ def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, up
         "errorMessage": "1 span(s) rejected; first: span 1000000000000003: traceId: a JSON object gives traceId and trace_id, "
         "one field in both spellings: which value was meant cannot be known",
     }
+    items = wait_for(lambda: len(review_items(service)) == 2 and review_items(service), what="two review items")
+    assert sorted(item.trace_id for item in items) == ["b" * 32, "d" * 32]  # the span stands in both traces it names
+    for item in items:
+        (step,) = item.plan.steps
+        assert (step.decision, step.step.call_id, list(step.reasons)) == (3, "1000000000000003", ["malformed_traceId", "effect_unknown", "arguments_not_recorded"])

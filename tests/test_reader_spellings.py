@@ -33,9 +33,17 @@ def test_a_misspelt_container_on_its_own_line_rejects_the_file_naming_line_and_k
         plan(path, "--fail-on", "review"),
         f"{path}: line 2: resourceSpan: the request has a key OTLP/JSON does not define, holding an array: spans under it would be missed\n",
     )
-    alone = tmp_path / "alone.json"  # with no resourceSpans at all: still never an empty, passing plan
+    alone = tmp_path / "alone.json"  # with no resourceSpans at all: still OTLP/JSON, never an empty, passing plan
     alone.write_text(json.dumps(typo))
-    assert_rejected(plan(alone, "--input-format", "otlp-json"), "line 1: resourceSpan: the request has a key OTLP/JSON does not define")
+    assert_rejected(plan(alone), f"{alone}: line 1: resourceSpan: the request has a key OTLP/JSON does not define, holding an array")
+    assert "not a row field" not in plan(alone).stderr  # not read as a row lacking tool and call_id
+    typo["ResourceSpans"] = typo.pop("resourceSpan")
+    alone.write_text(json.dumps(typo))
+    assert_rejected(
+        plan(alone),
+        f"{alone}: line 1: a JSON object gives 'ResourceSpans', which OTLP/JSON does not define: it names resourceSpans "
+        "but for case or underscores, write resourceSpans (in the request); nothing was planned\n",
+    )
 
 
 def test_an_unknown_key_holding_an_object_rejects_the_file(tmp_path: Path) -> None:
@@ -141,6 +149,33 @@ def test_a_key_twice_in_one_span_holds_that_span_and_plans_the_rest_of_the_file(
     assert decisions(plans[OTHER]) == [("4444444444444444", "replay", ["declared_read", "arguments_not_recorded"], [])]
 
 
+def test_a_span_key_misspelt_by_case_makes_the_span_malformed_never_ignored(tmp_path: Path) -> None:
+    """Found on the way: protobuf's parser ignored ``"status": {"Code": 2}``, and a failed write read as committed
+    (``static``, the write skipped on replay)."""
+    for where, key, field in (("status", "Code", "code"), ("span", "Status", "status"), ("span", "TraceId", "traceId")):
+        read, write = _read_and_write()
+        del write["attributes"][3]  # no tracefence.status: the span's status alone says the write failed
+        if where == "status":
+            write["status"] = {key: 2}
+        elif key == "Status":
+            write[key] = write.pop("status") | {"code": 2}
+        else:
+            write[key] = OTHER
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(_request(read, write)))
+        proc = plan(path)
+        assert (
+            f"{path}: warning: line 1, span 2222222222222222: {field}: a JSON object gives {key!r}, which OTLP/JSON does not "
+            f"define: it names {field} but for case or underscores, write {field}\n"
+        ) in proc.stderr
+        plans = plans_of(proc)
+        stand_in = ("2222222222222222", "review", [f"malformed_{field}", *STAND_IN], [])
+        assert decisions(plans[TRACE]) == [stand_in, READ]
+        assert plans[TRACE]["replayClass"] == "REPLAY_CLASS_REVIEW"
+        if key == "TraceId":  # the trace the misspelt key names is held too
+            assert decisions(plans[OTHER]) == [stand_in]
+
+
 # -- defect 12: JSON Lines and NDJSON end a line at \n only -----------------------------------------------
 
 
@@ -202,6 +237,23 @@ def test_a_field_misspelt_by_case_alone_is_read_as_that_field_and_the_row_is_mal
     assert list(plans) == ["t1"]  # the write stays in its trace, which is held
     assert plans["t1"]["replayClass"] == "REPLAY_CLASS_REVIEW"
     assert [(call, decision) for call, decision, _, _ in decisions(plans["t1"])] == [("c1", "replay"), ("c2", "review")]
+
+
+def test_a_row_naming_two_traces_in_two_spellings_is_held_in_both(tmp_path: Path) -> None:
+    path = tmp_path / "two.ndjson"
+    path.write_text(
+        '{"trace_id":"t1","call_id":"c0","tool":"lookup","effect":"read","status":"ok"}\n'
+        '{"trace_id":"t2","call_id":"c9","tool":"lookup","effect":"read","status":"ok"}\n'
+        '{"trace_id":"t1","TRACE_ID":"t2","call_id":"c1","tool":"charge","effect":"write","status":"ok"}\n'
+    )
+    proc = plan(path, "--on-malformed", "review")
+    assert f"{path}: warning: line 3: trace_id: both trace_id and 'TRACE_ID' given: give one, spelt trace_id\n" in proc.stderr
+    plans = plans_of(proc)
+    held = ("c1", "review", ["malformed_trace_id", "result_not_recorded", "arguments_not_recorded"], [])
+    read = ["declared_read", "arguments_not_recorded"]
+    assert decisions(plans["t1"]) == [("c0", "replay", read, []), held]
+    assert decisions(plans["t2"]) == [("c9", "replay", read, []), held]
+    assert {p["replayClass"] for p in plans.values()} == {"REPLAY_CLASS_REVIEW"}
 
 
 # -- defect 20 ---------------------------------------------------------------------------------------------
