@@ -237,6 +237,9 @@ def test_a_field_misspelt_by_case_alone_is_read_as_that_field_and_the_row_is_mal
     assert list(plans) == ["t1"]  # the write stays in its trace, which is held
     assert plans["t1"]["replayClass"] == "REPLAY_CLASS_REVIEW"
     assert [(call, decision) for call, decision, _, _ in decisions(plans["t1"])] == [("c1", "replay"), ("c2", "review")]
+    key = tmp_path / "key.ndjson"  # the misspelling decision 64 warned about: now read, and the row malformed
+    key.write_text('{"trace_id":"t1","call_id":"c1","tool":"x","effect":"read","idempotencykey":"k"}\n')
+    assert_rejected(plan(key), f"{key}: line 1: idempotency_key: 'idempotencykey' is not a field name: write idempotency_key, lower case, no spaces\n")
 
 
 def test_a_row_naming_two_traces_in_two_spellings_is_held_in_both(tmp_path: Path) -> None:
