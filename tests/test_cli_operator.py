@@ -68,14 +68,14 @@ def test_unknown_columns_are_named_once_each_with_the_closest_field(tmp_path: Pa
     path = ndjson(
         tmp_path,
         [
-            {"trace_id": "t1", "call_id": "c1", "tool": "x", "effect": "read", "idempotencykey": "k"},
-            {"trace_id": "t1", "call_id": "c2", "tool": "x", "effect": "read", "idempotencykey": "k", "colour": "red"},
+            {"trace_id": "t1", "call_id": "c1", "tool": "x", "effect": "read", "idempotency-key": "k"},
+            {"trace_id": "t1", "call_id": "c2", "tool": "x", "effect": "read", "idempotency-key": "k", "colour": "red"},
         ],
     )
     proc = plan(path)
     assert proc.returncode == 0
     assert proc.stderr == (
-        f"tracefence plan: {path}: warning: line 1: idempotencykey: not a row field, ignored; did you mean 'idempotency_key'?\n"
+        f"tracefence plan: {path}: warning: line 1: idempotency-key: not a row field, ignored; did you mean 'idempotency_key'?\n"
         f"tracefence plan: {path}: warning: line 2: colour: not a row field, ignored; the fields are trace_id, call_id, id, tool, effect, status, idempotency_key, arguments, result, result_stable, start_time\n"
     )
 

@@ -432,3 +432,35 @@ def test_cors_answers_only_the_allowed_origins(serve) -> None:
     assert (denied.status_code, denied.headers["access-control-allow-origin"]) == (401, "https://app.example.com")
     ok = post(service, body, Origin="https://app.example.com", Authorization="Bearer s3cret")
     assert (ok.status_code, ok.headers["access-control-allow-origin"]) == (200, "https://app.example.com")
+
+
+def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, upstream) -> None:
+    """Round 5 trial (DECISIONS 180, 181): a container OTLP/JSON does not define, or given in both spellings, refuses
+    the body (400, naming it) instead of 200 {}; a span giving its trace id twice stands in both traces, one span rejected."""
+    service = serve(decision_wait_ms=0)
+    span = {"traceId": "b" * 32, "spanId": "1000000000000003", "name": "execute_tool charge", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    for body, message in (
+        ({"resourceSpan": [{"scopeSpans": [{"spans": [span]}]}]}, "line 1: resourceSpan: the request has a key OTLP/JSON does not define, holding an array"),
+        (
+            {"resourceSpans": [], "resource_spans": [{"scopeSpans": [{"spans": [span]}]}]},
+            "line 1: a JSON object gives resourceSpans and resource_spans, one field in both spellings",
+        ),
+    ):
+        response = post(service, json.dumps(body).encode(), JSON)
+        assert response.status_code == 400
+        assert status_of(response).message.startswith(f"not an OTLP/JSON ExportTraceServiceRequest: {message}")
+    roots = [{**span, "traceId": trace * 32, "spanId": "1000000000000001", "name": "invoke_agent"} for trace in "bd"]  # each trace ends
+    child = {**span, "trace_id": "d" * 32, "parentSpanId": "1000000000000001"}
+    both = {"resourceSpans": [{"scopeSpans": [{"spans": [*roots, child]}]}]}
+    response = post(service, json.dumps(both).encode(), JSON)
+    assert response.status_code == 200
+    assert response.json()["partialSuccess"] == {
+        "rejectedSpans": "1",
+        "errorMessage": "1 span(s) rejected; first: span 1000000000000003: traceId: a JSON object gives traceId and trace_id, "
+        "one field in both spellings: which value was meant cannot be known",
+    }
+    items = wait_for(lambda: len(review_items(service)) == 2 and review_items(service), what="two review items")
+    assert sorted(item.trace_id for item in items) == ["b" * 32, "d" * 32]  # the span stands in both traces it names
+    for item in items:
+        (step,) = item.plan.steps
+        assert (step.decision, step.step.call_id, list(step.reasons)) == (3, "1000000000000003", ["malformed_traceId", "effect_unknown", "arguments_not_recorded"])

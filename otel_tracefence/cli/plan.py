@@ -163,9 +163,10 @@ def plan_document(
         # rest would hide it (a dropped write could leave its trace "dynamic"), so always reject.
         rejected = on_malformed == "reject" or not all(e.planned for e in errors)
         label = "" if rejected else "warning: "
-        messages.extend(f"{label}{error}" for error in sorted(errors, key=lambda e: (e.line, e.span_id)))
+        listed = [error for error in errors if not error.repeat]  # a span standing in two traces is one error
+        messages.extend(f"{label}{error}" for error in sorted(listed, key=lambda e: (e.line, e.span_id)))
         if rejected:
-            messages.append(f"rejected, {len(errors)} error(s); nothing was planned")
+            messages.append(f"rejected, {len(listed)} error(s); nothing was planned")
             return PlanOutcome([], messages, True)
     return PlanOutcome(plans, messages, False)
 

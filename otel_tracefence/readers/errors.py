@@ -15,7 +15,8 @@ class InputError:
     step (a malformed field); false when it could not be read at all and is
     missing from the plans. ``trace_id`` (hex) is the trace of an OTLP span that
     could not be parsed but whose trace id could: its trace is planned with a
-    ``review`` step standing for it.
+    ``review`` step standing for it. ``repeat`` is true for the same span again, standing in a second trace it
+    names (``traceId`` and ``trace_id`` both given, differently): it is not listed or counted twice.
     """
 
     line: int
@@ -24,6 +25,7 @@ class InputError:
     span_id: str = ""
     planned: bool = False
     trace_id: str = ""
+    repeat: bool = False
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"

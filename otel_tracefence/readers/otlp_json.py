@@ -19,6 +19,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from otel_tracefence.canonical import printable
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 
 _ID_LENGTHS = {"traceId": 32, "spanId": 16, "parentSpanId": 16, "trace_id": 32, "span_id": 16, "parent_span_id": 16}
@@ -86,7 +87,10 @@ def _check_status(status: Any) -> None:
         raise ValueError(f"status: code {code!r} is not one of 0 (unset), 1 (ok), 2 (error)"[:200])
 
 
-def _parse_span(span_json: dict[str, Any]) -> Span:
+def _parse_span(span_json: dict[str, Any], objects: _Objects) -> Span:
+    doubled = _first_doubled(span_json) if objects.seen else None
+    if doubled is not None:  # a key twice anywhere in the span: the span is malformed, never read last-wins
+        raise ValueError(f"{doubled.field}: {doubled.why}")
     span_json = dict(span_json)
     missing = [name for name in _REQUIRED if not span_json.get(name) and not span_json.get(name.replace("Id", "_id").lower())]
     if missing:
@@ -119,40 +123,119 @@ def _parse_error(exc: json_format.ParseError) -> str:
     return f"{path[0] if path else 'span'}: {cause}{f' (at {where})' if len(path) > 1 else ''}"[:300]
 
 
-class _DuplicateKey(ValueError):
-    pass
+class _Doubled(dict):
+    """A JSON object the reader will not guess at: it gives one key twice, one field in both spellings the OTLP/JSON
+    mapping accepts (lowerCamelCase and the proto name: ``traceId`` and ``trace_id``), or a key OTLP/JSON does not
+    define that names a field but for case or underscores (``Status``, ``Code``, ``traceID``). ``field`` names the
+    field (its lowerCamelCase name), ``why`` says what is wrong, ``pairs`` keeps every key as given."""
+
+    __slots__ = ("field", "why", "pairs")
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refusing a key given twice: json.loads would keep the last copy, and a second
-    ``resourceSpans`` or ``stringValue`` would silently replace the first (which was meant cannot be known)."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise _DuplicateKey(f"a JSON object gives the key {twice!r} twice: which value was meant cannot be known")
-    return obj
+def _field_names() -> tuple[frozenset[str], dict[str, str], dict[str, str]]:
+    """The JSON names of every field of ``ExportTraceServiceRequest`` and the messages under it; the proto names
+    that differ, to their JSON name; and every name case-folded without underscores, to its JSON name. OTLP 0.x's
+    ``instrumentation_library_spans`` and ``instrumentation_library``, still read, are among them."""
+    json_names = {"instrumentationLibrarySpans", "instrumentationLibrary"}
+    proto_names = {"instrumentation_library_spans": "instrumentationLibrarySpans", "instrumentation_library": "instrumentationLibrary"}
+    stack, done = [ExportTraceServiceRequest.DESCRIPTOR], set()
+    while stack:
+        message = stack.pop()
+        if message.full_name in done:
+            continue
+        done.add(message.full_name)
+        for field_descriptor in message.fields:
+            json_names.add(field_descriptor.json_name)
+            if field_descriptor.name != field_descriptor.json_name:
+                proto_names[field_descriptor.name] = field_descriptor.json_name
+            if field_descriptor.message_type is not None:
+                stack.append(field_descriptor.message_type)
+    folded = {_folded(name): name for name in json_names}
+    return frozenset(json_names), proto_names, folded
 
 
-def _requests(text: str) -> Iterator[tuple[int, Any]]:
+def _folded(name: str) -> str:
+    return name.replace("_", "").casefold()
+
+
+_JSON_NAMES, _PROTO_NAMES, _FOLDED_NAMES = _field_names()
+
+
+class _Objects:
+    """``object_pairs_hook`` for OTLP/JSON: a plain dict, or a :class:`_Doubled` for an object the reader will not
+    guess at. json.loads would keep the last copy of a key, protobuf's parser one of two spellings, and it ignores a
+    key it does not know: a second ``traceId`` or ``stringValue`` would silently replace the first, and a
+    ``"Status": {"code": 2}`` leave a failed write reading as done (docs/DECISIONS.md 25, 180, 181, 185). ``seen``
+    turns true at the first such object: only then do the readers look for them."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            name = next(key for key, _ in pairs if key in seen or seen.add(key))
+            why = f"a JSON object gives the key {name!r} twice: which value was meant cannot be known"
+        else:
+            for key in obj:
+                if key in _JSON_NAMES:  # the common case: one test per key
+                    continue
+                name = _PROTO_NAMES.get(key)
+                if name is not None:
+                    if name in obj:
+                        why = f"a JSON object gives {name} and {key}, one field in both spellings: which value was meant cannot be known"
+                        break
+                    continue
+                name = _FOLDED_NAMES.get(_folded(key)) if isinstance(key, str) else None
+                if name is not None:
+                    why = f"a JSON object gives {printable(key)[:100]!r}, which OTLP/JSON does not define: it names {name} but for case or underscores, write {name}"
+                    break
+            else:
+                return obj
+        self.seen = True
+        doubled = _Doubled(obj)
+        doubled.field, doubled.why, doubled.pairs = name, why, pairs
+        return doubled
+
+
+def _first_doubled(value: Any) -> _Doubled | None:
+    """The first :class:`_Doubled` object in ``value`` (walked without recursion: JSON may nest deep), else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Doubled):
+            return item
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    return None
+
+
+def _loads(text: str, objects: _Objects) -> Any:
+    return json.loads(text, object_pairs_hook=objects)
+
+
+def _requests(text: str, objects: _Objects) -> Iterator[tuple[int, Any]]:
+    """The requests of a file, one JSON document or one per line (JSON Lines: lines end at ``\n`` only, so a
+    U+2028, U+0085 or form feed inside a string, which ``str.splitlines`` would split at, stays in its line)."""
     stripped = text.strip()
     try:
-        yield 1, json.loads(stripped, object_pairs_hook=_object)
+        yield 1, _loads(stripped, objects)
         return
-    except _DuplicateKey as exc:
-        raise UnreadableInput(f"line 1: {exc}") from None
     except json.JSONDecodeError:
         pass
     except RecursionError:
         raise UnreadableInput("line 1: JSON nested too deep") from None
     except ValueError as exc:  # an integer past int()'s digit limit: JSON that cannot be read
         raise UnreadableInput(f"line 1: {exc}") from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             try:
-                yield number, json.loads(line, object_pairs_hook=_object)
-            except _DuplicateKey as exc:
-                raise UnreadableInput(f"line {number}: {exc}") from None
+                yield number, _loads(line, objects)
             except json.JSONDecodeError as exc:
                 raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
             except RecursionError:
@@ -161,15 +244,24 @@ def _requests(text: str) -> Iterator[tuple[int, Any]]:
                 raise UnreadableInput(f"line {number}: {exc}") from None
 
 
-def _readable_trace_id(span_json: Any) -> str:
-    """The span's trace id when it is valid OTLP/JSON hex (32 characters, not all zero), else ``""``."""
-    value = span_json.get("traceId", span_json.get("trace_id")) if isinstance(span_json, dict) else None
-    if not isinstance(value, str) or len(value) != 32:
-        return ""
-    try:
-        return value.lower() if any(bytes.fromhex(value)) else ""
-    except ValueError:
-        return ""
+def _readable_trace_ids(span_json: Any) -> list[str]:
+    """The span's trace ids that are valid OTLP/JSON hex (32 characters, not all zero), lower-cased, without
+    repeats: ``traceId``, ``trace_id`` and, in a span refused for its keys, every copy and misspelling (``TraceId``):
+    a span naming two traces is held in both."""
+    if not isinstance(span_json, dict):
+        return []
+    ids: list[str] = []
+    for name, value in span_json.pairs if isinstance(span_json, _Doubled) else span_json.items():
+        if name not in ("traceId", "trace_id") and not (isinstance(span_json, _Doubled) and _folded(name) == "traceid"):
+            continue
+        if not isinstance(value, str) or len(value) != 32:
+            continue
+        try:
+            if any(bytes.fromhex(value)) and value.lower() not in ids:
+                ids.append(value.lower())
+        except ValueError:
+            continue
+    return ids
 
 
 def _span_label(span_json: Any, index: int) -> str:
@@ -211,15 +303,21 @@ _RESOURCE_SPANS_KEYS = frozenset(
     {"resource", "scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans", "schemaUrl", "schema_url"}
 )
 _SCOPE_SPANS_KEYS = frozenset({"scope", "instrumentationLibrary", "instrumentation_library", "spans", "schemaUrl", "schema_url"})
+_REQUEST_KEYS = frozenset({"resourceSpans", "resource_spans"})
 
 
 def _no_hidden_spans(obj: dict[str, Any], known: frozenset[str], where: str, line: int, errors: list[InputError]) -> None:
     """An object of ``where`` with keys OTLP/JSON does not define that hold arrays may hold spans under
     another name (a misspelt or unknown container): ignoring them would plan a trace without them,
-    so they are an error at that key. Unknown keys holding anything else are ignored, as OTLP says."""
+    so they are an error at that key (an object there too: DECISIONS 180). Unknown keys holding anything else are
+    ignored, as OTLP says. ``obj`` giving a key twice, or a field in both spellings (``resourceSpans`` and
+    ``resource_spans``), raises :class:`UnreadableInput`: protobuf's parser would read one copy and drop the other."""
+    if isinstance(obj, _Doubled):
+        raise UnreadableInput(f"line {line}: {obj.why} (in {where})")
     for key, value in obj.items():
-        if key not in known and isinstance(value, list) and value:
-            errors.append(InputError(line, key, f"{where} has a key OTLP/JSON does not define, holding an array: spans under it would be missed"))
+        if key not in known and isinstance(value, (list, dict)) and value:
+            kind = "an array" if isinstance(value, list) else "an object"
+            errors.append(InputError(line, key, f"{where} has a key OTLP/JSON does not define, holding {kind}: spans under it would be missed"))
 
 
 def read_otlp_json(text: str) -> OtlpRead:
@@ -228,8 +326,9 @@ def read_otlp_json(text: str) -> OtlpRead:
     Raises :class:`UnreadableInput` when the text is not JSON.
     """
     result = OtlpRead()
-    for line, request in _requests(text):
-        _read_request(request, line, result)
+    objects = _Objects()
+    for line, request in _requests(text, objects):
+        _read_request(request, line, result, objects)
     return result
 
 
@@ -239,24 +338,40 @@ def read_otlp_json_request(text: str) -> OtlpRead:
 
     Raises :class:`UnreadableInput` when the text is not one JSON object.
     """
+    objects = _Objects()
     try:
-        request = json.loads(text, object_pairs_hook=_object)
+        request = _loads(text, objects)
     except json.JSONDecodeError as exc:
         raise UnreadableInput(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise UnreadableInput("JSON nested too deep") from None
-    except ValueError as exc:  # a key given twice; an integer past int()'s digit limit
+    except ValueError as exc:  # an integer past int()'s digit limit
         raise UnreadableInput(str(exc)) from None
     result = OtlpRead()
-    _read_request(request, 1, result)
+    _read_request(request, 1, result, objects)
     return result
 
 
-def _read_request(request: Any, line: int, result: OtlpRead) -> None:
-    """Add the spans of one parsed ``ExportTraceServiceRequest`` (from ``line``) to ``result``."""
+def _no_doubled(value: Any, where: str, line: int, objects: _Objects) -> None:
+    """Raise :class:`UnreadableInput` when ``value`` (a resource or scope, outside any span) holds an object giving a
+    key twice: which resource or scope the spans under it have cannot be known (DECISIONS 180)."""
+    doubled = _first_doubled(value) if objects.seen else None
+    if doubled is not None:
+        raise UnreadableInput(f"line {line}: {doubled.why} (in a {where})")
+
+
+def _read_request(request: Any, line: int, result: OtlpRead, objects: _Objects) -> None:
+    """Add the spans of one parsed ``ExportTraceServiceRequest`` (from ``line``) to ``result``.
+
+    Raises :class:`UnreadableInput` for a key given twice outside the spans; a key OTLP/JSON does not define that
+    may hold spans is an error without a span (the file is rejected, an OTLP/HTTP body refused: DECISIONS 180);
+    a span that cannot be read whole is an error naming it, standing in each trace it names (DECISIONS 181)."""
     if not isinstance(request, dict):
         raise UnreadableInput(f"line {line}: not an ExportTraceServiceRequest object")
+    _no_hidden_spans(request, _REQUEST_KEYS, "the request", line, result.errors)
     for resource_spans_json in _objects(request, "resourceSpans", "resource_spans", line, result.errors):
+        _no_hidden_spans(resource_spans_json, _RESOURCE_SPANS_KEYS, "resourceSpans", line, result.errors)
+        _no_doubled(resource_spans_json.get("resource"), "resource", line, objects)
         resource_spans = ResourceSpans()
         try:
             _parse_object(resource_spans_json.get("resource"), resource_spans.resource)
@@ -264,12 +379,12 @@ def _read_request(request: Any, line: int, result: OtlpRead) -> None:
             result.errors.append(InputError(line, "resource", str(exc)[:300]))
             continue
         resource_spans.schema_url = str(resource_spans_json.get("schemaUrl", ""))
-        _no_hidden_spans(resource_spans_json, _RESOURCE_SPANS_KEYS, "resourceSpans", line, result.errors)
         scopes = _objects(resource_spans_json, "scopeSpans", "scope_spans", line, result.errors)
         # OTLP/JSON before 1.0 (OTLP 0.x) named the scopes instrumentationLibrarySpans.
         scopes += _objects(resource_spans_json, "instrumentationLibrarySpans", "instrumentation_library_spans", line, result.errors)
         for scope_json in scopes:
             _no_hidden_spans(scope_json, _SCOPE_SPANS_KEYS, "scopeSpans", line, result.errors)
+            _no_doubled(scope_json.get("scope", scope_json.get("instrumentationLibrary")), "scope", line, objects)
             scope_spans = ScopeSpans()
             try:
                 _parse_object(scope_json.get("scope"), scope_spans.scope)
@@ -284,11 +399,13 @@ def _read_request(request: Any, line: int, result: OtlpRead) -> None:
                 try:
                     if not isinstance(span_json, dict):
                         raise ValueError("span: not an object")
-                    span = _parse_span(span_json)
+                    span = _parse_span(span_json, objects)
                 except ValueError as exc:
                     field_name, _, message = str(exc).partition(": ")
                     label = _span_label(span_json, index)
-                    result.errors.append(InputError(line, field_name, message, label, trace_id=_readable_trace_id(span_json)))
+                    # It stands in every trace it names (a span giving traceId and trace_id may name two).
+                    for n, trace_id in enumerate(_readable_trace_ids(span_json) or [""]):
+                        result.errors.append(InputError(line, field_name, message, label, trace_id=trace_id, repeat=n > 0))
                     continue
                 scope_spans.spans.append(span)
                 result.span_lines[span.span_id.hex()] = line

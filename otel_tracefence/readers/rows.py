@@ -16,7 +16,7 @@ import csv
 import difflib
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -61,9 +61,25 @@ def unknown_column(name: str, line: int) -> InputError:
     return InputError(line, printable(str(name))[:100], f"not a row field, ignored; {hint}", planned=True)
 
 
+_SPELLINGS = {name.casefold(): name for name in FIELDS} | {camel.casefold(): snake for camel, snake in CAMEL_CASE.items()}
+
+
+def field_named(name: str) -> str | None:
+    """The field (snake_case) that ``name`` names once case-folded and stripped of white space, when it is not
+    one of its accepted spellings (``"Status"``, ``"status "``, ``"TraceId"``); else None (DECISIONS 183)."""
+    if name in _KNOWN or not isinstance(name, str):
+        return None
+    return _SPELLINGS.get(name.strip().casefold())
+
+
 def _one_spelling(row: dict[str, Any]) -> tuple[dict[str, Any], list[MalformedField]]:
-    """``row`` with camelCase fields under their snake_case names; a field given in both spellings is malformed."""
-    if not any(camel in row for camel in CAMEL_CASE):
+    """``row`` with camelCase fields under their snake_case names; a field given in two spellings is malformed.
+
+    A name that differs from a field only by case or white space is read as that field and the row is malformed at
+    it (a misspelt ``trace_id`` must not move the row out of its trace); given with the field itself it is malformed
+    as two spellings are (DECISIONS 183).
+    """
+    if not any(camel in row for camel in CAMEL_CASE) and not any(field_named(name) for name in row if name not in _KNOWN):
         return row, []
     row = dict(row)
     malformed = []
@@ -75,6 +91,16 @@ def _one_spelling(row: dict[str, Any]) -> tuple[dict[str, Any], list[MalformedFi
             malformed.append(MalformedField(snake, f"both {snake} and {camel} given: give one"))
         elif _text(row, snake) is _ABSENT:
             row[snake] = value
+    for name in [name for name in row if field_named(name)]:
+        snake = field_named(name)
+        value = row.pop(name)
+        if value is None or value == "":
+            continue
+        if _text(row, snake) is not _ABSENT:
+            malformed.append(MalformedField(snake, f"both {snake} and {name!r} given: give one, spelt {snake}"[:300]))
+        else:
+            row[snake] = value
+            malformed.append(MalformedField(snake, f"{name!r} is not a field name: write {snake}, lower case, no spaces"[:300]))
     return row, malformed
 
 
@@ -133,8 +159,11 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     call_id = _text(row, "call_id")
     if call_id is _ABSENT:
         call_id = _text(row, "id")
-    if call_id is _ABSENT or isinstance(call_id, (dict, list, bool, float)):
+    if call_id is _ABSENT:
         malformed.append(MalformedField("call_id", "no call_id or id"))
+        call_id = f"line-{line}"
+    elif isinstance(call_id, (dict, list, bool, float)):
+        malformed.append(MalformedField("call_id", f"call_id {call_id!r} is not a string"[:300]))
         call_id = f"line-{line}"
     elif isinstance(call_id, str) and not is_unicode(call_id):
         malformed.append(_not_unicode("call_id", call_id))
@@ -273,7 +302,9 @@ _ROW_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_ho
 
 
 def _ndjson_rows(text: str) -> Iterator[tuple[int, Any]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+    # NDJSON and JSON Lines end a line at "\n" only: str.splitlines() would also split at U+2028, U+0085 or a
+    # form feed inside a string (valid JSON), breaking the row and every line number after it.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -354,10 +385,20 @@ def read_rows(text: str, input_format: str, config: TraceFenceConfig) -> RowsRea
             result.errors.append(InputError(line, "row", f"a row must be an object, not {type(row).__name__}"))
             continue
         for name in row:
-            if name not in _KNOWN and name not in unknown:
+            if name not in _KNOWN and name not in unknown and not field_named(name):
                 unknown.add(name)
                 result.warnings.append(unknown_column(name, 1 if input_format == "csv" else line))
         step = row_to_step(row, line, config, arguments_are_text=input_format == "csv")
         result.errors.extend(InputError(line, f.field, f.message, planned=True) for f in step.malformed)
         result.steps.setdefault(step.trace_id, []).append(step)
+        for other in _other_trace_ids(row, step.trace_id):  # a malformed row naming two traces is held in both
+            result.steps.setdefault(other, []).append(replace(step, trace_id=other))
     return result
+
+
+def _other_trace_ids(row: dict[str, Any], trace_id: str) -> list[str]:
+    """The trace ids other than ``trace_id`` that ``row`` gives in another spelling (``traceId``, ``Trace_ID``):
+    such a row is malformed, and it stands in each trace it names (DECISIONS 183)."""
+    names = [name for name in row if name == "traceId" or field_named(name) == "trace_id"]
+    values = (row[name] for name in names)
+    return list(dict.fromkeys(str(v) for v in values if isinstance(v, (str, int)) and not isinstance(v, bool) and v != "" and str(v) != trace_id))

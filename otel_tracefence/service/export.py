@@ -153,7 +153,7 @@ class TraceExport:
             first_error = ""
             stand_ins: list[SpanView] = []
             for error in unparsed:
-                rejected += 1
+                rejected += not error.repeat  # one span standing in two traces is one span rejected
                 first_error = first_error or f"span {error.span_id}: {error.field}: {error.message}"
                 if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
                     stand_ins.append(SpanView(error.trace_id, error.span_id, "", {}, unreadable=(error.field, error.message)))
