@@ -41,7 +41,6 @@ NOT_CALL_PART_TYPES = frozenset({
     "text", "reasoning", "thinking", "redacted_thinking", "blob", "file", "uri", "image", "image_url", "audio",
     "input_text", "output_text", "refusal", "message", "tool_call_response", "tool_result", "function_call_output",
 })
-CALL_PART_TYPES = ("tool_call", "function_call", "tool_use")
 CALL_WORDS = ("tool", "function", "call")
 
 
