@@ -18,13 +18,17 @@ Example file (``examples/tracefence.yaml``)::
     idempotency_key_arguments: [idempotency_key]
 
 Errors: :class:`ConfigError` for a missing or unreadable file, YAML that does
-not parse, or a value of the wrong kind, naming the file and the field.
+not parse, a key given twice (in the file, in a variable's JSON, or two variables
+differing only in case: ``config_sources.py``), or a value of the wrong kind,
+naming the file and the field. An ``OTEL_TRACEFENCE_*`` variable that names no
+setting is logged as a warning and ignored (docs/DECISIONS.md 192).
 """
 
 from __future__ import annotations
 
 import contextvars
 import fnmatch
+import logging
 import os
 import re
 import urllib.parse
@@ -35,10 +39,16 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from otel_tracefence.config_sources import DuplicateKey, check_environment, load_yaml, unknown_environment
 from otel_tracefence.redact import Redaction
 
 CONFIG_FILE_ENV = "OTEL_TRACEFENCE_CONFIG"
 ENV_PREFIX = "OTEL_TRACEFENCE_"
+# OTEL_TRACEFENCE_* variables read outside the settings model, where they are read: the config file (here),
+# the zero-code exporter's inner exporter (sdk/exporter.py), `tracefence review`'s endpoint and token (cli/review.py).
+OTHER_ENV_NAMES = (CONFIG_FILE_ENV, "OTEL_TRACEFENCE_EXPORTER", "OTEL_TRACEFENCE_REVIEW_ENDPOINT", "OTEL_TRACEFENCE_REVIEW_TOKEN")
+
+_log = logging.getLogger(__name__)
 
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tracefence_config_file", default=None)
 
@@ -437,13 +447,21 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         try:
             import yaml
 
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = load_yaml(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path}: cannot be read: {exc}") from None
+        except DuplicateKey as exc:
+            raise ConfigError(f"config file {path}: {exc}: a setting has one value") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path}: not YAML: {exc}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
+    try:
+        check_environment(os.environ, ENV_PREFIX)
+    except DuplicateKey as exc:
+        raise ConfigError(f"environment: {exc}: a setting has one value", (exc.field,) if exc.field else ()) from None
+    for name in unknown_environment(os.environ, ENV_PREFIX, TraceFenceConfig, OTHER_ENV_NAMES):
+        _log.warning("environment: %s names no setting and is ignored (misspelt, or for another version?)", name)
     token = _config_file.set(path)
     try:
         return TraceFenceConfig(**overrides)

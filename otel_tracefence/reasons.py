@@ -11,6 +11,8 @@ MALFORMED_PREFIX = "malformed_"  # + the field at fault: malformed_effect, malfo
 ARGUMENTS_TRUNCATED = "arguments_truncated"  # JSON arguments cut off (an attribute length limit)
 RESULT_TRUNCATED = "result_truncated"  # a JSON result cut off
 UNRECOGNIZED_TOOL_SPAN = "unrecognized_tool_span"  # tool activity no known convention reads
+REQUESTED_CALL_UNREAD = "requested_call_unread"  # a model's recorded output holds a tool call that could not be read
+EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"
@@ -26,7 +28,8 @@ REPEATS_EARLIER_WRITE = "repeats_earlier_write"
 DECIDED_BEFORE_COMPLETE = "decided_before_complete"
 WRITE_COMMITTED = "write_committed"
 UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
-DECLARED_READ = "declared_read"
+DECLARED_READ = "declared_read"  # a read declared by the producer (tracefence.effect) or the operator (tool_rules)
+HINTED_READ = "hinted_read"  # a read only hints say (MCP readOnlyHint, a safe HTTP method): nobody declared it
 
 # Notes: they explain, never decide.
 REPEATED_LATER = "repeated_later"  # an earlier write or read that a later call repeats
@@ -72,7 +75,7 @@ NOTES = frozenset(
     }
 )
 # Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
-NOT_FENCING = frozenset({DECLARED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
+NOT_FENCING = frozenset({DECLARED_READ, HINTED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
 
 
 def malformed(field: str) -> str:

@@ -76,9 +76,10 @@ def test_openllmetry_openai_agents_tool_span_named_after_the_tool():
 
 
 def test_mcp_server_span_names_its_tool_in_the_span_name_and_reads_only_hint():
+    # A read only the readOnlyHint says: replayed, labelled hinted_read (docs/DECISIONS.md 189).
     server = view("c3c3c3c3c3c3c3c3", "tools/call get_weather", {"mcp.method.name": "tools/call", "jsonrpc.request.id": "7",
                                                                  "mcp.tool.annotations.readOnlyHint": True}, kind="server")
-    assert plan(server) == (ReplayClass.DYNAMIC, [("c3c3c3c3c3c3c3c3", "replay", ("declared_read", "arguments_not_recorded"))])
+    assert plan(server) == (ReplayClass.DYNAMIC, [("c3c3c3c3c3c3c3c3", "replay", ("hinted_read", "arguments_not_recorded"))])
 
 
 def test_an_mcp_client_span_without_a_tool_name_is_an_attempt_of_its_step_not_malformed():

@@ -12,7 +12,13 @@ tool activity"). A span looks like tool activity when:
   and keys that echo the model's input (``gen_ai.prompt.*``, ``llm.input_messages.*``,
   ``gen_ai.input.messages``) are not activity;
 * or it is a model span whose recorded finish reason says it asked for tool calls
-  (``tool_calls``, ``tool_use``, ``function_call``) while none of the calls could be read.
+  (``tool_calls``, ``tool_use``, ``function_call``) while none of the calls could be read;
+* or a convention's kind attribute holds its tool value only after case-folding or
+  stripping (``gen_ai.operation.name`` = ``EXECUTE_TOOL`` or ``"execute_tool "``), or
+  ``openinference.span.kind`` holds a value OpenInference does not define (``FUNCTION``),
+  or an RPC span's ``rpc.method`` is MCP's ``tools/call`` (an MCP call without ``mcp.*``):
+  a value the conventions do not define is not understood, so it is held, never read as
+  some value and never passed (docs/DECISIONS.md 190). Checked whatever else the span holds.
 
 An agent, chain or model span that merely mentions a tool (DESIGN.md) has a known
 kind and is left out by the first test. A tool-like span with a recognized tool step
@@ -118,9 +124,37 @@ def asked_for_tools(span: SpanView) -> bool:
     return any(reason.lower() in TOOL_FINISH_REASONS for reason in _finish_reasons(span.attributes))
 
 
+# The kind attributes whose tool value (compared exactly, or in any case where the convention
+# reads it so: conventions.TOOL_KIND_MARKERS) makes a span a tool span.
+TOOL_KIND_VALUES = ((cv.GEN_AI_OPERATION, cv.EXECUTE_TOOL), *cv.TOOL_KIND_MARKERS)
+# OpenInference's span kinds (openinference-semantic-conventions, OpenInferenceSpanKindValues).
+RPC_METHOD_KEY = "rpc.method"  # RPC semantic conventions
+MCP_TOOL_CALL_METHOD = "tools/call"  # MCP's JSON-RPC method that runs a tool
+OPENINFERENCE_KINDS = frozenset({"TOOL", "CHAIN", "LLM", "RETRIEVER", "EMBEDDING", "AGENT", "RERANKER", "UNKNOWN", "GUARDRAIL", "EVALUATOR", "PROMPT"})
+
+
+def _kind_not_understood(attributes: Mapping[str, Any]) -> str | None:
+    """A kind value that names a tool only after case-folding or stripping, or an OpenInference kind
+    the convention does not define (for the reason's message); ``None`` otherwise."""
+    for key, value in TOOL_KIND_VALUES:
+        found = attributes.get(key)
+        if isinstance(found, str) and found.strip().lower() == value:  # not read as a tool span: not as written
+            return f"its attribute {key}={found!r} is {value!r} only after case-folding or stripping"
+    kind = attributes.get("openinference.span.kind")
+    if isinstance(kind, str) and kind.upper() not in OPENINFERENCE_KINDS:
+        return f"its attribute openinference.span.kind={kind!r} is no OpenInference span kind"
+    method = attributes.get(RPC_METHOD_KEY)
+    if isinstance(method, str) and method.strip().lower() == MCP_TOOL_CALL_METHOD:
+        return f"its attribute {RPC_METHOD_KEY}={method!r} (an MCP tool call recorded as an RPC span, with no mcp.method.name)"
+    return None
+
+
 def tool_activity_sign(span: SpanView) -> str | None:
     """What makes an unread span look like tool activity (for the reason's message), or ``None``."""
     attributes = span.attributes
+    odd_kind = _kind_not_understood(attributes) if attributes else None
+    if odd_kind is not None:
+        return odd_kind
     if not has_known_kind(attributes) and not _named_kind(span.name):
         if span.name and _tool_token(span.name):
             return f"its name {span.name!r}"

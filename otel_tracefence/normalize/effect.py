@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
@@ -21,17 +22,33 @@ def parse_declared(value: Any) -> Effect | MalformedField:
     return effect
 
 
-def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | None:
+def _hints(attributes: Mapping[str, Any]) -> list[tuple[Effect, EffectSource, str]]:
+    """Every effect hint the span records, as (effect, source, ``key=value``), in the table's order."""
+    found = []
     for key in cv.MCP_READ_ONLY_HINT_KEYS:
         hint = attributes.get(key)
         if isinstance(hint, bool):
             # MCP: readOnlyHint=true means the tool does not modify its environment.
-            return (READ if hint else WRITE), SOURCE_MCP_HINT
+            found.append(((READ if hint else WRITE), SOURCE_MCP_HINT, f"{key}={str(hint).lower()}"))
     for key in cv.HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
-            return (READ if method.upper() in cv.HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD
-    return None
+            # RFC 9110 section 9.2.1: the safe methods only read.
+            found.append(((READ if method.upper() in cv.HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD, f"{key}={method}"))
+    return found
+
+
+def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | MalformedField | None:
+    """The effect the span's hints give, and their source; a :class:`MalformedField` (reason
+    ``effect_hints_conflict``) when two hints give different effects: contradictory hints are held,
+    never resolved by order (docs/DECISIONS.md 189); ``None`` without hints."""
+    hints = _hints(attributes)
+    if not hints:
+        return None
+    if any(effect is not hints[0][0] for effect, _, _ in hints):
+        said = ", ".join(f"{text} ({effect.value})" for effect, _, text in hints)
+        return MalformedField("effect", f"effect hints contradict each other: {said}", reason=reasons.EFFECT_HINTS_CONFLICT)
+    return hints[0][0], hints[0][1]
 
 
 def resolve_effect(
@@ -39,7 +56,8 @@ def resolve_effect(
 ) -> tuple[Effect, EffectSource, MalformedField | None]:
     """The effect and which source decided it. ``declared`` is ``None`` when the producer said nothing.
 
-    An invalid declaration is malformed and never guessed: the effect is then ``unknown``.
+    An invalid declaration is malformed and never guessed, and so are hints that contradict each
+    other (``effect_hints_conflict``): the effect is then ``unknown``.
     """
     if declared is not None:
         parsed = parse_declared(declared)
@@ -50,6 +68,8 @@ def resolve_effect(
     if rule is not None and rule.effect is not None:
         return DECLARABLE[rule.effect], SOURCE_CONFIG, None
     hint = _hint(attributes)
+    if isinstance(hint, MalformedField):
+        return EFFECT_UNKNOWN, SOURCE_NONE, hint
     if hint is not None:
         return hint[0], hint[1], None
     return EFFECT_UNKNOWN, SOURCE_NONE, None

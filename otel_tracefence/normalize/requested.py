@@ -12,6 +12,9 @@
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
 
 A requested call that no tool span records is a step too: the trace cannot show whether it ran.
+A call the reader finds but cannot read (a call part or entry with no readable name or id, a part
+of a type no convention above defines that names a tool, function or call) is never dropped: it is
+described in the ``unread`` list of :func:`requested_calls`, and holds its trace (docs/DECISIONS.md 188).
 """
 
 from __future__ import annotations
@@ -32,6 +35,19 @@ _OPENLLMETRY = re.compile(cv.OPENLLMETRY_TOOL_CALL_PATTERN)
 _OUTPUT_EVENT_NAMES = frozenset(name for name, _ in cv.OUTPUT_EVENTS)
 
 Call = tuple[str | None, str, Any]  # (call id, tool name, raw arguments)
+# Part types that hold no call: GenAI text, reasoning, blob, file, uri and tool_call_response parts, OpenAI,
+# Anthropic and Bedrock content and result blocks. Any other type naming a tool, function or call may be a call.
+NOT_CALL_PART_TYPES = frozenset({
+    "text", "reasoning", "thinking", "redacted_thinking", "blob", "file", "uri", "image", "image_url", "audio",
+    "input_text", "output_text", "refusal", "message", "tool_call_response", "tool_result", "function_call_output",
+})
+CALL_WORDS = ("tool", "function", "call")
+
+
+class Unread(str):
+    """What a requested call the reader found could not be read from (a description, for the reason's message)."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +65,37 @@ def _id(value: Any) -> str | None:
     return str(value) if value not in (None, "") and not isinstance(value, (dict, list)) else None
 
 
-def _part_call(part: dict) -> Call | None:
+def _call(where: str, raw_id: Any, name: Any, arguments: Any) -> Call | Unread:
+    """A call from its fields, or what made it unreadable: a name that is no non-empty string, an id
+    given as something other than a string or number."""
+    if not isinstance(name, str) or not name:
+        return Unread(f"{where} with no readable name")
+    call_id = _id(raw_id)
+    if call_id is None and raw_id not in (None, ""):
+        return Unread(f"{where} {name!r} whose id is not readable")
+    return call_id, name, arguments
+
+
+def _part_call(part: dict) -> Call | Unread | None:
     """A tool call held by one content part or block: GenAI ``tool_call``, Anthropic ``tool_use``,
-    OpenAI Responses ``function_call``, Bedrock/Strands ``toolUse``."""
+    OpenAI Responses ``function_call``, Bedrock/Strands ``toolUse``; :class:`Unread` for one of these
+    that cannot be read, or a part of another type that names a tool, function or call."""
     kind = part.get("type")
-    if kind in ("tool_call", "function_call") and isinstance(part.get("name"), str):
-        return _id(part.get("call_id", part.get("id"))), part["name"], part.get("arguments")
-    if kind == "tool_use" and isinstance(part.get("name"), str):
-        return _id(part.get("id")), part["name"], part.get("input")
+    if kind in ("tool_call", "function_call"):
+        return _call(f"a {kind} part", part.get("call_id", part.get("id")), part.get("name"), part.get("arguments"))
+    if kind == "tool_use":
+        return _call("a tool_use part", part.get("id"), part.get("name"), part.get("input"))
     use = part.get("toolUse")
-    if isinstance(use, dict) and isinstance(use.get("name"), str):
-        return _id(use.get("toolUseId")), use["name"], use.get("input")
+    if use is not None:
+        if not isinstance(use, dict):
+            return Unread("a toolUse block that is not an object")
+        return _call("a toolUse block", use.get("toolUseId"), use.get("name"), use.get("input"))
+    if isinstance(kind, str) and kind not in NOT_CALL_PART_TYPES and any(word in kind.lower() for word in CALL_WORDS):
+        return Unread(f"a part of type {kind!r}, which no convention read here defines")
     return None
 
 
-def _message_calls(messages: Any) -> Iterator[Call]:
+def _message_calls(messages: Any) -> Iterator[Call | Unread]:
     """Tool calls in a list of messages or content blocks (or one message), in any of the shapes above."""
     if isinstance(messages, str):
         try:
@@ -87,13 +119,17 @@ def _message_calls(messages: Any) -> Iterator[Call]:
             if call is not None:
                 yield call
         tool_calls = message.get("tool_calls")
+        if tool_calls not in (None, []) and not isinstance(tool_calls, list):
+            yield Unread("tool_calls that are not a list")
         for tool_call in tool_calls if isinstance(tool_calls, list) else ():
             function = tool_call.get("function") if isinstance(tool_call, dict) else None
-            if isinstance(function, dict) and isinstance(function.get("name"), str):
-                yield _id(tool_call.get("id")), function["name"], function.get("arguments")
+            if not isinstance(function, dict):
+                yield Unread("a tool_calls entry with no function")
+                continue
+            yield _call("a tool_calls entry", tool_call.get("id"), function.get("name"), function.get("arguments"))
 
 
-def _event_calls(span: SpanView) -> Iterator[Call]:
+def _event_calls(span: SpanView) -> Iterator[Call | Unread]:
     for event in span.events:
         if event.name not in _OUTPUT_EVENT_NAMES:
             continue
@@ -109,7 +145,7 @@ def _index(digits: str) -> tuple[int, str]:
     return len(significant), significant
 
 
-def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_field: str, arguments_field: str) -> Iterator[Call]:
+def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_field: str, arguments_field: str) -> Iterator[Call | Unread]:
     """Calls flattened into indexed attribute keys (OpenInference, older OpenLLMetry)."""
     found: dict[tuple[tuple[int, str], tuple[int, str]], dict[str, Any]] = {}
     for key, value in span.attributes.items():
@@ -118,10 +154,8 @@ def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_f
         match = pattern.match(key)
         if match:
             found.setdefault((_index(match.group(1)), _index(match.group(2))), {})[match.group(3)] = value
-    for _, fields in sorted(found.items()):
-        name = fields.get(name_field)
-        if isinstance(name, str) and name:
-            yield _id(fields.get("id")), name, fields.get(arguments_field)
+    for (message, call), fields in sorted(found.items()):
+        yield _call(f"{prefix}{message[1] or 0} tool call {call[1] or 0}", fields.get("id"), fields.get(name_field), fields.get(arguments_field))
 
 
 def _has_indexed_calls(span: SpanView) -> bool:
@@ -158,16 +192,28 @@ def unread_output(span: SpanView) -> str | None:
     return None
 
 
+def recorded_output(span: SpanView) -> bool:
+    """True when the span recorded its model's output in a form a reader above looks for (content
+    capture is opt-in in every convention: without it, no call can be read, and none is missing)."""
+    attributes = span.attributes
+    if cv.GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in cv.HAYSTACK_MODEL_OUTPUT_KEYS):
+        return True
+    if any(event.name in _OUTPUT_EVENT_NAMES for event in span.events):
+        return True
+    return _has_indexed_calls(span) and any(key.startswith(("llm.output_messages.", "gen_ai.completion.")) for key in attributes)
+
+
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
 _REQUEST_KEYS = frozenset((cv.GEN_AI_OUTPUT_MESSAGES, *cv.HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", cv.OPENLLMETRY_MODEL_SPAN_KEY))
 
 
-def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
-    """Every tool call the model asked for in this (model or agent) span's recorded output."""
+def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None = None) -> list[RequestedCall]:
+    """Every tool call the model asked for in this (model or agent) span's recorded output, in order.
+    Each call found but not readable is described in ``unread``, when given, instead."""
     attributes = span.attributes
     if not span.events and attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: one C-level set test
         return []
-    found: list[Call] = []
+    found: list[Call | Unread] = []
     if cv.GEN_AI_OUTPUT_MESSAGES in attributes:
         found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))
     if span.events:
@@ -178,7 +224,12 @@ def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, "gen_ai.completion.", _OPENLLMETRY, "name", "arguments"))
     calls = []
-    for index, (call_id, tool, raw) in enumerate(found):
+    for index, item in enumerate(found):
+        if isinstance(item, Unread):
+            if unread is not None:
+                unread.append(item)
+            continue
+        call_id, tool, raw = item
         arguments = arguments_from_value(raw, limits) if raw is not None else Arguments()
         calls.append(RequestedCall(call_id, tool, arguments, span, index))
     return calls

@@ -14,7 +14,7 @@ from otel_tracefence.model import (
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import RequestedCall, requested_calls, unread_output
+from otel_tracefence.normalize.requested import RequestedCall, Unread, recorded_output, requested_calls, unread_output
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import http_request
@@ -132,7 +132,9 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
     )
 
 
-def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: Counter) -> list[ToolStep]:
+def _unrecorded_requests(
+    steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: dict[str, list[str]], spans_by_id: dict[str, SpanView]
+) -> list[ToolStep]:
     """Requested calls no tool span records, each a step of its own (``requested_not_recorded``).
 
     ``requests`` are in trace order. One request recorded in several spans (a model span and
@@ -141,8 +143,10 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
     else, where tool spans carry no call id, by tool name and canonical arguments. Two
     requests sharing one call id need two spans: the one left over stays a step. A request
     no tool span ran, named after an agent whose span the trace holds (``agents``: agent name
-    to how many spans; a smolagents managed agent called as a tool), was run by that agent:
-    the sub-agent's own tool calls are steps of the trace.
+    to its spans' ids; a smolagents managed agent called as a tool), was run by that agent:
+    the sub-agent's own tool calls are steps of the trace. An agent span that is the requesting
+    span or one of its ancestors cannot have run the request (it was running when the model
+    asked): it never accounts for one (docs/DECISIONS.md 187).
     """
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
@@ -179,11 +183,20 @@ def _unrecorded_requests(steps: list[ToolStep], requests: list[RequestedCall], c
         elif request.arguments.sha256 is not None and by_content[content] > 0:
             by_content[content] -= 1
             continue
-        if agents[request.tool] > 0:
-            agents[request.tool] -= 1
+        runner = _agent_that_may_have_run(request, agents.get(request.tool), spans_by_id)
+        if runner is not None:
+            agents[request.tool].remove(runner)
             continue
         extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
+
+
+def _agent_that_may_have_run(request: RequestedCall, candidates: list[str] | None, by_id: dict[str, SpanView]) -> str | None:
+    """The first of ``candidates`` (agent span ids) that is neither the requesting span nor above it, or ``None``."""
+    if not candidates:
+        return None
+    enclosing = _ancestors_of((request.span.span_id,), by_id) | {request.span.span_id}
+    return next((span_id for span_id in candidates if span_id not in enclosing), None)
 
 
 def _request_order(request: RequestedCall) -> tuple:
@@ -243,12 +256,29 @@ def _below_any(span: SpanView, by_id: dict[str, SpanView], span_ids: set[str]) -
     return False
 
 
-def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> ToolStep:
-    """The ``review`` step standing for tool activity no convention reads (``activity.py``)."""
+def _unread_requests(span: SpanView, lost: Sequence[str], read_any: bool) -> str | None:
+    """Why a span's requested calls were not all read, or ``None``: ``lost`` describes the calls its
+    output holds that could not be read (``requested.py``); with none lost and none read, a finish
+    reason that says the model asked for tool calls, where the span recorded its output, is one
+    (docs/DECISIONS.md 188)."""
+    if lost:
+        more = f" (and {len(lost) - 1} more call(s) not read)" if len(lost) > 1 else ""
+        return f"its recorded output holds {lost[0]}{more}"
+    if not read_any and asked_for_tools(span) and recorded_output(span):
+        return "its finish reason says the model asked for tool calls, and none could be read from its recorded output"
+    return None
+
+
+def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig, reason: str = reasons.UNRECOGNIZED_TOOL_SPAN) -> ToolStep:
+    """The ``review`` step standing for tool activity no convention reads (``activity.py``), or, with
+    ``reason`` ``requested_call_unread``, for requested calls that could not be read."""
     tool = cv.tool_name(span.attributes, span.name) or span.name
     effect, source, _ = resolve_effect(None, tool, span.attributes, config)
     status = span_status(span)
-    why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
+    if reason == reasons.REQUESTED_CALL_UNREAD:
+        why = f"span {span.span_id} ({span.name!r}) requested tool calls that could not be read: {sign}"
+    else:
+        why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
     return ToolStep(
         trace_id=span.trace_id,
         call_id=span.span_id,
@@ -260,7 +290,7 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> T
         status=status if isinstance(status, ToolStatus) else STATUS_UNKNOWN,
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
-        malformed=(MalformedField("span", why, reason=reasons.UNRECOGNIZED_TOOL_SPAN),),
+        malformed=(MalformedField("span", why, reason=reason),),
     )
 
 
@@ -383,7 +413,13 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
     above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
-    requests = [call for span in stepless for call in requested_calls(span, config.limits)]
+    requests: list[RequestedCall] = []
+    unread: dict[str, list[Unread]] = {}  # span id -> the calls its output holds that could not be read
+    for span in stepless:
+        lost: list[Unread] = []
+        requests.extend(requested_calls(span, config.limits, lost))
+        if lost:
+            unread[span.span_id] = lost
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
@@ -402,11 +438,18 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
-        agents = Counter(name for span in stepless if (name := cv.agent_name(span.attributes, span.name)))
-        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents))
+        agents: dict[str, list[str]] = {}
+        for span in stepless:
+            if name := cv.agent_name(span.attributes, span.name):
+                agents.setdefault(name, []).append(span.span_id)
+        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
     for span in stepless:
+        why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking)
+        if why is not None:  # wherever the span is, whatever else the trace holds
+            result.steps.append(_unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD))
+            continue
         if span.span_id in asking or span.span_id in covered:
             continue
         sign = tool_activity_sign(span) or unread_output(span)

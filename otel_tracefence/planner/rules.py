@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 
 from otel_tracefence import reasons
 from otel_tracefence.model import (
-    CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision, ToolStep,
+    CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision,
+    ToolStep,
 )
 from otel_tracefence.planner.groups import TraceGroups
 
@@ -69,6 +70,8 @@ _WRITE_COMMITTED = (Finding(SKIP, reasons.WRITE_COMMITTED),)
 _UNSTABLE_RESULT = (Finding(SKIP, reasons.UNSTABLE_RESULT),)
 _UNSTABLE_RESULT_NOT_RECORDED = (Finding(SKIP, reasons.UNSTABLE_RESULT), Finding(None, reasons.RESULT_NOT_RECORDED))
 _DECLARED_READ = (Finding(REPLAY, reasons.DECLARED_READ),)
+_HINTED_READ = (Finding(REPLAY, reasons.HINTED_READ),)
+_HINT_SOURCES = (SOURCE_MCP_HINT, SOURCE_HTTP_METHOD)
 _RESULT_NOT_RECORDED = (Finding(None, reasons.RESULT_NOT_RECORDED),)
 _REQUESTED_NOT_RECORDED = (Finding(None, reasons.REQUESTED_NOT_RECORDED),)
 
@@ -129,8 +132,12 @@ def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 
 
 def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
-    """A declared read replays, whatever its status."""
-    return _DECLARED_READ if step.effect is READ else NONE
+    """A declared read replays, whatever its status. A read only hints say (MCP ``readOnlyHint``, a
+    safe HTTP method: DESIGN.md's effect sources after the declaration and the operator's rules)
+    replays too, labelled ``hinted_read``, not ``declared_read`` (docs/DECISIONS.md 189)."""
+    if step.effect is not READ:
+        return NONE
+    return _HINTED_READ if step.effect_source in _HINT_SOURCES else _DECLARED_READ
 
 
 DECISION_RULES: tuple[Rule, ...] = (

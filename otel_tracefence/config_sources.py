@@ -1,0 +1,96 @@
+"""The configuration's raw inputs read strictly: a key given twice is refused, not read last-wins.
+
+YAML (1.2, section 3.2.1.1) and JSON (RFC 8259, section 4: names "SHOULD be unique") leave a
+repeated key to the reader; PyYAML and ``json`` keep the last. A setting given twice has no one
+meaning, so the configuration is refused with the key's name (docs/DECISIONS.md 191), as CLI rows
+and spans are. Names of ``OTEL_TRACEFENCE_*`` variables are read case-insensitively by the settings
+model: two variables that differ only in case are the same setting given twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+from pydantic import BaseModel
+
+
+class DuplicateKey(ValueError):
+    """A key given twice; ``field`` is the top-level setting it is under (``""`` at the top)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that raises :class:`DuplicateKey` (``line N: key 'k' given twice (first on
+    line M)``) for a mapping holding a key twice. Merge keys (``<<``) may still be overridden, as YAML's
+    merge type says. Raises ``yaml.YAMLError`` for text that is not YAML."""
+    import yaml
+
+    class _StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in first:
+                    raise DuplicateKey(f"line {line}: key {key!r} given twice (first on line {first[key]})")
+                first[key] = line
+            except TypeError:  # an unhashable key: the loader itself refuses it below
+                continue
+        return loader.construct_mapping(node, deep=deep)
+
+    _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def refuse_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` ``object_pairs_hook``: a dict, or :class:`DuplicateKey` for a name given twice."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(f"key {key!r} given twice")
+        found[key] = value
+    return found
+
+
+def check_environment(environ: Mapping[str, str], prefix: str) -> None:
+    """Raise :class:`DuplicateKey` for two ``prefix*`` variables that differ only in case, or a JSON
+    value (a list or nested setting) holding a key twice. Values that are not JSON are left to the
+    settings model, which names them."""
+    by_folded: dict[str, str] = {}
+    for name in sorted(environ):
+        if not name.upper().startswith(prefix):
+            continue
+        setting = name[len(prefix):].lower().split("__")[0]
+        other = by_folded.setdefault(name.lower(), name)
+        if other != name:
+            raise DuplicateKey(f"{other} and {name} are one setting given twice (names are read in any case)", setting)
+        value = environ[name].strip()
+        if value[:1] in ("[", "{"):
+            try:
+                json.loads(value, object_pairs_hook=refuse_duplicate_pairs)
+            except DuplicateKey as exc:
+                raise DuplicateKey(f"{name}: {exc}", setting) from None
+            except ValueError:
+                pass
+
+
+def unknown_environment(environ: Mapping[str, str], prefix: str, model: type[BaseModel], others: Iterable[str]) -> list[str]:
+    """The ``prefix*`` variables (sorted) whose setting (the name up to its first ``__``) is no field of
+    ``model`` and that are none of ``others`` (variables read elsewhere), compared case-insensitively. A
+    nested name under a known setting (``LIMITS__MAX_ARGUMENT_BYTE``) is the model's to refuse."""
+    known_others = {name.upper() for name in others}
+    unknown = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper.startswith(prefix) and upper not in known_others and upper[len(prefix):].lower().split("__")[0] not in model.model_fields:
+            unknown.append(name)
+    return unknown
