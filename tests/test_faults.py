@@ -1283,3 +1283,18 @@ def test_persistent_queue_file_is_private_and_a_settled_request_leaves_it(tmp_pa
     assert queue.pending() == (0, 0)
     queue.close()
     assert PersistentQueue.count(tmp_path / "q" / "tracefence-queue.db") == (0, 0)
+
+
+def test_output_file_is_private_as_the_persistent_queue_is(tmp_path):
+    """Trial defect 23: the output file holds the same raw span values as the persistent queue, and was 0644."""
+    import stat
+
+    from otel_tracefence.service.forward import FileTarget
+
+    old = os.umask(0o022)
+    try:
+        target = FileTarget(str(tmp_path / "spans.jsonl"))
+    finally:
+        os.umask(old)
+    target.close()
+    assert stat.S_IMODE((tmp_path / "spans.jsonl").stat().st_mode) == 0o600

@@ -31,6 +31,7 @@ too (``reason=shutdown``).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -220,12 +221,16 @@ class UpstreamTarget:
 
 
 class FileTarget:
-    """OTLP/JSON lines appended to a file: the embedded default when no upstream is configured."""
+    """OTLP/JSON lines appended to a file: the embedded default when no upstream is configured.
+
+    The file holds spans' raw attribute values, as the persistent queue does: one this creates is private to its
+    owner (``0600``), as the queue's and the review database's are; an existing file keeps its permissions.
+    """
 
     def __init__(self, path: str) -> None:
         self.name = f"file:{path}"
         self.max_message_bytes = None
-        self._stream = open(path, "a", encoding="utf-8")
+        self._stream = open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8")
 
     def send(self, request: Request) -> Outcome:
         full = request if isinstance(request, ExportTraceServiceRequest) else ExportTraceServiceRequest.FromString(encode(request))
