@@ -237,6 +237,7 @@ class TraceFenceService:
         self.review_port = 0
         self.http_port = 0  # the OTLP/HTTP receiver's, once started (0: turned off)
         self._http_server: AsgiServer | None = None
+        self._http_receiver: OtlpHttpReceiver | None = None
         self.ui_port = 0  # the review page's (service.ui_endpoint), once started (0: not served)
         self._ui_server: AsgiServer | None = None
         self._stopped = threading.Event()
@@ -328,7 +329,9 @@ class TraceFenceService:
             receiver = OtlpHttpReceiver(
                 self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
                 max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
+                body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
             )  # fmt: skip
+            self._http_receiver = receiver
             self._http_server = AsgiServer(
                 receiver.app, settings.http_endpoint, name="otlp-http",
                 tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
@@ -380,6 +383,7 @@ class TraceFenceService:
         self.health.enter_graceful_shutdown()
         stopping = [server.stop(grace_s) for server in self._servers]
         if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
+            self._http_receiver.stop_reading(max(0.0, grace_s - 0.2))  # type: ignore[union-attr]  # bodies still coming then: 503
             self._http_server.stop(grace_s)
         if self._ui_server is not None:  # before the store closes
             self._ui_server.stop(grace_s)
