@@ -230,6 +230,10 @@ class Fence(Generic[P]):
                 unplanned[one[0]] = self.buffer.give_up([one])[one[0]] + unplanned[one[0]]
                 continue
             self.hand_on(self.buffer.decide_taken(one))
+        with self._wake:  # a timer still busy when its join timed out leaves the rest of its traces here
+            late, self._left_by_timer = self._left_by_timer, []
+        for trace_id, spans in self.buffer.give_up(late).items():
+            unplanned[trace_id] = spans + unplanned.get(trace_id, [])
         if unplanned:
             self.hand_on_unplanned(unplanned, reasons.NOT_PLANNED_AT_SHUTDOWN, until=review_until)
         if self._deferred_reviews:
@@ -346,7 +350,7 @@ class Fence(Generic[P]):
                 out = []
         if out:
             guarded(self.telemetry, "emit", lambda: self._emit(out))
-        if self._review_sink is None or not self._needs_review(TracePlan(trace_id="", replay_class=ReplayClass.REVIEW)):
+        if self._review_sink is None or ReplayClass.REVIEW.value not in self._review_classes:
             return
         items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
         write_many = getattr(self._review_sink, "upsert_many", None) or (lambda batch: [self._review_sink.upsert(p, service_name=n) for p, n in batch])  # type: ignore[union-attr]

@@ -289,8 +289,9 @@ class TraceFenceService:
         if self.router_stopping:
             return None
         limit = self.config.service.backpressure_ratio
-        # Acknowledged spans not yet forwarded: queued in the intake, held or being decided, queued to forward.
-        backlog = self.intake.depth + max(0, self.intake.handed_spans - self.emitted_spans)
+        # Spans read and not yet forwarded: held or being decided, then queued to forward (the intake queue has
+        # bounds of its own, and what it still holds at a stop is handed on unplanned).
+        backlog = max(0, self.intake.handed_spans - self.emitted_spans)
         within = self.config.service.drain_timeout_s * STOP_SEND_SHARE
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
@@ -299,7 +300,7 @@ class TraceFenceService:
             if backlog + forwarder.depth > max(STOP_SEND_FLOOR, (rate or 0.0) * within):
                 measured = f"at its measured {rate:.0f} spans/s" if rate is not None else "(no send measured yet)"
                 return (
-                    f"{backlog + forwarder.depth} acknowledged spans wait to be forwarded to {forwarder.target.name}, more than {STOP_SEND_FLOOR} "
+                    f"{backlog + forwarder.depth} spans read wait to be forwarded to {forwarder.target.name}, more than {STOP_SEND_FLOOR} "
                     f"and than it takes in {within:g}s (an eighth of service.drain_timeout_s) {measured}: more than a stop could hand on; retry later"
                 )
         return None
@@ -459,9 +460,12 @@ class TraceFenceService:
         ``serve --workers N`` is given what is left of its router's deadline).
         Bounded: it returns within that budget and at most ``STOP_OVERRUN_S`` more (for an
         upstream call under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
-        ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
-        is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
-        in the stop line, ``tracefence.forward.dropped`` with ``reason=shutdown``) and logged.
+        ``grace_s`` and a fifth of it, reading the intake queue ``READ_SHARE`` of what is left, planning what is held
+        ``PLAN_SHARE`` of the rest; what is not planned then, and what was never read, is handed on without a plan,
+        fail closed (``Fence.hand_on_unplanned``: review, ``not_planned_at_shutdown``), and its review items are
+        written until ``STOP_FORWARD_S`` before the end, while the forward queues send. Whatever is not forwarded
+        by then is counted (``dropped_spans`` in the stop line, ``tracefence.forward.dropped`` with
+        ``reason=shutdown``) and logged.
         """
         if self._stopped.is_set():
             return
