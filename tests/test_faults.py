@@ -700,7 +700,7 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     its timed-out writes. Now it is handed on without a plan, fail closed: every span ``review``, partial, with
     ``tracefence.trace.reasons = ["not_planned_at_shutdown"]``, and a review item for each of its traces. The
     real SDK exporter against a real ``tracefence serve``; a decision wait of ten minutes holds every trace until
-    the stop, whose 2 s cannot plan 600 traces with a review write each (a synced SQLite commit apiece)."""
+    the stop, whose 2 s cannot plan 1,500 traces with a review write each (a synced SQLite commit apiece)."""
     serve = ServeProcess(
         "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
         "--decision-wait-ms", "600000", "--max-wait-ms", "600000",
@@ -708,7 +708,7 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     )  # fmt: skip
     try:
         client = clients(serve.log("tracefence serve listening")["port"])
-        traces = [trace for _ in range(6) for trace in send_traces(client, 100)]  # acknowledged, every one
+        traces = [trace for _ in range(10) for trace in send_traces(client, 150)]  # acknowledged, every one
         acked = set(span_ids(client))
         serve.proc.send_signal(signal.SIGTERM)
         assert serve.proc.wait(timeout=30) == 0, serve.stderr()

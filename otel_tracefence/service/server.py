@@ -45,14 +45,16 @@ _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 _REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
 # A stop's time (DECISIONS 195): READ_SHARE of it to read what the intake holds, then PLAN_SHARE of what is left to
 # plan what is held; the rest is handed on without a plan (review), cheaply; the forward queues send all along, and
-# their drain has at least STOP_FORWARD_S, meanwhile the review items of the traces not planned are written.
+# their drain has at least STOP_FORWARD_S or a quarter of that time, meanwhile the review items of the traces not
+# planned are written.
 # Acknowledging stops (UNAVAILABLE, retried) while what is acknowledged and not forwarded would take an upstream
 # more than STOP_SEND_SHARE of drain_timeout_s to take at its measured rate (a stop hands it on beside its other
 # work, about three times slower than sending alone, measured): a stop can hand all of it on.
 STOP_SEND_SHARE = 0.125
 STOP_SEND_FLOOR = 8192  # ... and past one forward batch (MAX_BATCH_SPANS): less is never refused so
 READ_SHARE = 0.3
-PLAN_SHARE = 0.25
+PLAN_SHARE = 0.5
+REVIEW_SHARE = 0.75  # ... the review items of what was not planned are written until then (or STOP_FORWARD_S before the end)
 STOP_FORWARD_S = 1.5
 STOP_OVERRUN_S = 2.0  # stop() returns within drain_timeout_s and at most this more (a call under way at the deadline)
 
@@ -481,7 +483,7 @@ class TraceFenceService:
         # Decides what is held (partial where the root never came), writes review items, closes the store. What is
         # not planned by PLAN_SHARE of the time left, and what was never read, is handed on fail closed (review,
         # not_planned_at_shutdown): cheap, so nothing acknowledged is lost to a slow decision (DECISIONS 195).
-        now, deciding = time.monotonic(), max(left() / 2, left() - STOP_FORWARD_S)
+        now, deciding = time.monotonic(), max(left() * REVIEW_SHARE, left() - STOP_FORWARD_S)
         kwargs = {"deadline": now + left() * PLAN_SHARE, "unplanned": unread, "review_until": now + deciding}
         decider = threading.Thread(target=self.fence.shutdown, kwargs=kwargs, name="tracefence-shutdown", daemon=True)
         decider.start()
