@@ -23,6 +23,7 @@ STEP_ATTEMPT_OF = "tracefence.step.attempt_of"
 PLAN_SCHEMA_VERSION = "tracefence.plan.schema_version"
 TRACE_PARTIAL = "tracefence.trace.partial"
 TRACE_LATE = "tracefence.trace.late"
+TRACE_REASONS = "tracefence.trace.reasons"
 
 
 def trace_attributes(plan: TracePlan) -> dict[str, Any]:
@@ -92,6 +93,12 @@ def late_attributes(replay_class: str | None, *, partial: bool = False) -> dict[
         attributes[TRACE_PARTIAL] = True
     attributes[TRACE_LATE] = True
     return attributes
+
+
+def unplanned_attributes(reason: str) -> dict[str, Any]:
+    """Attributes for every span of a trace handed on without a plan (``reason``, e.g.
+    ``reasons.NOT_PLANNED_AT_SHUTDOWN``): it fails closed, as ``review`` and partial, whatever its spans hold."""
+    return {REPLAY_CLASS: "review", PLAN_SCHEMA_VERSION: SCHEMA_VERSION, TRACE_PARTIAL: True, TRACE_REASONS: [reason]}
 
 
 def merged(original: Mapping[str, Any] | None, extra: Mapping[str, Any]) -> dict[str, Any]:

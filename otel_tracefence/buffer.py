@@ -314,11 +314,14 @@ class TraceBuffer(Generic[P]):
 
     def due(self) -> list[Decided[P] | LateBatch[P]]:
         """Decide every trace whose decision wait or maximum wait has run out."""
+        return [out for taken in self.take_due() for out in self.decide_taken(taken)]
+
+    def take_due(self) -> list[tuple[str, bool, Any]]:
+        """Take out every trace whose decision wait or maximum wait has run out, as :meth:`take_all` does."""
         now = self._clock()
         with self._lock:
             ready = [(tid, held) for tid, held in self._held.items() if (d := self._deadline(held)) is not None and d <= now]
-            items = [(tid, partial, self._pop(tid)) for tid, held in ready for partial in [self._incomplete(tid, held)]]
-        return [out for tid, partial, held in items for out in self._decide(tid, held, partial)]
+            return [(tid, partial, self._pop(tid)) for tid, held in ready for partial in [self._incomplete(tid, held)]]
 
     def next_deadline(self) -> float | None:
         """The earliest moment (``clock`` seconds) a held trace becomes due, or ``None``."""
@@ -328,9 +331,27 @@ class TraceBuffer(Generic[P]):
 
     def drain(self) -> list[Decided[P] | LateBatch[P]]:
         """Decide everything held: traces whose local root has not ended are flagged partial."""
+        return [out for taken in self.take_all() for out in self.decide_taken(taken)]
+
+    def take_all(self) -> list[tuple[str, bool, Any]]:
+        """Take every held trace out of the buffer, to be decided one at a time (:meth:`decide_taken`) or given up
+        (:meth:`give_up`): ``(trace id, partial, held)`` each. :meth:`drain` is both steps at once."""
         with self._lock:
-            items = [(tid, partial, self._pop(tid)) for tid, held in list(self._held.items()) for partial in [self._incomplete(tid, held)]]
-        return [out for tid, partial, held in items for out in self._decide(tid, held, partial)]
+            return [(tid, self._incomplete(tid, held), self._pop(tid)) for tid, held in list(self._held.items())]
+
+    def decide_taken(self, taken: tuple[str, bool, Any]) -> list[Decided[P] | LateBatch[P]]:
+        """Decide one trace :meth:`take_all` took (as :meth:`drain` does)."""
+        trace_id, partial, held = taken
+        return self._decide(trace_id, held, partial)
+
+    def give_up(self, taken: Sequence[tuple[str, bool, Any]]) -> dict[str, list[tuple[SpanView | None, P]]]:
+        """The spans of traces :meth:`take_all` took that will not be planned (a stop's deadline), by trace id;
+        they are no longer being decided."""
+        out = {}
+        for trace_id, _, held in taken:
+            self._done_deciding(trace_id)
+            out[trace_id] = list(held.spans)
+        return out
 
     def _pop(self, trace_id: str, *, keep_open: bool = False) -> _Held[P]:
         # Caller holds the lock and decides the trace next (_decide). The held entry stays readable until popped.

@@ -202,6 +202,10 @@ class ServiceSettings(BaseModel):
     http_cors_allowed_origins: list[str] = Field(default_factory=list)
     """Web origins (``https://app.example.com``, or ``*``) whose pages may send spans to the OTLP/HTTP receiver from a
     browser (CORS, as the Collector's ``cors.allowed_origins``); empty: none. The bearer token still applies."""
+    http_body_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    """The longest an OTLP/HTTP request's body may take to arrive in full, in seconds; past it the request gets ``408``
+    and its connection is closed. A request takes a decoding slot (``max_workers``) only once its body is here, so
+    clients that send slowly, or send headers and stop, hold none (the bodies being received are bounded in bytes)."""
     decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)

@@ -45,7 +45,7 @@ from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 from opentelemetry import metrics
 
-from otel_tracefence import annotate
+from otel_tracefence import annotate, reasons
 from otel_tracefence.buffer import Decided, LateBatch, TraceBuffer
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ReplayClass, TracePlan
@@ -54,6 +54,8 @@ from otel_tracefence.telemetry import COMPONENT, Telemetry, guarded
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
+UNPLANNED_EMIT_SPANS = 8192  # spans per emit when traces are handed on without a plan (a stop's deadline)
+UNPLANNED_REVIEW_BATCH = 2000  # their review items per transaction
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
 REVIEW_UPDATE_INTERVAL_S = 5.0  # chunks of a giant trace update its review item at most this often at first...
 REVIEW_UPDATE_MAX_INTERVAL_S = 60.0  # ...the interval doubling after each such write, up to this
@@ -160,6 +162,7 @@ class Fence(Generic[P]):
             )
         self._wake = threading.Condition()
         self._stopped = False
+        self._left_by_timer: list[tuple[str, bool, Any]] = []  # due traces the timer took and left to the stop
         self._timer: threading.Thread | None = None
         wait = config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms
         if wait > 0 or max_wait_ms > 0:
@@ -204,29 +207,57 @@ class Fence(Generic[P]):
         with self._held_lock:
             return len(self._held_reviews) + len(self._deferred_reviews)
 
-    def flush(self) -> None:
-        """Decide everything held now (as partial where the root has not arrived) and hand it on;
-        try once more to write the review items whose write failed."""
-        self.hand_on(self.buffer.drain())
+    def flush(
+        self, deadline: float | None = None, unplanned: dict[str, list[tuple[SpanView | None, P]]] | None = None, review_until: float | None = None
+    ) -> None:
+        """Decide everything held now (as partial where the root has not arrived) and hand it on, one trace at a
+        time; try once more to write the review items whose write failed.
+
+        ``deadline`` (``time.monotonic()``): the traces not planned by then are handed on without a plan, fail
+        closed (:meth:`hand_on_unplanned`, ``not_planned_at_shutdown``), as are ``unplanned`` (spans by trace id,
+        acknowledged and never read) and every held trace that shares a trace id with them; their review items are
+        written until ``review_until``."""
+        unplanned = dict(unplanned or {})
+        with self._wake:
+            taken, self._left_by_timer = self._left_by_timer + self.buffer.take_all(), []
+        for index, one in enumerate(taken):
+            if deadline is not None and time.monotonic() >= deadline:
+                given_up = self.buffer.give_up(taken[index:])
+                for trace_id, spans in given_up.items():
+                    unplanned[trace_id] = spans + unplanned.get(trace_id, [])
+                break
+            if one[0] in unplanned:  # part of it never read: planning the rest would pass it on less restricted
+                unplanned[one[0]] = self.buffer.give_up([one])[one[0]] + unplanned[one[0]]
+                continue
+            self.hand_on(self.buffer.decide_taken(one))
+        with self._wake:  # a timer still busy when its join timed out leaves the rest of its traces here
+            late, self._left_by_timer = self._left_by_timer, []
+        for trace_id, spans in self.buffer.give_up(late).items():
+            unplanned[trace_id] = spans + unplanned.get(trace_id, [])
+        if unplanned:
+            self.hand_on_unplanned(unplanned, reasons.NOT_PLANNED_AT_SHUTDOWN, until=review_until)
         if self._deferred_reviews:
             self._write_deferred_reviews(all_now=True)
         if self._held_reviews:
             self._write_held_reviews()
 
-    def shutdown(self) -> None:
+    def shutdown(
+        self, deadline: float | None = None, unplanned: dict[str, list[tuple[SpanView | None, P]]] | None = None, review_until: float | None = None
+    ) -> None:
         """Stop the timer, decide and hand on everything held, close the review sink.
 
-        Review items still unwritten after a last try are lost: counted and logged with their trace ids."""
+        ``deadline``, ``unplanned`` and ``review_until``: what is not planned by then, and spans never read, are handed
+        on fail closed (:meth:`flush`). Review items still unwritten after a last try are lost: counted and logged with their trace ids."""
         with self._wake:
             self._stopped = True
             self._wake.notify_all()
-        if self._timer is not None:
-            self._timer.join(timeout=5)
+        if self._timer is not None:  # it stops after the trace it is handing on
+            self._timer.join(timeout=5 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic())))
         self._retry_stop.set()
         retry = self._retry_thread
         if retry is not None:
             retry.join(timeout=30)  # it ends after its current attempt (at most one busy timeout)
-        self.flush()
+        self.flush(deadline, unplanned, review_until)
         with self._held_lock:
             lost = list(self._held_reviews)
             self._held_reviews.clear()
@@ -249,7 +280,17 @@ class Fence(Generic[P]):
                 self._wake.wait(timeout=min(timeout, 0.25))
                 if self._stopped:
                     return
-            guarded(self.telemetry, "decision_wait", lambda: self.hand_on(self.buffer.due()))
+            try:
+                taken = self.buffer.take_due()
+            except Exception as exc:  # noqa: BLE001 - counted; the next turn tries again
+                self.telemetry.error("decision_wait", f"decision_wait failed: {exc!r}", exc)
+                continue
+            for index, one in enumerate(taken):  # one trace at a time: a stop takes over the rest at once
+                if self._stopped:
+                    with self._wake:
+                        self._left_by_timer = taken[index:]
+                    return
+                guarded(self.telemetry, "decision_wait", lambda: self.hand_on(self.buffer.decide_taken(one)))
 
     # -- hand on -----------------------------------------------------------------
     def hand_on(self, ready: Sequence[Decided[P] | LateBatch[P]]) -> None:
@@ -280,6 +321,58 @@ class Fence(Generic[P]):
             self.telemetry.error("decide", f"could not annotate trace {decided.trace_id}: {exc!r}", exc)
             out = originals
         guarded(self.telemetry, "emit", lambda: self._emit(out))
+
+    def hand_on_unplanned(self, traces: dict[str, list[tuple[SpanView | None, P]]], reason: str, until: float | None = None) -> None:
+        """Hand on spans whose traces were not planned (``reason``: why, a code of ``otel_tracefence.reasons``),
+        failing closed: every span annotated ``review``, partial, with ``tracefence.trace.reasons`` = ``[reason]``
+        (:func:`annotate.unplanned_attributes`), whatever it holds, ``UNPLANNED_EMIT_SPANS`` spans per ``emit``;
+        then one review item per trace (its id, class ``review``, partial, no step: an existing item keeps its
+        steps), ``UNPLANNED_REVIEW_BATCH`` per transaction (the sink's ``upsert_many``) until ``until``
+        (``time.monotonic()``). Items not written by then, or whose write failed, are counted and logged with
+        their trace ids. ``traces``: ``(view or None, payload)`` by trace id (hex). Never raises; a span that
+        cannot be annotated is handed on as it came, counted as an error."""
+        extra = annotate.unplanned_attributes(reason)
+        attrs = self.telemetry.attributes
+        spans_total = sum(len(spans) for spans in traces.values())
+        _log.warning("tracefence %s: %d trace(s) (%d spans) handed on without a plan, as review (%s)", attrs[COMPONENT], len(traces), spans_total, reason)
+        self.telemetry.spans_received.add(spans_total, attrs)
+        self.telemetry.traces_decided.add(len(traces), {**attrs, annotate.REPLAY_CLASS: "review", annotate.TRACE_PARTIAL: True})
+        out: list[P] = []
+        for spans in traces.values():
+            for view, payload in spans:
+                try:
+                    out.append(self._annotate(payload, view, extra))  # type: ignore[arg-type]
+                except Exception as exc:  # noqa: BLE001
+                    self.telemetry.error("unplanned", f"could not annotate a span not planned: {exc!r}", exc)
+                    out.append(payload)
+            if len(out) >= UNPLANNED_EMIT_SPANS:  # forwarding starts while the rest is annotated
+                guarded(self.telemetry, "emit", lambda chunk=out: self._emit(chunk))
+                out = []
+        if out:
+            guarded(self.telemetry, "emit", lambda: self._emit(out))
+        if self._review_sink is None or ReplayClass.REVIEW.value not in self._review_classes:
+            return
+        items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
+        write_many = getattr(self._review_sink, "upsert_many", None) or (lambda batch: [self._review_sink.upsert(p, service_name=n) for p, n in batch])  # type: ignore[union-attr]
+        written = 0
+        while written < len(items) and (until is None or time.monotonic() < until):
+            batch = items[written : written + UNPLANNED_REVIEW_BATCH]
+            if not guarded(self.telemetry, "review_write", lambda: write_many(batch)):
+                break
+            written += len(batch)
+        self.telemetry.review_writes.add(written, {**attrs, "outcome": "ok"})
+        lost = [plan.trace_id for plan, _ in items[written:]]
+        if lost:
+            self.telemetry.review_writes.add(len(lost), {**attrs, "outcome": "dropped"})
+            self.telemetry.errors.add(1, {**attrs, "error.type": "review_dropped"})
+            shown = ", ".join(lost[:100]) + (f" and {len(lost) - 100} more" if len(lost) > 100 else "")
+            _log.error(
+                "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written in time and are lost; "
+                "their spans went on as review: traces %s", attrs[COMPONENT], len(lost), reason, shown,
+            )  # fmt: skip
+
+    def _first_service(self, spans: Sequence[tuple[Any, P]]) -> str:
+        return next((name for name in (self._service_name(payload) for _, payload in spans) if name), "")
 
     def _hand_on_late(self, batch: LateBatch[P]) -> None:
         """Hand on late spans of one trace together: one review write for the batch's plan, one ``emit``."""

@@ -26,6 +26,10 @@ REPEATS_EARLIER_WRITE = "repeats_earlier_write"
 # trace was decided before it was complete, so this step fails closed. Applied by the shared
 # engine (otel_tracefence/buffer.py), not by the planner: the planner sees no time.
 DECIDED_BEFORE_COMPLETE = "decided_before_complete"
+# A trace whose spans were acknowledged but could not be read or planned before a stop's deadline: handed on
+# fail closed (class review, every span), with a review item naming the trace only. A trace-level reason
+# (tracefence.trace.reasons), applied by the fence (otel_tracefence/fence.py), not by the planner.
+NOT_PLANNED_AT_SHUTDOWN = "not_planned_at_shutdown"
 WRITE_COMMITTED = "write_committed"
 UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"  # a read declared by the producer (tracefence.effect) or the operator (tool_rules)
@@ -76,6 +80,8 @@ NOTES = frozenset(
 )
 # Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
 NOT_FENCING = frozenset({DECLARED_READ, HINTED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
+# Codes of a whole trace (``tracefence.trace.reasons``), never of a step: it was handed on without a plan.
+TRACE_CODES = frozenset({NOT_PLANNED_AT_SHUTDOWN})
 
 
 def malformed(field: str) -> str:

@@ -144,3 +144,39 @@ def test_get_review_history_takes_the_review_token(db: Path, tmp_path: Path):
             assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         service.stop(grace_s=0)
+
+
+def test_resolve_takes_the_unique_prefix_show_takes(db: Path):
+    """Trial defect 17: ``resolve 4bf9`` said "no review item" where ``show 4bf9`` found the item."""
+    proc = tracefence("resolve", TRACE[:4].upper(), "--db", str(db), "--by", "x", "--note", "n", "--format", "json")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert '"traceId": "%s"' % TRACE in proc.stdout and '"state": "REVIEW_STATE_RESOLVED"' in proc.stdout
+    assert '"resolvedBy": "x", "resolutionNote": "n"' in proc.stdout
+
+
+def test_resolve_refuses_an_ambiguous_prefix_and_resolves_nothing(db: Path):
+    proc = tracefence("resolve", "t-s", "--db", str(db), "--by", "x", "--note", "n")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"tracefence review resolve: {db}: trace id prefix 't-s' matches 2 items: t-static, t-support; give more of the id\n"
+    listed = tracefence("list", "--state", "open", "--db", str(db), "--format", "json").stdout
+    assert '"traceId": "t-static"' in listed
+
+
+def test_resolve_by_prefix_through_the_review_api_with_the_servers_token_variable(db: Path, tmp_path: Path):
+    """Trial defects 14 and 17: ``review`` reads OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN, as serve and ui do."""
+    config = TraceFenceConfig(
+        review_db=str(db), service=ServiceSettings(endpoint="127.0.0.1:0", http_endpoint="", output_file=str(tmp_path / "out.jsonl"), review_token="review-s3cret")
+    )
+    service = TraceFenceService(config)
+    service.start()
+    try:
+        where = f"127.0.0.1:{service.port}"
+        refused = tracefence("--endpoint", where, "resolve", TRACE[:6], "--by", "x", "--note", "n")
+        assert refused.returncode == 2 and "give --token or set $OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN" in refused.stderr
+        proc = tracefence("--endpoint", where, "resolve", TRACE[:6], "--by", "x", "--note", "n", OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN="review-s3cret")
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+        assert "resolved_by  x" in proc.stdout
+        old = tracefence("--endpoint", where, "show", TRACE[:6], OTEL_TRACEFENCE_REVIEW_TOKEN="review-s3cret")
+        assert (old.returncode, old.stderr) == (0, "")
+    finally:
+        service.stop(grace_s=0)

@@ -9,6 +9,7 @@ Dockerfile's HEALTHCHECK command and the readiness probe's service name against 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -371,3 +372,15 @@ def test_image_entrypoint_runs_and_answers_its_health_checks(tmp_path):
     assert proc.returncode == 0, log.read_text(errors="replace")
     # Stopped: the same health check now fails.
     assert _health(docker["healthcheck"], port).returncode != 0
+
+
+def test_the_precedence_comment_names_every_serve_flag_that_sets_a_setting():
+    """Trial defect 15: the comment left out --workers, --persistent-queue-dir and --insecure-review-api."""
+    from otel_tracefence.cli import build_parser
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    flags = {option for action in serve._actions if action.help != argparse.SUPPRESS for option in action.option_strings if option.startswith("--")}
+    flags -= {"--help", "--config", "--log-format", "--log-level"}  # common to every command, or not settings: the file itself, the logs
+    comment = " ".join(line.lstrip("# ") for line in (DEPLOY / "tracefence.yaml").read_text().splitlines()[:12] if line.startswith("#"))
+    named = set(re.findall(r"--[a-z][a-z-]*", comment.partition("Precedence")[2].partition("then environment")[0]))
+    assert named == flags

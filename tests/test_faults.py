@@ -694,6 +694,47 @@ def test_sigterm_under_load_forwards_every_acknowledged_span(tmp_path, upstream,
     assert "Traceback" not in serve.stderr()
 
 
+def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_review(tmp_path, upstream, clients):
+    """Trial defect 9: at SIGTERM under load, what could not be planned before the deadline (traces held, and
+    requests acknowledged and never read) was dropped: 85 % of what was acknowledged, with the review items of
+    its timed-out writes. Now it is handed on without a plan, fail closed: every span ``review``, partial, with
+    ``tracefence.trace.reasons = ["not_planned_at_shutdown"]``, and a review item for each of its traces. The
+    real SDK exporter against a real ``tracefence serve``; a decision wait of ten minutes holds every trace until
+    the stop, whose 2 s cannot plan 1,500 traces with a review write each (a synced SQLite commit apiece)."""
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
+        "--decision-wait-ms", "600000", "--max-wait-ms", "600000",
+        cwd=tmp_path, OTEL_TRACEFENCE_SERVICE__DRAIN_TIMEOUT_S="2",
+    )  # fmt: skip
+    try:
+        client = clients(serve.log("tracefence serve listening")["port"])
+        traces = [trace for _ in range(10) for trace in send_traces(client, 150)]  # acknowledged, every one
+        acked = set(span_ids(client))
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+    finally:
+        serve.stop()
+    received = upstream.spans()
+    assert Counter(r.span_id for r in received) == Counter(acked)  # every acknowledged span, once
+    unplanned = {r.trace_id for r in received if r.tf.get("tracefence.trace.reasons") == ["not_planned_at_shutdown"]}
+    planned = set(traces) - unplanned
+    assert unplanned and planned, "the test needs a stop that plans some traces and not others"
+    for r in received:
+        assert r.tf["tracefence.replay.class"] == "review"
+        if r.trace_id in unplanned:  # every span of such a trace, tool span or not
+            assert (r.tf["tracefence.trace.partial"], "tracefence.step.decision" in r.tf) == (True, False)
+        else:  # planned as ever: the timed-out write is what holds it
+            assert "tracefence.trace.reasons" not in r.tf
+            if r.tf.get("tracefence.step.effect") == "write":
+                assert "write_timeout" in r.tf["tracefence.step.reasons"]
+    assert stored(tmp_path / "review.db") == set(traces)  # a review item for each, planned or not
+    stopped = serve.log("tracefence serve stopped", timeout=1)
+    assert (stopped["forwarded_all"], stopped["dropped_spans"]) == (True, 0)
+    handed = [e["message"] for e in serve.logs() if "handed on without a plan" in e.get("message", "")]
+    assert handed == [f"tracefence service: {len(unplanned)} trace(s) ({3 * len(unplanned)} spans) handed on without a plan, as review (not_planned_at_shutdown)"]
+    assert "Traceback" not in serve.stderr()
+
+
 # -- a poison batch (issue 9) ------------------------------------------------------------------------------
 
 FOUR_MIB = 4 * 1024 * 1024
@@ -922,7 +963,8 @@ def test_sigterm_exits_within_drain_timeout_with_a_hung_upstream_and_counts_what
         up.stop()
 
 
-def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_counts_the_unread_spans(start_service, upstream, clients, caplog, monkeypatch):
+def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_hands_the_unread_spans_on_as_review(start_service, upstream, clients, caplog, monkeypatch):
+    """Before trial defect 9 the unread spans were dropped (counted); now they go on unplanned, fail closed."""
     from otel_tracefence.service.intake import Intake
 
     caplog.set_level(logging.INFO)
@@ -946,10 +988,17 @@ def test_stop_is_bounded_when_reading_the_intake_is_stuck_and_counts_the_unread_
         took = time.monotonic() - started
         assert took < 1 + STOP_OVERRUN_S, f"stop took {took:.1f}s"
         stopped = [r for r in caplog.records if r.getMessage() == "tracefence serve stopped"]
-        # The two queued batches and the stuck one after its first span (taken before it stalled), counted.
-        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(False, 8)]
-        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) == 8
-        assert logged(caplog, "8 acknowledged spans were still waiting to be read", level=logging.ERROR)
+        # The two queued batches and the stuck one after its first span (taken before it stalled): handed on
+        # unplanned, with the first span (held, its trace not planned: part of it was never read). None dropped.
+        assert [(r.forwarded_all, r.dropped_spans) for r in stopped] == [(True, 0)]
+        assert metric(reader, "tracefence.forward.dropped", {"reason": "shutdown"}) is None
+        assert logged(caplog, "8 acknowledged spans (3 traces) were not read before the deadline; handed on unplanned, as review")
+        received = upstream.wait_spans(9)
+        assert len(received) == 9 and len({r.trace_id for r in received}) == 3
+        assert {(r.tf["tracefence.replay.class"], r.tf["tracefence.trace.partial"], tuple(r.tf["tracefence.trace.reasons"])) for r in received} == {
+            ("review", True, ("not_planned_at_shutdown",))
+        }
+        assert stored(Path(service.config.review_db)) == {r.trace_id for r in received}
     finally:
         gate.set()
 
@@ -1283,3 +1332,18 @@ def test_persistent_queue_file_is_private_and_a_settled_request_leaves_it(tmp_pa
     assert queue.pending() == (0, 0)
     queue.close()
     assert PersistentQueue.count(tmp_path / "q" / "tracefence-queue.db") == (0, 0)
+
+
+def test_output_file_is_private_as_the_persistent_queue_is(tmp_path):
+    """Trial defect 23: the output file holds the same raw span values as the persistent queue, and was 0644."""
+    import stat
+
+    from otel_tracefence.service.forward import FileTarget
+
+    old = os.umask(0o022)
+    try:
+        target = FileTarget(str(tmp_path / "spans.jsonl"))
+    finally:
+        os.umask(old)
+    target.close()
+    assert stat.S_IMODE((tmp_path / "spans.jsonl").stat().st_mode) == 0o600

@@ -496,7 +496,7 @@ def test_fail_closed_ranks_decided_before_complete_as_the_last_review_rule():
 def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
     """``fail_closed`` puts ``decided_before_complete`` before the notes: a new code must be classed."""
     from otel_tracefence import reasons
-    from otel_tracefence.reasons import NOT_FENCING, NOTES
+    from otel_tracefence.reasons import NOT_FENCING, NOTES, TRACE_CODES
 
     codes = {v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str) and k != "MALFORMED_PREFIX"}
     fencing = {
@@ -516,8 +516,8 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.REPEATS_EARLIER_WRITE,
         reasons.DECIDED_BEFORE_COMPLETE,
     }
-    assert codes - NOTES - NOT_FENCING - fencing == set()
-    assert not (NOTES & fencing) and not (NOT_FENCING & fencing)
+    assert codes - NOTES - NOT_FENCING - TRACE_CODES - fencing == set()
+    assert not (NOTES & fencing) and not (NOT_FENCING & fencing) and not (TRACE_CODES & (NOTES | NOT_FENCING | fencing))
 
 
 def test_late_tool_activity_no_convention_reads_fails_closed_too(tmp_path):

@@ -464,3 +464,93 @@ def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, up
     for item in items:
         (step,) = item.plan.steps
         assert (step.decision, step.step.call_id, list(step.reasons)) == (3, "1000000000000003", ["malformed_traceId", "effect_unknown", "arguments_not_recorded"])
+
+
+# -- slow and vanishing clients (trial defects 10 and 16) -----------------------------------------
+
+
+def _stalled_bodies(service: TraceFenceService, count: int, declared: int = 1_000_000) -> list[Any]:
+    """``count`` connections that send the headers of a ``declared``-byte body and 10 bytes of it, then nothing."""
+    import socket
+
+    stalled = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", service.http_port))
+        head = f"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {PROTOBUF}\r\nContent-Length: {declared}\r\n\r\n"
+        sock.sendall(head.encode() + b"\x0a" * 10)
+        stalled.append(sock)
+    return stalled
+
+
+def test_slow_bodies_hold_no_slot_and_time_out_with_408(serve, upstream) -> None:
+    """Eight clients that send headers and 10 bytes used to take all eight slots (max_workers) before their
+    bodies were read, and body reads had no timeout: every other OTLP/HTTP Export waited 100 s and more."""
+    service = serve(max_workers=2, http_body_timeout_s=3)
+    stalled = _stalled_bodies(service, 8)
+    try:
+        spans = agent_spans()
+        exporter = HttpSpanExporter(endpoint=url(service), timeout=5)
+        try:
+            assert exporter.export(spans) is SpanExportResult.SUCCESS  # at once: the stalled bodies hold no slot
+        finally:
+            exporter.shutdown()
+        assert len(upstream.wait_spans(len(spans), format(spans[0].context.trace_id, "032x"))) == len(spans)
+        stalled[0].settimeout(10)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += stalled[0].recv(65536)
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+        assert b"connection: close" in head.lower()
+        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")).split(b":")[1])
+        while len(rest) < length:
+            rest += stalled[0].recv(65536)
+        status = status_pb2.Status.FromString(rest)
+        assert (status.code, status.message) == (
+            code_pb2.DEADLINE_EXCEEDED,
+            "the request body did not arrive in full within 3s (service.http_body_timeout_s)",
+        )
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_bodies_received_at_once_are_bounded_in_bytes(serve) -> None:
+    """With no slot taken while a body arrives, the bytes of the bodies held at once are bounded instead:
+    max_workers × max_message_bytes, counted as they arrive; past it, 503 (retried), never more memory."""
+    service = serve(max_workers=1, max_message_bytes=4096)
+    stalled = _stalled_bodies(service, 1, declared=4096)
+    try:
+        stalled[0].sendall(b"\x0a" * 4000)  # 4010 of the 4096 bytes held
+        wait_for(lambda: service._http_receiver._body_bytes == 4010, timeout=5)  # type: ignore[attr-defined]
+        body = raw_request(raw_tool_span(TRACE, b"\x01" * 8, "customer.lookup")).SerializeToString()
+        refused = post(service, body)
+        assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
+        assert status_of(refused).message == (
+            "the OTLP/HTTP bodies being received hold 4010 bytes, the most held at once (max_workers × max_message_bytes = 4096); retry later"
+        )
+    finally:
+        stalled[0].close()
+    wait_for(lambda: service._http_receiver._body_bytes == 0, timeout=5)  # type: ignore[attr-defined]
+    assert post(service, body).status_code == 200
+
+
+def test_a_client_gone_mid_body_is_one_debug_line_without_a_traceback(serve, caplog) -> None:
+    """Each client that disconnected mid-body logged an ERROR "Exception in ASGI application" with a
+    ClientDisconnect traceback; so did requests held at a stop."""
+    caplog.set_level(logging.DEBUG)
+    service = serve()
+    for sock in _stalled_bodies(service, 3):
+        sock.close()
+    wait_for(lambda: service._http_receiver.disconnects == 3, timeout=5)  # type: ignore[attr-defined]
+    held = _stalled_bodies(service, 2)  # still held when the service stops
+    try:
+        service.stop(grace_s=0.5)
+    finally:
+        for sock in held:
+            sock.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith(("uvicorn", "otel_tracefence.service"))]
+    assert [r.getMessage() for r in errors] == []
+    assert not any(r.exc_info for r in caplog.records)
+    gone = [r.getMessage() for r in caplog.records if "disconnected before its body was read" in r.getMessage()]
+    assert len(gone) >= 3 and all(r.levelno == logging.DEBUG for r in caplog.records if "disconnected before" in r.getMessage())

@@ -460,3 +460,20 @@ def test_bad_plans_and_closed_store(target: str):
     store.close()
     with pytest.raises(ReviewStoreError, match="closed"):
         store.get("t-proto")
+
+
+def test_upsert_many_writes_every_item_at_once_keeping_each_ones_steps(target: str):
+    """Trial defect 9: a stop writes the review items of thousands of traces it could not plan (their ids only),
+    in one transaction per batch; an item that exists keeps its steps. A bad plan stores none of the batch."""
+    with open_review_store(target, clock=Clock()) as store:
+        store.upsert(review_plan("t-1"), service_name="billing")
+        not_planned = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), "agent") for t in ("t-1", "t-2")]
+        items = store.upsert_many(not_planned)
+        assert [(i.trace_id, i.plan.replay_class, i.plan.partial, len(i.plan.steps), i.service_name) for i in items] == [
+            ("t-1", pb.REPLAY_CLASS_REVIEW, True, 2, "agent"),
+            ("t-2", pb.REPLAY_CLASS_REVIEW, True, 0, "agent"),
+        ]
+        with pytest.raises(ValueError, match="the plan has no trace id"):
+            store.upsert_many([(TracePlan(trace_id="t-3", replay_class=ReplayClass.REVIEW), ""), (TracePlan(trace_id="", replay_class=ReplayClass.REVIEW), "")])
+        assert store.get("t-3") is None
+    assert [row[0] for row in _rows(target)] == ["t-1", "t-2"]

@@ -8,14 +8,15 @@ Two sources, the same commands and the same output:
   queue shared by replicas);
 * the gRPC review API of a running ``tracefence serve``: ``--endpoint HOST:PORT``
   (or ``$OTEL_TRACEFENCE_REVIEW_ENDPOINT``), with ``--token`` (or
-  ``$OTEL_TRACEFENCE_REVIEW_TOKEN``) sent as ``authorization: Bearer <token>``,
+  ``$OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN``, the server's ``service.review_token``;
+  ``$OTEL_TRACEFENCE_REVIEW_TOKEN`` is read when it is not set) sent as ``authorization: Bearer <token>``,
   and ``--ca-file PEM`` to speak TLS (plaintext without it; ``http://HOST:PORT``
   is plaintext and ``https://HOST:PORT`` TLS, as for ``serve --upstream``).
   ``list``, ``show`` and ``resolve`` call ``ListReviewItems``, ``GetReviewItem``
   (and ``GetReviewHistory``) and ``ResolveReviewItem``.
 
-``show`` takes the trace id in any letter case, or a prefix of it that only one
-item has; in the table format it prints the item's history (plan written or
+``show`` and ``resolve`` take the trace id in any letter case, or a prefix of it
+that only one item has (an ambiguous prefix is refused, naming its matches); in the table format it prints the item's history (plan written or
 updated, resolved, reopened) below its plan, oldest first.
 
 Which source: ``--db`` or ``--endpoint`` when given (not both), else
@@ -49,7 +50,8 @@ from otel_tracefence.review.store import ReviewStoreError
 
 DB_ENV = "OTEL_TRACEFENCE_REVIEW_DB"
 ENDPOINT_ENV = "OTEL_TRACEFENCE_REVIEW_ENDPOINT"
-TOKEN_ENV = "OTEL_TRACEFENCE_REVIEW_TOKEN"
+TOKEN_ENV = "OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN"  # the variable the server and ``tracefence ui`` read
+OLD_TOKEN_ENV = "OTEL_TRACEFENCE_REVIEW_TOKEN"  # read too, when the first is not set (earlier releases)
 API_TIMEOUT_S = 30.0
 DEFAULT_DB = "tracefence-review.db"
 EXIT_OK, EXIT_ERROR = 0, 2
@@ -95,7 +97,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     show_parser.add_argument("trace_id", metavar="TRACE_ID", help="the trace id, in any letter case, or a prefix of it that only one item has")
 
     resolve_parser = actions.add_parser("resolve", parents=[common], help="mark an item resolved")
-    resolve_parser.add_argument("trace_id", metavar="TRACE_ID")
+    resolve_parser.add_argument("trace_id", metavar="TRACE_ID", help="the trace id, in any letter case, or a prefix of it that only one item has")
     resolve_parser.add_argument("--by", required=True, help="who resolved it (a person or system)")
     resolve_parser.add_argument("--note", required=True, help="what was checked and found")
 
@@ -289,7 +291,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
 def _run_api(args: argparse.Namespace, endpoint: str) -> int:
     import grpc
 
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or os.environ.get(TOKEN_ENV) or os.environ.get(OLD_TOKEN_ENV) or None
     try:
         source = ApiSource(endpoint, token=token, ca_file=args.ca_file)
     except OSError as exc:
@@ -327,26 +329,18 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     """Run the action against ``source``; ``where`` (the file or the endpoint) leads error messages."""
     if args.review_action == "list":
         return _list(args, source)
+    trace_id, problem = _unique_trace_id(source, args.trace_id)
+    if trace_id is None:
+        return _fail(args, f"{where}: {problem}")
     if args.review_action == "show":
-        item = source.get(args.trace_id)
-        if item is None:
-            matches = source.trace_ids_starting(args.trace_id, limit=SHOWN_MATCHES + 1)
-            if not matches:
-                return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
-            if len(matches) > 1:
-                more = ", ..." if len(matches) > SHOWN_MATCHES else ""
-                counted = f"{SHOWN_MATCHES} or more" if more else str(len(matches))
-                return _fail(
-                    args, f"{where}: trace id prefix {args.trace_id!r} matches {counted} items: {', '.join(matches[:SHOWN_MATCHES])}{more}; give more of the id"
-                )
-            item = source.get(matches[0])
-            if item is None:  # resolved away between the two reads: cannot happen with the queue's API, but say so
-                return _fail(args, f"{where}: no review item for trace id {matches[0]!r}")
+        item = source.get(trace_id)
+        if item is None:  # resolved away between the two reads: cannot happen with the queue's API, but say so
+            return _fail(args, f"{where}: no review item for trace id {trace_id!r}")
     else:
         try:
-            item = source.resolve(args.trace_id, resolved_by=args.by, note=args.note)
+            item = source.resolve(trace_id, resolved_by=args.by, note=args.note)
         except KeyError:
-            return _fail(args, f"{where}: no review item for trace id {args.trace_id!r}")
+            return _fail(args, f"{where}: no review item for trace id {trace_id!r}")
         except ValueError as exc:
             return _fail(args, f"--by: {exc}")
     if args.format == "json":
@@ -390,6 +384,22 @@ def _json(item: pb.ReviewItem) -> str:
 
 
 # -- tables ----------------------------------------------------------------
+
+
+def _unique_trace_id(source: ReviewSource, given: str) -> tuple[str | None, str]:
+    """The one trace id ``given`` names, for ``show`` and ``resolve`` alike: the id itself (any letter case), or a
+    prefix of it that only one item has. Returns ``(trace id, "")``, or ``(None, why)`` when there is none: no item,
+    or a prefix several items have (up to ``SHOWN_MATCHES`` of them named; never one picked among them)."""
+    if source.get(given) is not None:
+        return given, ""
+    matches = source.trace_ids_starting(given, limit=SHOWN_MATCHES + 1)
+    if not matches:
+        return None, f"no review item for trace id {given!r}"
+    if len(matches) > 1:
+        more = ", ..." if len(matches) > SHOWN_MATCHES else ""
+        counted = f"{SHOWN_MATCHES} or more" if more else str(len(matches))
+        return None, f"trace id prefix {given!r} matches {counted} items: {', '.join(matches[:SHOWN_MATCHES])}{more}; give more of the id"
+    return matches[0], ""
 
 
 def _enum(enum_type: object, value: int, prefix: str) -> str:

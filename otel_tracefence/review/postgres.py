@@ -28,7 +28,7 @@ import builtins
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.model import ReplayClass, TracePlan
@@ -209,9 +209,14 @@ class PostgresReviewStore:
     def upsert(self, plan: TracePlan | pb.TracePlan, *, service_name: str = "") -> pb.ReviewItem:
         """As :meth:`SQLiteReviewStore.upsert <otel_tracefence.review.store.SQLiteReviewStore.upsert>`,
         under the item's row lock (see the module). Raises :class:`ReviewStoreError` when the database fails."""
-        message = rules.prepare_plan(plan, store_raw_values=self.store_raw_values)
+        return self.upsert_many([(plan, service_name)])[0]
 
-        def work(conn: Any) -> rules.Change:
+    def upsert_many(self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]]) -> builtins.list[pb.ReviewItem]:
+        """:meth:`upsert` each ``(plan, service_name)`` in one transaction (one commit for all of them), as
+        :meth:`SQLiteReviewStore.upsert_many <otel_tracefence.review.store.SQLiteReviewStore.upsert_many>`."""
+        messages = [(rules.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
+
+        def one(conn: Any, message: pb.TracePlan, service_name: str) -> rules.Change:
             for _ in range(2):  # the second pass: another writer inserted the item first
                 row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (message.trace_id,)).fetchone()
                 if row is not None:
@@ -229,10 +234,16 @@ class PostgresReviewStore:
                     return change
             raise ReviewStoreError(f"{self.target}: review item {message.trace_id} neither inserted nor found")
 
-        change = self._run(work, write=True)
-        if any(e.kind == rules.REOPENED for e in change.events):
-            logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
-        return change.item
+        def work(conn: Any) -> builtins.list[rules.Change]:
+            # Rows locked in trace id order, so two replicas writing overlapping batches never deadlock.
+            by_index = {i: one(conn, *messages[i]) for i in sorted(range(len(messages)), key=lambda i: messages[i][0].trace_id)}
+            return [by_index[i] for i in range(len(messages))]
+
+        changes = self._run(work, write=True)
+        for change in changes:
+            if any(e.kind == rules.REOPENED for e in change.events):
+                logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
+        return [change.item for change in changes]
 
     def get(self, trace_id: str) -> pb.ReviewItem | None:
         """The item for ``trace_id``, or ``None`` when the queue has none."""

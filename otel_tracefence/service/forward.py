@@ -31,6 +31,7 @@ too (``reason=shutdown``).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -51,6 +52,7 @@ from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.otlp_spans import lazy_request, request_span_count, split_request
 
 _log = logging.getLogger("otel_tracefence.service")
+RATE_WEIGHT = 0.2  # weight of the latest send in ``Forwarder.send_rate``
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
 MAX_BATCH_SPANS = 8192  # queued requests are merged into one send up to this many spans (the Collector's and rotel's default)...
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
@@ -220,12 +222,16 @@ class UpstreamTarget:
 
 
 class FileTarget:
-    """OTLP/JSON lines appended to a file: the embedded default when no upstream is configured."""
+    """OTLP/JSON lines appended to a file: the embedded default when no upstream is configured.
+
+    The file holds spans' raw attribute values, as the persistent queue does: one this creates is private to its
+    owner (``0600``), as the queue's and the review database's are; an existing file keeps its permissions.
+    """
 
     def __init__(self, path: str) -> None:
         self.name = f"file:{path}"
         self.max_message_bytes = None
-        self._stream = open(path, "a", encoding="utf-8")
+        self._stream = open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8")
 
     def send(self, request: Request) -> Outcome:
         full = request if isinstance(request, ExportTraceServiceRequest) else ExportTraceServiceRequest.FromString(encode(request))
@@ -291,6 +297,9 @@ class Forwarder:
         self._batch_spans = max(1, min(MAX_BATCH_SPANS, max_spans // 16))
         self._batch_bytes = self.max_bytes or MAX_BATCH_BYTES
         self.depth = 0
+        # Spans per second of sending, while sending (an exponentially weighted mean of the successful sends):
+        # how fast this target takes what is queued. None until the first send succeeds.
+        self.send_rate: float | None = None
         self.sent_spans = 0
         self.dropped_spans = 0
         self.failures = 0
@@ -344,6 +353,13 @@ class Forwarder:
                 self._count_drop(oldest[1], "queue_full")
             self._cond.notify()
             return self.put_spans
+
+    def _measure(self, spans: int, seconds: float) -> None:
+        """Fold one successful send of ``spans`` spans in ``seconds`` into :attr:`send_rate` (caller holds the lock)."""
+        if seconds <= 0:
+            return
+        sample = spans / seconds
+        self.send_rate = sample if self.send_rate is None else self.send_rate + RATE_WEIGHT * (sample - self.send_rate)
 
     def _attempted(self, end: int) -> None:
         # Caller holds the lock: every span put up to ``end`` has had an attempt, or left the queue.
@@ -414,6 +430,7 @@ class Forwarder:
                 request, spans, size, end = entry
                 self._busy = True
                 self._sending, self._sending_dropped = entry, False
+            started = time.monotonic()
             try:
                 outcome = self.target.send(request)
             except Exception as exc:  # noqa: BLE001 - a target fault must not kill the worker
@@ -441,6 +458,7 @@ class Forwarder:
                 if outcome.kind in ("sent", "rejected") or (outcome.kind == "retry" and self._sending_dropped):
                     self._settle(request)
                 if outcome.kind == "sent":
+                    self._measure(spans, time.monotonic() - started)
                     self.sent_spans += spans - outcome.rejected_spans
                     if outcome.rejected_spans:
                         self._count_drop(outcome.rejected_spans, "upstream_rejected", f"partial success: {outcome.reason} (traces {', '.join(_trace_ids(request))})")

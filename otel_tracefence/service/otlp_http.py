@@ -14,6 +14,10 @@ OTLP specification ("OTLP/HTTP Request", "OTLP/HTTP Response", "Failures", "OTLP
 * CORS for pages on ``service.http_cors_allowed_origins`` (Starlette's ``CORSMiddleware``), none by default.
 * Success and partial success: ``200`` with an ``ExportTraceServiceResponse``; failures: a
   ``google.rpc.Status``; both in the request's own encoding and ``Content-Type``.
+* Slow and vanishing clients: a body not received in full within ``service.http_body_timeout_s`` gets ``408``
+  (its slot is never taken: a request takes a decoding slot only once its body is read, so slow senders cannot
+  stall the others); the bodies being received count against ``max_workers × max_message_bytes`` bytes, past
+  which a request gets ``503``; a client that disconnects mid-body is one debug line, counted.
 * Back-pressure and shutdown: ``503`` with ``Retry-After`` (whole seconds, rounded up) and a
   ``RetryInfo`` detail (the exact delay); a request that alone exceeds a bound: ``413``; a body
   that does not decode: ``400`` with a ``BadRequest`` detail. Only ``503`` is retried by clients.
@@ -21,6 +25,8 @@ OTLP specification ("OTLP/HTTP Request", "OTLP/HTTP Response", "Failures", "OTLP
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import zlib
 from typing import Any, Sequence
@@ -32,12 +38,14 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import ExportRefused, RefusalKind, TraceExport
+
+_log = logging.getLogger("otel_tracefence.service")
 
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
@@ -92,17 +100,37 @@ class OtlpHttpReceiver:
     ``export``: the one path every transport calls; ``token``: the ingest bearer token; ``max_body_bytes``: the
     largest body read, before and after gunzip (``service.max_message_bytes``); ``cors_allowed_origins``: web origins
     whose pages may send spans from a browser (``service.http_cors_allowed_origins``; none by default); ``max_workers``: requests decoded
-    and queued at once, off the event loop (``service.max_workers``, as the gRPC receiver's threads): a request
-    takes a slot before its body is read, so at most that many bodies are held at once.
+    and queued at once, off the event loop (``service.max_workers``, as the gRPC receiver's threads).
+    ``body_timeout_s``: the longest a body may take to arrive in full (``service.http_body_timeout_s``), past it ``408``.
+
+    A request takes its decoding slot only once its body is read, so clients that send their bodies slowly (or never)
+    hold no slot. The bytes of the bodies being received and held are bounded instead: at most ``max_workers ×
+    max_body_bytes`` at once (the memory ceiling the slots gave before), counted as they arrive; a request whose
+    bytes would pass it gets ``503`` with a retry delay. :attr:`disconnects` counts clients gone mid-body.
     """
 
     def __init__(
-        self, export: TraceExport, *, token: BearerToken, max_body_bytes: int, max_workers: int, cors_allowed_origins: Sequence[str] = ()
+        self,
+        export: TraceExport,
+        *,
+        token: BearerToken,
+        max_body_bytes: int,
+        max_workers: int,
+        cors_allowed_origins: Sequence[str] = (),
+        body_timeout_s: float = 30.0,
+        retry_delay_s: float = 1.0,
     ) -> None:
         self._export = export
         self._token = token
         self._max_body_bytes = max_body_bytes
         self._max_workers = max_workers
+        self._body_timeout_s = body_timeout_s
+        self._retry_delay_s = retry_delay_s
+        self._body_budget = max_workers * max_body_bytes  # bytes of bodies received and held at once
+        self._body_bytes = 0  # changed on the event loop only
+        self.disconnects = 0
+        self._reading: set[anyio.CancelScope] = set()  # body reads under way (on the event loop)
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once it served a request
         self._limiter: anyio.CapacityLimiter | None = None  # made on the server's own event loop
         # Browsers on the allowed origins may POST spans (preflight answered; the bearer token still checked).
         cors = [Middleware(CORSMiddleware, allow_origins=list(cors_allowed_origins), allow_methods=["POST"], allow_headers=["*"], max_age=7200)]
@@ -120,17 +148,45 @@ class OtlpHttpReceiver:
             return _failure(415, code_pb2.INVALID_ARGUMENT, f"Content-Encoding must be gzip or none, not {encoding!r}", answer_in)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._max_workers)
+        taken = [0]  # bytes of this body counted in the budget, given back however the request ends
         try:
-            # A slot before the body is read: at most max_workers bodies are held at once, as gRPC's threads bound it.
-            async with self._limiter:
-                body = await self._read_body(request)
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            with anyio.CancelScope() as reading:  # cancelled by stop_reading(): a stop answers bodies still coming
+                self._reading.add(reading)
+                try:
+                    with anyio.fail_after(self._body_timeout_s):
+                        body = await self._read_body(request, taken)
+                finally:
+                    self._reading.discard(reading)
+            if reading.cancelled_caught:
+                raise ExportRefused(RefusalKind.RETRY_LATER, "tracefence is shutting down; retry against another replica or later", retry_delay_s=self._retry_delay_s)
+            async with self._limiter:  # only once the body is here: a slow sender holds no slot
                 response = await anyio.to_thread.run_sync(self._export_body, body, encoding == "gzip", media_type, _peer(request))
         except ExportRefused as refusal:
             return _refused(refusal, answer_in)
+        except TimeoutError:
+            message = f"the request body did not arrive in full within {self._body_timeout_s:g}s (service.http_body_timeout_s)"
+            return _failure(408, code_pb2.DEADLINE_EXCEEDED, message, answer_in, {"Connection": "close"})
+        except ClientDisconnect:  # nobody to answer: one line, no traceback (a client gone, or held at a stop)
+            self.disconnects += 1
+            _log.debug("OTLP/HTTP client %s disconnected before its body was read; %d so far", _peer(request), self.disconnects)
+            return Response(status_code=400)
+        finally:
+            self._body_bytes -= taken[0]
         return Response(encode(response, media_type), status_code=200, media_type=media_type)
 
-    async def _read_body(self, request: Request) -> bytes:
-        """The body as sent, refused (``TOO_LARGE``) past the limit without reading it all."""
+    def stop_reading(self, after_s: float) -> None:
+        """From any thread, at a stop: the bodies still arriving ``after_s`` seconds from now are not waited for;
+        their requests get ``503`` (retried elsewhere or later), so the server's stop cancels none of them."""
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(lambda: loop.call_later(after_s, lambda: [scope.cancel() for scope in list(self._reading)]))
+
+    async def _read_body(self, request: Request, taken: list[int]) -> bytes:
+        """The body as sent, refused (``TOO_LARGE``) past the limit without reading it all, and (``RETRY_LATER``)
+        when its bytes would take the bodies held at once past their budget. ``taken[0]``: the bytes counted in the
+        budget so far (the caller gives them back)."""
         limit = self._max_body_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
@@ -141,6 +197,15 @@ class OtlpHttpReceiver:
             size += len(chunk)
             if size > limit:
                 raise self._export.too_large(self._past_limit(f"more than {limit} bytes"))
+            if self._body_bytes + len(chunk) > self._body_budget:
+                raise ExportRefused(
+                    RefusalKind.RETRY_LATER,
+                    f"the OTLP/HTTP bodies being received hold {self._body_bytes} bytes, the most held at once "
+                    f"(max_workers × max_message_bytes = {self._body_budget}); retry later",
+                    retry_delay_s=self._retry_delay_s,
+                )
+            self._body_bytes += len(chunk)
+            taken[0] += len(chunk)
             chunks.append(chunk)
         return b"".join(chunks)
 

@@ -32,6 +32,7 @@ from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
+from otel_tracefence.service.otlp_bytes import span_key
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
@@ -42,6 +43,19 @@ TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 REVIEW_SERVICE = "tracefence.v1.ReviewService"
 _HEALTH_PREFIX = "/grpc.health.v1.Health/"
 _REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
+# A stop's time (DECISIONS 195): READ_SHARE of it to read what the intake holds, then PLAN_SHARE of what is left to
+# plan what is held; the rest is handed on without a plan (review), cheaply; the forward queues send all along, and
+# their drain has at least STOP_FORWARD_S or a quarter of that time, meanwhile the review items of the traces not
+# planned are written.
+# Acknowledging stops (UNAVAILABLE, retried) while what is acknowledged and not forwarded would take an upstream
+# more than STOP_SEND_SHARE of drain_timeout_s to take at its measured rate (a stop hands it on beside its other
+# work, about three times slower than sending alone, measured): a stop can hand all of it on.
+STOP_SEND_SHARE = 0.125
+STOP_SEND_FLOOR = 8192  # ... and past one forward batch (MAX_BATCH_SPANS): less is never refused so
+READ_SHARE = 0.3
+PLAN_SHARE = 0.5
+REVIEW_SHARE = 0.75  # ... the review items of what was not planned are written until then (or STOP_FORWARD_S before the end)
+STOP_FORWARD_S = 1.5
 STOP_OVERRUN_S = 2.0  # stop() returns within drain_timeout_s and at most this more (a call under way at the deadline)
 
 
@@ -148,6 +162,19 @@ def _meter_provider(config: TraceFenceConfig, worker: int | None = None) -> Any:
     return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "tracefence", **({"tracefence.worker": worker} if worker is not None else {})}))
 
 
+def unread_by_trace(items: list[OtlpItem]) -> dict[str, list[tuple[None, OtlpItem]]]:
+    """Spans acknowledged and never read, by trace id (hex), as the fence hands them on unplanned (no view). A span
+    whose trace id does not read (the receiver checked it: it cannot happen) goes under ``""``, still handed on."""
+    out: dict[str, list[tuple[None, OtlpItem]]] = {}
+    for item in items:
+        try:
+            trace_id = span_key(item.span)[:16].hex()
+        except Exception:  # noqa: BLE001 - handed on all the same, as review
+            trace_id = ""
+        out.setdefault(trace_id, []).append((None, item))
+    return out
+
+
 class TraceFenceService:
     """The receiver, the fence, the forward queues, the review API and health, with their lifecycle.
 
@@ -237,6 +264,7 @@ class TraceFenceService:
         self.review_port = 0
         self.http_port = 0  # the OTLP/HTTP receiver's, once started (0: turned off)
         self._http_server: AsgiServer | None = None
+        self._http_receiver: OtlpHttpReceiver | None = None
         self.ui_port = 0  # the review page's (service.ui_endpoint), once started (0: not served)
         self._ui_server: AsgiServer | None = None
         self._stopped = threading.Event()
@@ -263,9 +291,20 @@ class TraceFenceService:
         if self.router_stopping:
             return None
         limit = self.config.service.backpressure_ratio
+        # Spans read and not yet forwarded: held or being decided, then queued to forward (the intake queue has
+        # bounds of its own, and what it still holds at a stop is handed on unplanned).
+        backlog = max(0, self.intake.handed_spans - self.emitted_spans)
+        within = self.config.service.drain_timeout_s * STOP_SEND_SHARE
         for forwarder in self.forwarders:
             if forwarder.depth >= limit * forwarder.max_spans:
                 return f"forward queue for {forwarder.target.name} is {forwarder.depth}/{forwarder.max_spans} spans full; retry later"
+            rate = forwarder.send_rate  # None until a send succeeded
+            if backlog + forwarder.depth > max(STOP_SEND_FLOOR, (rate or 0.0) * within):
+                measured = f"at its measured {rate:.0f} spans/s" if rate is not None else "(no send measured yet)"
+                return (
+                    f"{backlog + forwarder.depth} spans read wait to be forwarded to {forwarder.target.name}, more than {STOP_SEND_FLOOR} "
+                    f"and than it takes in {within:g}s (an eighth of service.drain_timeout_s) {measured}: more than a stop could hand on; retry later"
+                )
         return None
 
     def _export(self, transport: str) -> TraceExport:
@@ -328,7 +367,9 @@ class TraceFenceService:
             receiver = OtlpHttpReceiver(
                 self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
                 max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
+                body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
             )  # fmt: skip
+            self._http_receiver = receiver
             self._http_server = AsgiServer(
                 receiver.app, settings.http_endpoint, name="otlp-http",
                 tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
@@ -380,6 +421,7 @@ class TraceFenceService:
         self.health.enter_graceful_shutdown()
         stopping = [server.stop(grace_s) for server in self._servers]
         if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
+            self._http_receiver.stop_reading(max(0.0, grace_s - 0.2))  # type: ignore[union-attr]  # bodies still coming then: 503
             self._http_server.stop(grace_s)
         if self._ui_server is not None:  # before the store closes
             self._ui_server.stop(grace_s)
@@ -420,25 +462,38 @@ class TraceFenceService:
         ``serve --workers N`` is given what is left of its router's deadline).
         Bounded: it returns within that budget and at most ``STOP_OVERRUN_S`` more (for an
         upstream call under way at the deadline). The time left is shared out as it goes: in-flight calls get at most
-        ``grace_s`` and a fifth of it, reading the intake queue and deciding what is held at most half of what
-        is left each, and forwarding the rest. Whatever is not forwarded by then is counted (``dropped_spans``
-        in the stop line, ``tracefence.forward.dropped`` with ``reason=shutdown``) and logged.
+        ``grace_s`` and a fifth of it, reading the intake queue ``READ_SHARE`` of what is left, planning what is held
+        ``PLAN_SHARE`` of the rest; what is not planned then, and what was never read, is handed on without a plan,
+        fail closed (``Fence.hand_on_unplanned``: review, ``not_planned_at_shutdown``), and its review items are
+        written until ``STOP_FORWARD_S`` before the end, while the forward queues send. Whatever is not forwarded
+        by then is counted (``dropped_spans`` in the stop line, ``tracefence.forward.dropped`` with
+        ``reason=shutdown``) and logged.
         """
         if self._stopped.is_set():
             return
         budget, left = self._stop_clock(budget_s)
         self._stop_listeners(min(grace_s, budget / 5), left)
-        not_read = self.intake.drain(timeout_s=left() / 2)  # every acknowledged span is held before the fence decides
+        # What the stop has to hand on, and how fast each upstream took spans so far (the stop line's figures).
+        backlog = self.intake.depth + max(0, self.intake.handed_spans - self.emitted_spans)
+        at_stop = {"unforwarded_spans": [backlog + f.depth for f in self.forwarders], "send_rates": [round(f.send_rate or 0) for f in self.forwarders]}
+        # Every acknowledged span is read (held) before the fence decides, as time allows (READ_SHARE of it).
+        self.intake.drain(timeout_s=left() * READ_SHARE)
+        unread = unread_by_trace(self.intake.take_unread())
         held = len(self.fence.buffer)
-        # Decides what is held (partial where the root never came), writes review items, closes the store.
-        decider = threading.Thread(target=self.fence.shutdown, name="tracefence-shutdown", daemon=True)
+        # Decides what is held (partial where the root never came), writes review items, closes the store. What is
+        # not planned by PLAN_SHARE of the time left, and what was never read, is handed on fail closed (review,
+        # not_planned_at_shutdown): cheap, so nothing acknowledged is lost to a slow decision (DECISIONS 195).
+        now, deciding = time.monotonic(), max(left() * REVIEW_SHARE, left() - STOP_FORWARD_S)
+        kwargs = {"deadline": now + left() * PLAN_SHARE, "unplanned": unread, "review_until": now + deciding}
+        decider = threading.Thread(target=self.fence.shutdown, kwargs=kwargs, name="tracefence-shutdown", daemon=True)
         decider.start()
-        decider.join(timeout=left() / 2)
+        decider.join(timeout=deciding + 0.2)
         undecided = len(self.fence.buffer) if decider.is_alive() else 0
-        if not_read:
-            _log.error("shutdown: %d acknowledged spans were still waiting to be read when the time ran out; not forwarded", not_read)
-            for forwarder in self.forwarders:
-                forwarder.count_not_forwarded(not_read, "acknowledged but not read before the shutdown deadline")
+        if unread:
+            _log.warning(
+                "shutdown: %d acknowledged spans (%d traces) were not read before the deadline; handed on unplanned, as review",
+                sum(len(spans) for spans in unread.values()), len(unread),
+            )  # fmt: skip
         if undecided:
             _log.error("shutdown: deciding what is held did not finish in time; %d trace(s) still held are not forwarded", undecided)
         # All queues at once; one second is kept for a call under way at the deadline.
@@ -452,12 +507,13 @@ class TraceFenceService:
             _log.error("shutdown: %d spans were still being decided when the time ran out; not forwarded", in_fence)
             for forwarder in self.forwarders:
                 forwarder.count_not_forwarded(in_fence, "still being decided at the shutdown deadline")
-        drained = all(results) and not not_read and not undecided and not in_fence
+        drained = all(results) and not undecided and not in_fence
         extra = {
             "decided_at_shutdown": held,
             "forwarded_all": drained,
             "dropped_spans": sum(f.dropped_spans for f in self.forwarders),
             "undecided_traces": undecided,
+            **at_stop,
         }
         if self.persistent is not None:  # what is left on disk is sent at the next start
             thread = getattr(self, "_replay_thread", None)
