@@ -62,7 +62,7 @@ _CHILD = textwrap.dedent(
     request.resource_spans.add(resource=b"").scope_spans.add(scope=b"").spans.extend([span.SerializeToString(), plain.SerializeToString()])
     items, refused = otlp_spans.read_request(request)
     held = [repr(otlp_spans.held_view(item, i)) for i, item in enumerate(items)]
-    out["service"] = [held, [repr(otlp_spans.planning_view(None, item)) for item in items], [item.head for item in items], refused]
+    out["service"] = [held, [repr(otlp_spans.planning_view(None, item)) for item in items], [item.full for item in items], refused]
     print(json.dumps(out))
     """
 )
@@ -115,7 +115,7 @@ def test_views_behave_the_same_in_both_engines(pure):
         "service": [
             [head.format(attributes="mappingproxy({})", duplicates="()", **tool), head.format(**render)],
             [head.format(attributes="{'gen_ai.tool.name': 'again'}", duplicates="('gen_ai.tool.name',)", **tool), head.format(**render)],
-            [None, None],
+            [True, False],
             [],
         ],
     }

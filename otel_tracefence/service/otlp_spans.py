@@ -52,14 +52,13 @@ class Origin:
 class OtlpItem:
     """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
     ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
-    by :func:`held_view`). ``head``: the span's :data:`SpanHead` as :func:`read_request` parsed it for the id
-    checks, kept until :func:`held_view` builds the view from it (then ``None``): one parse for both. While its
-    trace is held, this is all the service keeps of a span."""
+    by :func:`held_view`). While queued and while its trace is held, this is all the service keeps of a span
+    (no parsed message: docs/DECISIONS.md, 157)."""
 
-    __slots__ = ("origin", "span", "full", "sequence", "head")
+    __slots__ = ("origin", "span", "full", "sequence")
 
-    def __init__(self, origin: Origin, span: bytes, head: Any = None) -> None:
-        self.origin, self.span, self.full, self.sequence, self.head = origin, span, True, 0, head
+    def __init__(self, origin: Origin, span: bytes) -> None:
+        self.origin, self.span, self.full, self.sequence = origin, span, True, 0
 
 
 def any_value(value: Any) -> AnyValue:
@@ -220,19 +219,11 @@ def needs_full_view(span: bytes) -> bool:
 
 def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
     """The view the fence takes a received span with: its ids, name, times, kind and status, without
-    attributes and events (``from_otlp_head``), read from ``item.head`` when :func:`read_request` kept it
-    (which this drops: a held span keeps no parsed message), else from the bytes. Sets ``item.full``
-    (whether planning must read the span in full: :func:`needs_full_view`) and ``item.sequence``.
-    Raises ``DecodeError``."""
-    span = item.span
-    head = item.head
-    if head is None:
-        head = SpanHead.FromString(span)
-    else:
-        item.head = None
-    item.full = needs_full_view(span)
+    attributes and events (``from_otlp_head``). Sets ``item.full`` (whether planning must read the span in
+    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
+    item.full = needs_full_view(item.span)
     item.sequence = sequence
-    return from_otlp_head(head, sequence)
+    return from_otlp_head(SpanHead.FromString(item.span), sequence)
 
 
 def planning_view(view: SpanView | None, item: OtlpItem | None) -> SpanView:
@@ -323,9 +314,8 @@ _ZERO_TRACE_ID, _ZERO_SPAN_ID = bytes(16), bytes(8)
 
 def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | None]]]:
     """The spans of a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` as items, one :class:`Origin` per
-    ``ScopeSpans``, each keeping the ``SpanHead`` its ids were checked on (``OtlpItem.head``, for :func:`held_view`),
-    and the refused ones as ``(error, stand-in view or None)``: ids that :func:`invalid_reason` refuses.
-    Raises ``DecodeError`` for a span whose bytes do not decode."""
+    ``ScopeSpans``, and the refused ones as ``(error, stand-in view or None)``: ids that :func:`invalid_reason`
+    refuses. Raises ``DecodeError`` for a span whose bytes do not decode."""
     accepted: list[OtlpItem] = []
     refused: list[tuple[str, SpanView | None]] = []
     read_ids = SpanHead.FromString
@@ -339,7 +329,7 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
                 # invalid_reason's rules: the right lengths, and not all zero (compared with the zero id, not any())
                 if len(trace_id) == 16 and len(span_id) == 8 and (not parent_span_id or len(parent_span_id) == 8) \
                         and trace_id != _ZERO_TRACE_ID and span_id != _ZERO_SPAN_ID:
-                    accepted.append(OtlpItem(origin, span, ids))  # held_view reads the view from ids
+                    accepted.append(OtlpItem(origin, span))
                     continue
                 problem = invalid_reason(ids)
                 assert problem is not None
