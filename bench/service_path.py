@@ -15,7 +15,7 @@ subprocesses, interleaved: CPU µs per span (``time.process_time``, every thread
 first Export until the forward queue has taken every span, after a warm-up request; then min / median /
 max of the ratio this / baseline. With ``--instructions``, instructions per span counted by
 ``valgrind --tool=callgrind`` instead (stable on a busy machine): a child with --requests R less one with
---requests 0 (same start and warm-up), over R x 512 spans.
+--requests 0 (same start, warm-up and requests built, none sent), over R x 512 spans.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ HERE = Path(__file__).resolve().parent
 BATCH = 512
 
 
-def measure(root: Path, requests: int) -> float:
-    """CPU µs per span of the data path of the checkout at ``root`` (imported first on the path)."""
+def measure(root: Path, requests: int, built: int | None = None) -> float:
+    """CPU µs per span of the data path of the checkout at ``root`` (imported first on the path): ``requests``
+    requests sent, of ``built`` built (default ``requests``; the instruction count builds as many for its
+    --requests 0 child, so that the difference is the path alone)."""
     sys.path[:0] = [str(root), str(HERE)]
     import otel_tracefence  # noqa: PLC0415 - imported from the checkout asked for
 
@@ -67,8 +69,10 @@ def measure(root: Path, requests: int) -> float:
         def close(self) -> None:
             pass
 
-    data = [r.SerializeToString() for r in build_requests(1, max(requests, 1) * BATCH // 10 + 10, BATCH)][:requests]
-    assert all(len(r) == BATCH for request in build_requests(1, requests * BATCH // 10 + 10, BATCH)[:requests] for r in [request.resource_spans[0].scope_spans[0].spans])
+    built = max(requests, built or 0)
+    made = build_requests(1, max(built, 1) * BATCH // 10 + 10, BATCH)[:built]
+    assert all(len(request.resource_spans[0].scope_spans[0].spans) == BATCH for request in made)
+    data = [r.SerializeToString() for r in made][:requests]
     warm = build_requests(2, BATCH // 10, BATCH)[0].SerializeToString()
     forwarder = Forwarder(Dropping(), 10**7, batch_wait_s=0.05)
     server = SimpleNamespace(forwarders=[forwarder], _emit_lock=threading.Lock(), _emit_closed=False, emitted_spans=0)
@@ -100,8 +104,9 @@ def measure(root: Path, requests: int) -> float:
 
 def instructions(root: Path, args: argparse.Namespace) -> float:
     """Instructions per span for the checkout at ``root``, counted by callgrind: a child with --requests R
-    less one with --requests 0 (same start and warm-up), over R x 512 spans."""
-    counts = [count_instructions([__file__, "--child", str(root), "--requests", str(requests)]) for requests in (0, args.requests)]
+    less one with --requests 0 (same start, warm-up and requests built), over R x 512 spans."""
+    built = ["--built", str(args.requests)]  # both children build the same requests: only the path differs
+    counts = [count_instructions([__file__, "--child", str(root), "--requests", str(requests), *built]) for requests in (0, args.requests)]
     return (counts[1] - counts[0]) / (args.requests * BATCH)
 
 
@@ -117,9 +122,10 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path)
     parser.add_argument("--instructions", action="store_true", help="count instructions with valgrind's callgrind instead of timing")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--built", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(f"{measure(args.child, args.requests):.3f}")
+        print(f"{measure(args.child, args.requests, args.built):.3f}")
         return
     this = HERE.parent
     if args.instructions:

@@ -32,13 +32,15 @@ import sys
 from pathlib import Path
 
 #: The engine's modules, as globs relative to the directory that holds the package: the normalizer,
-#: the planner and the helpers they call per span (measured: bench/README.md, "Compiled engine").
+#: the planner and the helpers they call per span (measured: bench/README.md, "Compiled engine"), and
+#: the service's view builders (bench/README.md, "Fifth round (issue 10): the service's views").
 ENGINE_SOURCES = (
     "otel_tracefence/normalize/*.py",
     "otel_tracefence/planner/*.py",
     "otel_tracefence/canonical.py",
     "otel_tracefence/model.py",
     "otel_tracefence/pipeline.py",
+    "otel_tracefence/service/otlp_spans.py",
 )
 
 #: The environment variable that forces the pure-Python engine (read at package import).

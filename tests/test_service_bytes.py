@@ -177,6 +177,7 @@ def test_an_item_holds_bytes_not_a_message():
     items, _ = read_request(LazyRequest.FromString(raw_request(raw_span(b"\x01" * 16, b"\x02" * 8)).SerializeToString()))
     assert isinstance(items[0], OtlpItem) and type(items[0].span) is bytes
     assert not hasattr(items[0], "__dict__")  # slotted: a held span costs its bytes and two references
+    assert sorted(OtlpItem.__slots__) == ["full", "origin", "sequence", "span"]  # no parsed message kept while queued (DECISIONS 157)
 
 
 # -- light views (issue 10, item 2.2): only spans holding a marker are read in full --------------------------------
@@ -223,9 +224,17 @@ def _assert_same_plans(trace_id: str, spans: list[bytes], what: str) -> tuple[in
     service_views = [view_of(s, i) for i, s in enumerate(spans)]
     # As the buffer reads them: it keeps no view of a held span and asks planning_view(None, item).
     items = [OtlpItem(None, s) for s in spans]  # type: ignore[arg-type]
-    for i, item in enumerate(items):
-        held_view(item, i)
+    held = [held_view(item, i) for i, item in enumerate(items)]
     assert [planning_view(None, item) for item in items] == service_views
+    # As the service reads them: read_request (its id checks: the right lengths, not all zero), then held_view.
+    request = LazyRequest()
+    request.resource_spans.add(resource=b"").scope_spans.add(scope=b"").spans.extend(spans)
+    received, refused = read_request(request)
+    accepted = [i for i, s in enumerate(spans) if invalid_reason(SpanHead.FromString(s)) is None]
+    assert len(received) == len(accepted) and len(refused) == len(spans) - len(accepted), what
+    assert [held_view(item, i) for i, item in zip(accepted, received)] == [held[i] for i in accepted], what
+    assert [(item.span, item.full, item.sequence) for item in received] == [(items[i].span, items[i].full, i) for i in accepted]
+    assert [planning_view(None, item) for item in received] == [service_views[i] for i in accepted], what
     for config in CONFIGS:
         assert _planned(trace_id, service_views, config) == _planned(trace_id, full_views, config), f"{what}: trace {trace_id}"
     light = sum(1 for s in spans if not needs_full_view(s))

@@ -52,7 +52,8 @@ class Origin:
 class OtlpItem:
     """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
     ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
-    by :func:`held_view`). While its trace is held, this is all the service keeps of a span."""
+    by :func:`held_view`). While queued and while its trace is held, this is all the service keeps of a span
+    (no parsed message: docs/DECISIONS.md, 157)."""
 
     __slots__ = ("origin", "span", "full", "sequence")
 
@@ -99,7 +100,11 @@ def _encoded_attribute(key: str, value: Any) -> bytes:
     decisions and reasons repeat across spans; only a step's own values (its call id, index) are new."""
     kind = type(value)
     if kind is list:
-        cached = all(type(item) is str for item in value)
+        cached = True
+        for item in value:  # a loop, not all() over a generator
+            if type(item) is not str:
+                cached = False
+                break
         marker: tuple = (key, kind, tuple(value))
     else:
         cached = kind in _VALUE_TYPES
@@ -155,11 +160,16 @@ def annotated(span: bytes, extra: dict[str, Any]) -> bytes:
     key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again."""
     if not extra:
         return span
-    if ANNOTATION_PREFIX not in span or not any(_key_bytes(key) in span for key in extra):
-        return span + encoded_attributes(extra)
-    message = Span.FromString(span)
-    set_attributes(message, extra)
-    return message.SerializeToString()
+    if ANNOTATION_PREFIX in span:
+        for key in extra:  # a loop, not any() over a generator: this runs for every span forwarded
+            encoded_key = _KEY_BYTES.get(key)
+            if encoded_key is None:
+                encoded_key = _key_bytes(key)
+            if encoded_key in span:
+                message = Span.FromString(span)
+                set_attributes(message, extra)
+                return message.SerializeToString()
+    return span + encoded_attributes(extra)
 
 
 def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) -> OtlpItem | None:
@@ -299,6 +309,9 @@ def invalid_reason(span: Any) -> str | None:
     return None
 
 
+_ZERO_TRACE_ID, _ZERO_SPAN_ID = bytes(16), bytes(8)
+
+
 def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | None]]]:
     """The spans of a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` as items, one :class:`Origin` per
     ``ScopeSpans``, and the refused ones as ``(error, stand-in view or None)``: ids that :func:`invalid_reason`
@@ -312,8 +325,10 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
             origin = Origin(resource, resource_schema_url, scope_spans.scope, scope_spans.schema_url)
             for span in scope_spans.spans:
                 ids = read_ids(span)
-                if len(ids.trace_id) == 16 and len(ids.span_id) == 8 and (not ids.parent_span_id or len(ids.parent_span_id) == 8) \
-                        and any(ids.trace_id) and any(ids.span_id):
+                trace_id, span_id, parent_span_id = ids.trace_id, ids.span_id, ids.parent_span_id  # each field read once
+                # invalid_reason's rules: the right lengths, and not all zero (compared with the zero id, not any())
+                if len(trace_id) == 16 and len(span_id) == 8 and (not parent_span_id or len(parent_span_id) == 8) \
+                        and trace_id != _ZERO_TRACE_ID and span_id != _ZERO_SPAN_ID:
                     accepted.append(OtlpItem(origin, span))
                     continue
                 problem = invalid_reason(ids)
