@@ -374,6 +374,23 @@ def test_light_views_give_the_plans_full_views_give_on_generated_traces(spans, c
         assert _planned(trace_id, service_views, config) == _planned(trace_id, full_views, config)
 
 
+def test_one_span_id_on_spans_differing_only_where_no_convention_reads_plans_alike_from_light_and_full_views():
+    """Hypothesis found it: four spans under one span id, a tool span and three plain ones, two of which differ
+    only in an attribute no convention reads. Light views cannot tell those two apart, full views can; the plan,
+    its reasons and the malformed span id's message (it counts every span carrying the id) are the same."""
+    tool = _span(name="execute_tool pay", attributes=[_string("gen_ai.operation.name", "execute_tool"), _string("gen_ai.tool.name", "pay")])
+    plain = [_span(), _span(attributes=[_string("thread.name", "a")]), _span(attributes=[_string("thread.name", "b")])]
+    encoded = [s.SerializeToString() for s in (tool, *plain)]
+    full_views = [from_otlp(Span.FromString(s), i) for i, s in enumerate(encoded)]
+    service_views = [view_of(s, i) for i, s in enumerate(encoded)]
+    trace_id = (b"\x01" * 16).hex()
+    for config in CONFIGS:
+        assert _planned(trace_id, service_views, config) == _planned(trace_id, full_views, config)
+    (step,) = plan_spans(trace_id, service_views, CONFIGS[0]).plan.steps
+    (bad,) = [m for m in step.step.malformed if m.field == "span_id"]
+    assert bad.message == f"span id {'02' * 8} is carried by 4 spans of the trace that are not all the same"
+
+
 def test_the_full_view_from_span_bytes_equals_from_otlp_also_when_its_attributes_come_from_the_cache():
     """full_view (SpanBody, attributes converted once per encoding) gives from_otlp's view field for field: repeated keys
     (last value, listed), kvlist, array and bytes values, events; a second read (cache hits) the same, and a list value

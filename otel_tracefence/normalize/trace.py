@@ -206,11 +206,15 @@ def _request_order(request: RequestedCall) -> tuple:
 
 
 def _distinct_spans(spans: Sequence[SpanView]) -> tuple[Sequence[SpanView], dict[str, int]]:
-    """The spans with each span id once, and the ids that name several different spans (how many).
+    """The spans with each span id once, and the ids that name several different spans (how many spans
+    carry the id, copies included).
 
     A span delivered twice (an OTLP client retrying an export that did arrive) is one span: the
     copy first in the source is kept. Two different spans under one id (corrupt or colliding ids)
     are both kept, whatever the order they came in: neither may hide the other's tool call.
+    The count is of every span carrying the id, not of the different ones: whether two spans
+    that differ only in attributes no convention reads are "different" depends on whether the
+    view read those attributes (the service's light views do not), and the message must not.
     """
     if len({span.span_id for span in spans}) == len(spans):  # the common case: every id once
         return spans, {}
@@ -221,10 +225,11 @@ def _distinct_spans(spans: Sequence[SpanView]) -> tuple[Sequence[SpanView], dict
     clashing: dict[str, int] = {}
     for span_id, group in by_id.items():
         if len(group) > 1:
+            carrying = len(group)
             group.sort(key=lambda s: (s.sequence, s.start_time_unix_nano, repr(s)))  # by content: any input order
             group = [s for i, s in enumerate(group) if not any(_same_span(s, earlier) for earlier in group[:i])]
             if len(group) > 1:
-                clashing[span_id] = len(group)
+                clashing[span_id] = carrying
         kept.extend(group)
     return kept, clashing
 
@@ -368,7 +373,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         if step is None:
             stepless.append(span)
         elif span.span_id in clashing:
-            bad = MalformedField("span_id", f"span id {span.span_id} is shared by {clashing[span.span_id]} different spans of the trace")
+            bad = MalformedField("span_id", f"span id {span.span_id} is carried by {clashing[span.span_id]} spans of the trace that are not all the same")
             clashing_steps.append(replace(step, malformed=step.malformed + (bad,)))
         else:
             own_steps[span.span_id] = step
