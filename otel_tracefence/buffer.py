@@ -54,6 +54,7 @@ from otel_tracefence.planner.replay_class import replay_class as class_of
 
 P = TypeVar("P")
 FORGOTTEN_FACTOR = 2  # traces remembered by id and class only, as a multiple of decided_cache_size
+_UNTRACKED: Any = object()  # TraceBuffer._open has no entry for the trace (its None means: too many open spans to track)
 
 
 def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> TracePlan:
@@ -211,14 +212,13 @@ class TraceBuffer(Generic[P]):
     def started(self, trace_id: str, span_id: str) -> None:
         """A span of ``trace_id`` started in this process: its trace is not complete until it ends."""
         with self._lock:
-            known = trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten
-            if known and trace_id not in self._open:
-                return  # it will be late whatever happens (an overflowing trace keeps its open spans tracked)
-            if trace_id not in self._open:
-                self._open[trace_id] = set()
-                while len(self._open) > self._config.max_traces:
+            ids = self._open.get(trace_id, _UNTRACKED)  # one look-up for every span but a trace's first
+            if ids is _UNTRACKED:
+                if trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten:
+                    return  # it will be late whatever happens (an overflowing trace keeps its open spans tracked)
+                ids = self._open[trace_id] = set()
+                while len(self._open) > self._config.max_traces:  # max_traces > 0: never the trace just added
                     self._open.popitem(last=False)  # forgetting costs only the whole decision wait
-            ids = self._open.get(trace_id)
             if ids is None:
                 return
             if len(ids) >= self._config.max_spans_per_trace:
@@ -248,46 +248,52 @@ class TraceBuffer(Generic[P]):
         to_decide: list[tuple[str, _Held[P], bool, bool]] = []
         late: dict[str, list[tuple[SpanView, P]]] = {}
         waits: set[str] = set()
-        cap = self._config.max_spans_per_trace
+        cap, max_traces = self._config.max_spans_per_trace, self._config.max_traces
+        held_by_trace, open_by_trace, keep_views = self._held, self._open, self._read_view is None
         with self._lock:
             for view, payload, local_root in items:
                 trace_id = view.trace_id
-                remembered = self._decided.get(trace_id)
-                if remembered is None and trace_id in self._forgotten:
-                    # Decided long ago and forgotten but for its class: late all the same.
-                    remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
-                    self._trim_decided()
-                deciding = remembered is None and trace_id in self._deciding
-                if remembered is not None:
-                    self._decided.move_to_end(trace_id)
-                if deciding or (remembered is not None and not remembered.overflow):
-                    if deciding:
-                        waits.add(trace_id)
-                    group = late.setdefault(trace_id, [])
-                    group.append((view, payload))
-                    continue
-                open_ids = self._open.get(trace_id)
+                held = held_by_trace.get(trace_id)
+                if held is None or held.late:
+                    # A trace held, not as a chunk of an overflowing one, is in none of _decided, _deciding and
+                    # _forgotten (it leaves _held before it enters them): only a trace's first span, and the spans of
+                    # a trace decided already, are looked up there.
+                    remembered = self._decided.get(trace_id)
+                    if remembered is None and trace_id in self._forgotten:
+                        # Decided long ago and forgotten but for its class: late all the same.
+                        remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
+                        self._trim_decided()
+                    deciding = remembered is None and trace_id in self._deciding
+                    if remembered is not None:
+                        self._decided.move_to_end(trace_id)
+                    if deciding or (remembered is not None and not remembered.overflow):
+                        if deciding:
+                            waits.add(trace_id)
+                        group = late.setdefault(trace_id, [])
+                        group.append((view, payload))
+                        continue
+                    if held is None:
+                        held = held_by_trace[trace_id] = _Held(self._clock(), late=remembered is not None)
+                        if remembered is not None and remembered.root_ended:
+                            held.deadline = self._clock() + self._wait_s
+                open_ids = open_by_trace.get(trace_id)
                 if open_ids:
                     open_ids.discard(view.span_id)
-                held = self._held.get(trace_id)
-                if held is None:
-                    held = self._held[trace_id] = _Held(self._clock(), late=remembered is not None)
-                    if remembered is not None and remembered.root_ended:
-                        held.deadline = self._clock() + self._wait_s
-                held.spans.append((view if self._read_view is None or payload is None else None, payload))
+                held.spans.append((view if keep_views or payload is None else None, payload))
                 if local_root:
                     held.deadline = self._clock() + self._wait_s
-                # Complete: the root ended with no wait, or it ended and so has every span started here.
-                root_ended = held.deadline is not None
-                complete = (root_ended and self._wait_s <= 0) or (root_ended and open_ids is not None and not open_ids)
-                if complete:
-                    # Complete as it stands, even when this span reaches the bound: not partial.
-                    to_decide.append((trace_id, self._pop(trace_id), False, False))
+                if held.deadline is not None:  # the root has ended
+                    # Complete: the root ended with no wait, or it ended and so has every span started here.
+                    if self._wait_s <= 0 or (open_ids is not None and not open_ids):
+                        # Complete as it stands, even when this span reaches the bound: not partial.
+                        to_decide.append((trace_id, self._pop(trace_id), False, False))
+                    elif len(held.spans) >= cap:  # the bound: decided as it stands
+                        to_decide.append((trace_id, self._pop(trace_id), True, False))
                 elif len(held.spans) >= cap:
-                    # The bound: decided as it stands; an overflowing trace keeps its open spans tracked.
-                    to_decide.append((trace_id, self._pop(trace_id, keep_open=not root_ended), True, not root_ended))
-                while len(self._held) > self._config.max_traces:
-                    oldest, evicted = next(iter(self._held.items()))
+                    # The bound before the root ended: decided as it stands; the trace overflows, keeping its open spans tracked.
+                    to_decide.append((trace_id, self._pop(trace_id, keep_open=True), True, True))
+                while len(held_by_trace) > max_traces:
+                    oldest, evicted = next(iter(held_by_trace.items()))
                     partial = self._incomplete(oldest, evicted)
                     to_decide.append((oldest, self._pop(oldest), partial, False))
         out: list[Decided[P] | LateBatch[P]] = []
