@@ -36,14 +36,15 @@ def trace_attributes(plan: TracePlan) -> dict[str, Any]:
     return attributes
 
 
-def span_attributes(planned: PlannedTrace) -> dict[str, dict[str, Any]]:
+def span_attributes(planned: PlannedTrace, common: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Extra attributes by span id (hex) for every span the plan says something about.
 
     Tool spans get their step's decision, reasons, related call ids, effect and
     status; a dispatch attempt gets the span id of the step it belongs to.
-    Spans not listed get :func:`trace_attributes` only.
+    Spans not listed get :func:`trace_attributes` only (``common``: that, when the caller has it already).
     """
-    common = trace_attributes(planned.plan)
+    if common is None:
+        common = trace_attributes(planned.plan)
     if not common:
         return {}
     by_span: dict[str, dict[str, Any]] = {}

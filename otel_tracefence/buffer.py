@@ -54,6 +54,8 @@ from otel_tracefence.planner.replay_class import replay_class as class_of
 
 P = TypeVar("P")
 FORGOTTEN_FACTOR = 2  # traces remembered by id and class only, as a multiple of decided_cache_size
+_NO_WAITS: frozenset[str] = frozenset()
+_UNTRACKED: Any = object()  # TraceBuffer._open has no entry for the trace (its None means: too many open spans to track)
 
 
 def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> TracePlan:
@@ -169,7 +171,7 @@ class TraceBuffer(Generic[P]):
     Memory: at most ``max_traces`` traces held and ``max_spans_per_trace`` spans each;
     open spans are tracked for at most ``max_traces`` traces and ``max_spans_per_trace``
     spans each (past that a trace falls back to the whole wait); ``decided_cache_size``
-    decided traces are remembered.
+    decided traces are remembered. The bounds are read from ``config`` once, when the buffer is made.
     """
 
     def __init__(
@@ -182,6 +184,8 @@ class TraceBuffer(Generic[P]):
         read_view: Callable[[SpanView, Any], SpanView] | None = None,
     ) -> None:
         self._config = config
+        # The bounds, read once: a setting is read through the config model's attribute hook, several times per span.
+        self._max_traces, self._cap, self._decided_cap = config.max_traces, config.max_spans_per_trace, config.decided_cache_size
         self._read_view = read_view
         self._clock = clock
         self._wait_s = (config.decision_wait_ms if decision_wait_ms is None else decision_wait_ms) / 1000.0
@@ -211,17 +215,16 @@ class TraceBuffer(Generic[P]):
     def started(self, trace_id: str, span_id: str) -> None:
         """A span of ``trace_id`` started in this process: its trace is not complete until it ends."""
         with self._lock:
-            known = trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten
-            if known and trace_id not in self._open:
-                return  # it will be late whatever happens (an overflowing trace keeps its open spans tracked)
-            if trace_id not in self._open:
-                self._open[trace_id] = set()
-                while len(self._open) > self._config.max_traces:
+            ids = self._open.get(trace_id, _UNTRACKED)  # one look-up for every span but a trace's first
+            if ids is _UNTRACKED:
+                if trace_id in self._decided or trace_id in self._deciding or trace_id in self._forgotten:
+                    return  # it will be late whatever happens (an overflowing trace keeps its open spans tracked)
+                ids = self._open[trace_id] = set()
+                while len(self._open) > self._max_traces:  # max_traces > 0: never the trace just added
                     self._open.popitem(last=False)  # forgetting costs only the whole decision wait
-            ids = self._open.get(trace_id)
             if ids is None:
                 return
-            if len(ids) >= self._config.max_spans_per_trace:
+            if len(ids) >= self._cap:
                 self._open[trace_id] = None
             else:
                 ids.add(span_id)
@@ -246,54 +249,62 @@ class TraceBuffer(Generic[P]):
         Late spans of one trace in ``items`` come back as one :class:`LateBatch` (one re-plan), in slices of at
         most ``max_spans_per_trace`` spans."""
         to_decide: list[tuple[str, _Held[P], bool, bool]] = []
-        late: dict[str, list[tuple[SpanView, P]]] = {}
-        waits: set[str] = set()
-        cap = self._config.max_spans_per_trace
+        late: dict[str, list[tuple[SpanView, P]]] | None = None  # made for the first late span: most batches have none
+        waits: set[str] | frozenset[str] = _NO_WAITS
+        cap, max_traces = self._cap, self._max_traces
+        held_by_trace, open_by_trace, keep_views = self._held, self._open, self._read_view is None
         with self._lock:
             for view, payload, local_root in items:
                 trace_id = view.trace_id
-                remembered = self._decided.get(trace_id)
-                if remembered is None and trace_id in self._forgotten:
-                    # Decided long ago and forgotten but for its class: late all the same.
-                    remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
-                    self._trim_decided()
-                deciding = remembered is None and trace_id in self._deciding
-                if remembered is not None:
-                    self._decided.move_to_end(trace_id)
-                if deciding or (remembered is not None and not remembered.overflow):
-                    if deciding:
-                        waits.add(trace_id)
-                    group = late.setdefault(trace_id, [])
-                    group.append((view, payload))
-                    continue
-                open_ids = self._open.get(trace_id)
+                held = held_by_trace.get(trace_id)
+                if held is None or held.late:
+                    # A trace held, not as a chunk of an overflowing one, is in none of _decided, _deciding and
+                    # _forgotten (it leaves _held before it enters them): only a trace's first span, and the spans of
+                    # a trace decided already, are looked up there.
+                    remembered = self._decided.get(trace_id)
+                    if remembered is None and trace_id in self._forgotten:
+                        # Decided long ago and forgotten but for its class: late all the same.
+                        remembered = self._decided[trace_id] = _Remembered(self._forgotten.pop(trace_id), [])
+                        self._trim_decided()
+                    deciding = remembered is None and trace_id in self._deciding
+                    if remembered is not None:
+                        self._decided.move_to_end(trace_id)
+                    if deciding or (remembered is not None and not remembered.overflow):
+                        if late is None:
+                            late, waits = {}, set()
+                        if deciding:
+                            waits.add(trace_id)
+                        group = late.setdefault(trace_id, [])
+                        group.append((view, payload))
+                        continue
+                    if held is None:
+                        held = held_by_trace[trace_id] = _Held(self._clock(), late=remembered is not None)
+                        if remembered is not None and remembered.root_ended:
+                            held.deadline = self._clock() + self._wait_s
+                open_ids = open_by_trace.get(trace_id)
                 if open_ids:
                     open_ids.discard(view.span_id)
-                held = self._held.get(trace_id)
-                if held is None:
-                    held = self._held[trace_id] = _Held(self._clock(), late=remembered is not None)
-                    if remembered is not None and remembered.root_ended:
-                        held.deadline = self._clock() + self._wait_s
-                held.spans.append((view if self._read_view is None or payload is None else None, payload))
+                held.spans.append((view if keep_views or payload is None else None, payload))
                 if local_root:
                     held.deadline = self._clock() + self._wait_s
-                # Complete: the root ended with no wait, or it ended and so has every span started here.
-                root_ended = held.deadline is not None
-                complete = (root_ended and self._wait_s <= 0) or (root_ended and open_ids is not None and not open_ids)
-                if complete:
-                    # Complete as it stands, even when this span reaches the bound: not partial.
-                    to_decide.append((trace_id, self._pop(trace_id), False, False))
+                if held.deadline is not None:  # the root has ended
+                    # Complete: the root ended with no wait, or it ended and so has every span started here.
+                    if self._wait_s <= 0 or (open_ids is not None and not open_ids):
+                        # Complete as it stands, even when this span reaches the bound: not partial.
+                        to_decide.append((trace_id, self._pop(trace_id), False, False))
+                    elif len(held.spans) >= cap:  # the bound: decided as it stands
+                        to_decide.append((trace_id, self._pop(trace_id), True, False))
                 elif len(held.spans) >= cap:
-                    # The bound: decided as it stands; an overflowing trace keeps its open spans tracked.
-                    to_decide.append((trace_id, self._pop(trace_id, keep_open=not root_ended), True, not root_ended))
-                while len(self._held) > self._config.max_traces:
-                    oldest, evicted = next(iter(self._held.items()))
+                    # The bound before the root ended: decided as it stands; the trace overflows, keeping its open spans tracked.
+                    to_decide.append((trace_id, self._pop(trace_id, keep_open=True), True, True))
+                while len(held_by_trace) > max_traces:
+                    oldest, evicted = next(iter(held_by_trace.items()))
                     partial = self._incomplete(oldest, evicted)
                     to_decide.append((oldest, self._pop(oldest), partial, False))
         out: list[Decided[P] | LateBatch[P]] = []
         for trace_id, held, partial, overflow in to_decide:
             out.extend(self._decide(trace_id, held, partial, overflow))
-        for trace_id, spans in late.items():
+        for trace_id, spans in late.items() if late is not None else ():
             if trace_id in waits:
                 self._wait_decided(trace_id, timeout_s=5.0)  # its trace is being planned: be late against that plan
             for start in range(0, len(spans), cap):
@@ -378,14 +389,13 @@ class TraceBuffer(Generic[P]):
             return [batch] if batch.spans else []
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
-            self._remember(
+            self._remember(  # and no longer being planned, under the same lock
                 trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()),
                 overflow=overflow, root_ended=held.deadline is not None,
             )
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
-            return [Decided(trace_id, spans, None, exc)]
-        finally:
             self._done_deciding(trace_id)
+            return [Decided(trace_id, spans, None, exc)]
         return [Decided(trace_id, spans, planned)]
 
     def _wait_decided(self, trace_id: str, timeout_s: float) -> None:
@@ -400,9 +410,13 @@ class TraceBuffer(Generic[P]):
     def _done_deciding(self, trace_id: str) -> None:
         """``trace_id`` is planned (or its planning failed): wake the threads waiting to be late against it."""
         with self._lock:
-            self._deciding.discard(trace_id)
-            if self._waiting:
-                self._decided_now.notify_all()
+            self._not_deciding(trace_id)
+
+    def _not_deciding(self, trace_id: str) -> None:
+        # Caller holds the lock.
+        self._deciding.discard(trace_id)
+        if self._waiting:
+            self._decided_now.notify_all()
 
     def _late_batch(
         self, trace_id: str, spans: list[tuple[SpanView, P]], *, root_ended: bool = False, overflow: bool | None = None
@@ -436,13 +450,14 @@ class TraceBuffer(Generic[P]):
             self._decided.move_to_end(trace_id)
             self._forgotten.pop(trace_id, None)
             self._trim_decided()
+            self._not_deciding(trace_id)  # under the same lock: one lock fewer for every trace decided
 
     def _trim_decided(self) -> None:
         # Caller holds the lock.
-        while len(self._decided) > self._config.decided_cache_size:
+        while len(self._decided) > self._decided_cap:
             forgotten, remembered = self._decided.popitem(last=False)
             self._forgotten[forgotten] = remembered.replay_class
-        while len(self._forgotten) > FORGOTTEN_FACTOR * self._config.decided_cache_size:
+        while len(self._forgotten) > FORGOTTEN_FACTOR * self._decided_cap:
             self._forgotten.popitem(last=False)
 
     def _late(self, trace_id: str, spans: list[tuple[SpanView, P]], remembered: _Remembered) -> LateBatch[P]:
@@ -499,8 +514,8 @@ class TraceBuffer(Generic[P]):
             with self._lock:
                 remembered.plan, remembered.replay_class = plan, kept
                 # The next re-plan sees the latest max_spans_per_trace steps beside its batch, never the whole trace.
-                if len(steps) > self._config.max_spans_per_trace:
-                    del steps[: len(steps) - self._config.max_spans_per_trace]
+                if len(steps) > self._cap:
+                    del steps[: len(steps) - self._cap]
             partial = True
         mine = {id(d.step): d for d in plan.steps} if plan is not None else {}
         out = []

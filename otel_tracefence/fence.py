@@ -173,7 +173,7 @@ class Fence(Generic[P]):
     def add(self, view: SpanView, payload: P, *, local_root: bool) -> None:
         """Take one finished span. Never raises; on failure the span is handed on unannotated."""
         try:
-            ready = self.buffer.add_batch([(view, payload, local_root)])
+            ready = self.buffer.add_batch(((view, payload, local_root),))
         except Exception as exc:  # noqa: BLE001
             self.pass_through([payload], "intake", exc)
             return
@@ -312,8 +312,8 @@ class Fence(Generic[P]):
         try:
             plan = decided.planned.plan
             if plan.replay_class is not None:  # a trace with no tool step is passed through untouched
-                by_span = annotate.span_attributes(decided.planned)
                 common = annotate.trace_attributes(plan)
+                by_span = annotate.span_attributes(decided.planned, common)
                 out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
                 self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 self._review(plan, originals)
