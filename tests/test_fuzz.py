@@ -615,6 +615,10 @@ _REGRESSION_TEXTS = [
     '{"tool": "x", "call_id": "a", "start_time": "0001-01-01T00:00:00+01:00"}',  # before 1970 / year 0
     '{"tool": "x", "call_id": "a", "start_time": "1900-01-01T00:00:00+00:00"}',
     '{"tool": "x", "call_id": "a", "trace_id": {"a": 1}}',
+    # a lone surrogate quoted by protobuf's parse error into a malformed field's message: UnicodeEncodeError in the plan
+    '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01010101010101010101010101010101", "spanId": "0000000000000001", '
+    '"attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "gen_ai.tool.name", "value": '
+    '{"stringValue": "pay"}}, {"key": "n", "value": {"doubleValue": "\\ud800"}}]}]}]}]}',
 ]
 
 

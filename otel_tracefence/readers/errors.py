@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from otel_tracefence.canonical import printable
+
 
 @dataclass(frozen=True, slots=True)
 class InputError:
@@ -17,6 +19,8 @@ class InputError:
     could not be parsed but whose trace id could: its trace is planned with a
     ``review`` step standing for it. ``repeat`` is true for the same span again, standing in a second trace it
     names (``traceId`` and ``trace_id`` both given, differently): it is not listed or counted twice.
+    ``field`` and ``message`` may quote the input: a lone surrogate in them (JSON's ``"\\ud800"``) is written as
+    its escape (``canonical.printable``), so the error can be printed, stored and sent as UTF-8.
     """
 
     line: int
@@ -26,6 +30,10 @@ class InputError:
     planned: bool = False
     trace_id: str = ""
     repeat: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field", printable(self.field))
+        object.__setattr__(self, "message", printable(self.message))
 
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else "input"
