@@ -26,14 +26,16 @@ import re
 from functools import lru_cache
 from typing import Any, Mapping
 
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE,
+)
 from otel_tracefence.normalize.span_view import SpanView
 
 # A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
 # a span with one of these is an agent, chain, model... span. Any other value (OpenInference
 # UNKNOWN, Spring AI's "framework" operation) names no kind, and the name and key test applies.
 NON_TOOL_KINDS = {
-    cv.GEN_AI_OPERATION: frozenset(
+    GEN_AI_OPERATION: frozenset(
         {"chat", "text_completion", "generate_content", "embeddings", "create_agent", "invoke_agent", "invoke_workflow"}
     ),
     "openinference.span.kind": frozenset({"llm", "chain", "agent", "retriever", "embedding", "reranker", "guardrail", "evaluator"}),
@@ -47,7 +49,7 @@ NON_TOOL_KINDS = {
 OTHER_KIND_KEYS = (
     "llm.request.type",
     "mcp.method.name",  # MCP method spans (tools/list, initialize...); tools/call ones are tool steps
-    cv.HAYSTACK_COMPONENT_TYPE,
+    HAYSTACK_COMPONENT_TYPE,
     "http.request.method",
     "http.method",
     "db.system",

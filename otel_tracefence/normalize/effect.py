@@ -8,7 +8,9 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
 )
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, MCP_READ_ONLY_HINT_KEYS,
+)
 
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
 
@@ -22,15 +24,15 @@ def parse_declared(value: Any) -> Effect | MalformedField:
 
 
 def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | None:
-    for key in cv.MCP_READ_ONLY_HINT_KEYS:
+    for key in MCP_READ_ONLY_HINT_KEYS:
         hint = attributes.get(key)
         if isinstance(hint, bool):
             # MCP: readOnlyHint=true means the tool does not modify its environment.
             return (READ if hint else WRITE), SOURCE_MCP_HINT
-    for key in cv.HTTP_METHOD_KEYS:
+    for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
-            return (READ if method.upper() in cv.HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD
+            return (READ if method.upper() in HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD
     return None
 
 

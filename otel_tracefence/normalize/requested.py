@@ -22,14 +22,16 @@ from typing import Any, Iterator
 
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 from otel_tracefence.config import Limits
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY, OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
+)
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
-_OPENINFERENCE = re.compile(cv.OPENINFERENCE_TOOL_CALL_PATTERN)
-_OPENLLMETRY = re.compile(cv.OPENLLMETRY_TOOL_CALL_PATTERN)
-_OUTPUT_EVENT_NAMES = frozenset(name for name, _ in cv.OUTPUT_EVENTS)
+_OPENINFERENCE = re.compile(OPENINFERENCE_TOOL_CALL_PATTERN)
+_OPENLLMETRY = re.compile(OPENLLMETRY_TOOL_CALL_PATTERN)
+_OUTPUT_EVENT_NAMES = frozenset(name for name, _ in OUTPUT_EVENTS)
 
 Call = tuple[str | None, str, Any]  # (call id, tool name, raw arguments)
 
@@ -97,7 +99,7 @@ def _event_calls(span: SpanView) -> Iterator[Call]:
     for event in span.events:
         if event.name not in _OUTPUT_EVENT_NAMES:
             continue
-        for name, key in cv.OUTPUT_EVENTS:
+        for name, key in OUTPUT_EVENTS:
             if event.name == name and key in event.attributes:
                 yield from _message_calls(event.attributes[key])
 
@@ -128,15 +130,15 @@ def _has_indexed_calls(span: SpanView) -> bool:
     """True for the model spans whose conventions flatten calls into indexed keys: OpenInference
     ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
     attributes = span.attributes
-    return attributes.get("openinference.span.kind") == "LLM" or cv.OPENLLMETRY_MODEL_SPAN_KEY in attributes
+    return attributes.get("openinference.span.kind") == "LLM" or OPENLLMETRY_MODEL_SPAN_KEY in attributes
 
 
 def _output_texts(span: SpanView) -> Iterator[str]:
-    value = span.attributes.get(cv.GEN_AI_OUTPUT_MESSAGES)
+    value = span.attributes.get(GEN_AI_OUTPUT_MESSAGES)
     if isinstance(value, str):
         yield value
     for event in span.events:
-        for name, key in cv.OUTPUT_EVENTS:
+        for name, key in OUTPUT_EVENTS:
             if event.name == name and isinstance(event.attributes.get(key), str):
                 yield event.attributes[key]
 
@@ -144,7 +146,7 @@ def _output_texts(span: SpanView) -> Iterator[str]:
 def unread_output(span: SpanView) -> str | None:
     """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
     JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
-    if not span.events and cv.GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
+    if not span.events and GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
         return None
     for text in _output_texts(span):
         if "tool" not in text.lower() and "function" not in text.lower():
@@ -159,7 +161,7 @@ def unread_output(span: SpanView) -> str | None:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-_REQUEST_KEYS = frozenset((cv.GEN_AI_OUTPUT_MESSAGES, *cv.HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", cv.OPENLLMETRY_MODEL_SPAN_KEY))
+_REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
 
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
@@ -168,11 +170,11 @@ def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     if not span.events and attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: one C-level set test
         return []
     found: list[Call] = []
-    if cv.GEN_AI_OUTPUT_MESSAGES in attributes:
-        found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))
+    if GEN_AI_OUTPUT_MESSAGES in attributes:
+        found.extend(_message_calls(attributes[GEN_AI_OUTPUT_MESSAGES]))
     if span.events:
         found.extend(_event_calls(span))
-    if cv.HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or cv.HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
+    if HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
         found.extend(haystack.requested(span))
     if _has_indexed_calls(span):
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))

@@ -11,12 +11,14 @@ import re
 from typing import Any
 
 from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS,
+)
 from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
 
 DECLARABLE = {"ok": OK, "error": ERROR, "timeout": TIMEOUT, "unknown": STATUS_UNKNOWN}
-_TIMEOUT = re.compile(cv.TIMEOUT_PATTERN, re.IGNORECASE)
-_CANCEL = re.compile(cv.CANCEL_PATTERN, re.IGNORECASE)
+_TIMEOUT = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
+_CANCEL = re.compile(CANCEL_PATTERN, re.IGNORECASE)
 
 
 def parse_declared(value: Any) -> ToolStatus | MalformedField:
@@ -39,7 +41,7 @@ def classify_failure(signs: list[str]) -> ToolStatus:
 def span_status(span: SpanView) -> ToolStatus | MalformedField:
     """The status of a tool span (DESIGN.md, normalized step, ``status``); a failure flag a convention
     sets on the span (``conventions.FAILURE_FLAG_KEYS``) counts as an error status."""
-    declared = span.attributes.get(cv.TRACEFENCE_STATUS)
+    declared = span.attributes.get(TRACEFENCE_STATUS)
     if declared is not None:
         return parse_declared(declared)
     if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
@@ -48,7 +50,7 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
     error_type = span.attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
-    flagged = any(span.attributes.get(key) is True for key in cv.FAILURE_FLAG_KEYS)
+    flagged = any(span.attributes.get(key) is True for key in FAILURE_FLAG_KEYS)
     if span.status_code != STATUS_ERROR and not signs and not flagged:
         return OK
     if span.status_message:

@@ -11,7 +11,9 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
+)
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import RequestedCall, requested_calls, unread_output
@@ -41,7 +43,7 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
             return None
         if parent.span_id in tool_ids:
             return parent.span_id
-        if cv.is_agent_boundary(parent.attributes):
+        if is_agent_boundary(parent.attributes):
             return None
         parent_id = parent.parent_span_id
     return None
@@ -245,7 +247,7 @@ def _below_any(span: SpanView, by_id: dict[str, SpanView], span_ids: set[str]) -
 
 def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> ToolStep:
     """The ``review`` step standing for tool activity no convention reads (``activity.py``)."""
-    tool = cv.tool_name(span.attributes, span.name) or span.name
+    tool = tool_name(span.attributes, span.name) or span.name
     effect, source, _ = resolve_effect(None, tool, span.attributes, config)
     status = span_status(span)
     why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
@@ -331,7 +333,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     stepless: list[SpanView] = []  # where requested calls and unread tool activity are looked for
     invokers: list[SpanView] = []
     for span in spans:
-        if cv.is_tool_invoker(span.attributes):
+        if is_tool_invoker(span.attributes):
             invokers.append(span)
             continue
         step = span_to_step(span, config)
@@ -388,8 +390,8 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
             for index, call in enumerate(views):
-                tool = cv.tool_name(call.attributes, call.name) or ""
-                requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
+                tool = tool_name(call.attributes, call.name) or ""
+                requests.append(RequestedCall(tool_call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
         elif views:
             steps = [step for view in views if (step := span_to_step(view, config)) is not None]
             if haystack.labels_are_ambiguous(invoker, views):
@@ -402,7 +404,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
-        agents = Counter(name for span in stepless if (name := cv.agent_name(span.attributes, span.name)))
+        agents = Counter(name for span in stepless if (name := agent_name(span.attributes, span.name)))
         result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
