@@ -8,8 +8,8 @@ arguments are reported unavailable rather than compared by a lossy stand-in.
 
 from __future__ import annotations
 
-from hashlib import sha256
 import json
+from hashlib import sha256
 from typing import Any
 
 import cython
@@ -55,6 +55,7 @@ _C_ENCODE = (
 )
 
 
+@cython.ccall
 def _encode_parsed(value: Any) -> str:
     return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
 
@@ -76,6 +77,7 @@ def _short_int(text: str) -> int:
     return int(text)
 
 
+@cython.ccall
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:
     """``decoder.decode(text)``, without its two whitespace scans and two Python frames when the text has
     no whitespace around its value (what serializers write): the decoder's own C scanner is called at

@@ -26,6 +26,8 @@ import re
 from functools import lru_cache
 from typing import Any, Mapping
 
+import cython
+
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE,
 )
@@ -82,6 +84,7 @@ def _tool_token(text: str, describes: bool = False) -> bool:
     return False
 
 
+@cython.ccall
 def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     """True when a convention names the span's kind as something other than a tool (agent, chain,
     model, HTTP...); tool spans were read as steps before this is asked."""
@@ -97,6 +100,7 @@ def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     return False
 
 
+@cython.ccall
 def _named_kind(name: str) -> bool:
     return name.startswith(KIND_SPAN_NAME_PREFIXES)
 

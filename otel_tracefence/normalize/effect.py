@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import cython
+
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
@@ -15,6 +17,7 @@ from otel_tracefence.normalize.conventions import (
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
 
 
+@cython.ccall
 def parse_declared(value: Any) -> Effect | MalformedField:
     """A declared effect must be exactly ``read``, ``write`` or ``unknown``: anything else is malformed."""
     effect = DECLARABLE.get(value) if isinstance(value, str) else None
@@ -23,6 +26,7 @@ def parse_declared(value: Any) -> Effect | MalformedField:
     return effect
 
 
+@cython.ccall
 def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | None:
     for key in MCP_READ_ONLY_HINT_KEYS:
         hint = attributes.get(key)

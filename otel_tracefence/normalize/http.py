@@ -79,7 +79,7 @@ def http_request(span: SpanView) -> HttpRequest | None:
     if span.kind == KIND_SERVER:
         return None
     attributes = span.attributes
-    if attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: neither HTTP nor RPC
+    if _REQUEST_KEYS.isdisjoint(attributes):  # most spans: neither HTTP nor RPC
         return None
     for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)

@@ -167,7 +167,7 @@ _REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output."""
     attributes = span.attributes
-    if not span.events and attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: one C-level set test
+    if not span.events and _REQUEST_KEYS.isdisjoint(attributes):  # most spans: one C-level set test
         return []
     found: list[Call] = []
     if GEN_AI_OUTPUT_MESSAGES in attributes:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import cython
+
 from otel_tracefence.config import ResultErrorShape
 
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
@@ -71,6 +73,7 @@ def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
             stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
 
 
+@cython.ccall
 def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | None:
     """The first shape (in the shapes' order) that says one object is an error: only the shapes that may look
     below the top (``anywhere``) unless ``top``. Reads only the object's keys some shape looks for."""

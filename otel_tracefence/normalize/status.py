@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import cython
+
 from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS,
@@ -21,6 +23,7 @@ _TIMEOUT = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
 _CANCEL = re.compile(CANCEL_PATTERN, re.IGNORECASE)
 
 
+@cython.ccall
 def parse_declared(value: Any) -> ToolStatus | MalformedField:
     """A declared status must be exactly ``ok``, ``error``, ``timeout`` or ``unknown``."""
     status = DECLARABLE.get(value) if isinstance(value, str) else None

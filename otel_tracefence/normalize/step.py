@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import islice
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
@@ -20,6 +22,7 @@ from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
 
 
+@cython.ccall
 def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
     declared = span.attributes.get(TRACEFENCE_IDEMPOTENCY_KEY)
     if declared is not None:
@@ -31,6 +34,7 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     return key_from_arguments(arguments_value, paths)
 
 
+@cython.ccall
 def result_stability(declared, tool: str, config: TraceFenceConfig) -> tuple[bool, MalformedField | None]:
     """Whether the tool's results are stable across executions (seed 000, "Decision boundary").
 
@@ -52,6 +56,7 @@ TRUNCATED_RESULT = MalformedField(
 )
 
 
+@cython.ccall
 def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple[str, ...]]:
     """A call whose span (or its producer's declaration) says ok but whose recorded result is an error
     (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
@@ -61,6 +66,7 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     return status, ()
 
 
+@cython.ccall
 def unreadable_step(span: SpanView) -> ToolStep:
     """The ``review`` step standing for a span that could not be read (``SpanView.unreadable``): it may
     have been a tool call, so its trace never passes without it. Its call id is the span's id as given."""

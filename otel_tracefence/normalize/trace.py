@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
@@ -34,6 +36,7 @@ class NormalizedTrace:
     attempt_of: dict[str, str] = field(default_factory=dict)
 
 
+@cython.ccall
 def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids: set[str]) -> str | None:
     """The closest enclosing tool span, stopping at an agent or model span (a sub-agent's steps are its own)."""
     parent_id = span.parent_span_id
@@ -49,6 +52,7 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
     return None
 
 
+@cython.ccall
 def _other_tool(inner: ToolStep, outer: ToolStep, inner_span: SpanView) -> bool:
     """True when a tool span inside another is a call of its own, not a dispatch of the outer call:
     it names a different tool, and it is not an MCP ``tools/call`` span carrying a write or unknown
@@ -222,6 +226,7 @@ def _same_span(a: SpanView, b: SpanView) -> bool:
     return replace(a, sequence=0) == replace(b, sequence=0)
 
 
+@cython.ccall
 def _ancestors_of(span_ids: Iterable[str], by_id: dict[str, SpanView]) -> set[str]:
     """Every span above any of ``span_ids`` (linear: a walk stops where an earlier one passed)."""
     above: set[str] = set()
@@ -233,6 +238,7 @@ def _ancestors_of(span_ids: Iterable[str], by_id: dict[str, SpanView]) -> set[st
     return above
 
 
+@cython.ccall
 def _below_any(span: SpanView, by_id: dict[str, SpanView], span_ids: set[str]) -> bool:
     """True when one of ``span_ids`` is an ancestor of ``span``."""
     parent_id = span.parent_span_id
@@ -273,6 +279,7 @@ def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep |
     return _unrecognized_step(span, sign, config) if sign is not None else None
 
 
+@cython.ccall
 def _http_dispatches(
     steps: dict[str, ToolStep], stepless: list[SpanView], by_id: dict[str, SpanView], tool_ids: set[str], root_of: dict[str, str]
 ) -> None:

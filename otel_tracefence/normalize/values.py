@@ -112,6 +112,7 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
     return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)
 
 
+@cython.ccall
 def _looks_like_json(text: str) -> bool:
     return text.lstrip()[:1] in ("{", "[")
 
@@ -215,6 +216,7 @@ class Result:
 NO_RESULT = Result()
 
 
+@cython.ccall
 def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -> tuple[str | None, bool, Any]:
     """(the error shape the result matches, whether its JSON text is cut off, the value parsed from
     JSON text or :data:`NOT_PARSED`)."""
@@ -235,6 +237,7 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     return (f"{shape.key}" if shape is not None else None), False, parsed
 
 
+@cython.ccall
 def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | None = None) -> Result:
     """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
     needed), structured values (OTLP kvlist, JSON rows) as canonical JSON. A JSON result is also
