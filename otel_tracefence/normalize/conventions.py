@@ -177,7 +177,7 @@ def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
 
 _PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS
 # Every key whose presence can make a span a tool span below (the operation aside): a span with none is not one.
-_TOOL_MARKER_KEYS = frozenset((GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, *(key for key, _ in TOOL_KIND_MARKERS), *_PRESENCE_KEYS))
+TOOL_MARKER_KEYS = frozenset((GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, *(key for key, _ in TOOL_KIND_MARKERS), *_PRESENCE_KEYS))
 
 
 @cython.ccall
@@ -194,7 +194,7 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     operation = attributes.get(GEN_AI_OPERATION)
     if operation == EXECUTE_TOOL:
         return True
-    if _TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
+    if TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
         return False
     if name.startswith(NOT_TOOL_SPAN_NAME_PREFIXES):
         return False

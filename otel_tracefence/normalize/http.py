@@ -71,7 +71,8 @@ def _same_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
 
 
-_REQUEST_KEYS = frozenset((*HTTP_METHOD_KEYS, RPC_SYSTEM_KEY))
+# Every key http_request looks for first: a span with none of them is neither an HTTP nor an RPC request.
+REQUEST_KEYS = frozenset((*HTTP_METHOD_KEYS, RPC_SYSTEM_KEY))
 
 
 def http_request(span: SpanView) -> HttpRequest | None:
@@ -79,7 +80,7 @@ def http_request(span: SpanView) -> HttpRequest | None:
     if span.kind == KIND_SERVER:
         return None
     attributes = span.attributes
-    if _REQUEST_KEYS.isdisjoint(attributes):  # most spans: neither HTTP nor RPC
+    if REQUEST_KEYS.isdisjoint(attributes):  # most spans: neither HTTP nor RPC
         return None
     for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)

@@ -161,13 +161,13 @@ def unread_output(span: SpanView) -> str | None:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-_REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
 
 
 def requested_calls(span: SpanView, limits: Limits) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output."""
     attributes = span.attributes
-    if not span.events and _REQUEST_KEYS.isdisjoint(attributes):  # most spans: one C-level set test
+    if not span.events and REQUEST_KEYS.isdisjoint(attributes):  # most spans: one C-level set test
         return []
     found: list[Call] = []
     if GEN_AI_OUTPUT_MESSAGES in attributes:

@@ -14,14 +14,14 @@ from otel_tracefence.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
 from otel_tracefence.normalize.conventions import (
-    agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
+    EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import RequestedCall, requested_calls, unread_output
+from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, requested_calls, unread_output
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
-from otel_tracefence.normalize.http import http_request
+from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.step import result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
@@ -272,6 +272,26 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig) -> T
     )
 
 
+# The keys the tool-span, Haystack ToolInvoker, requested-call and HTTP readers look for first (each reader's own set).
+_READER_KEYS = TOOL_MARKER_KEYS | REQUESTED_KEYS | HTTP_REQUEST_KEYS
+
+
+@cython.ccall
+def quiet(span: SpanView) -> bool:
+    """True when none of the readers that look for tool calls and requests can find anything in ``span``:
+    it is readable, has no events, its operation is not ``execute_tool``, and it holds none of the keys
+    those readers look for first (``conventions.is_tool_span`` and ``is_tool_invoker``,
+    ``requested.requested_calls``, ``http.http_request``, each returning at its first test on such a span).
+    Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
+    reads it only as every stepless span is read beside those (its name and kind, its parents), without
+    calling them. Most spans of an agent trace (chat, agent, plain spans) are quiet.
+    tests/test_normalize.py checks each reader on every span of every OTLP case against it."""
+    if span.unreadable is not None or span.events:
+        return False
+    attributes = span.attributes
+    return not (attributes.get(GEN_AI_OPERATION) == EXECUTE_TOOL) and _READER_KEYS.isdisjoint(attributes)
+
+
 def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     """For a span seen alone (one that arrived after its trace was decided): the ``review`` step
     standing for it when it looks like tool activity no convention reads (``activity.py``)."""
@@ -337,15 +357,20 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
     own_steps = {}
     clashing_steps: list[ToolStep] = []
-    stepless: list[SpanView] = []  # where requested calls and unread tool activity are looked for
+    stepless: list[SpanView] = []  # where unread tool activity is looked for
+    talking: list[SpanView] = []  # the stepless spans that are not quiet: where requested calls and HTTP requests are looked for
     invokers: list[SpanView] = []
     for span in spans:
+        if quiet(span):
+            stepless.append(span)
+            continue
         if is_tool_invoker(span.attributes):
             invokers.append(span)
             continue
         step = span_to_step(span, config)
         if step is None:
             stepless.append(span)
+            talking.append(span)
         elif span.span_id in clashing:
             bad = MalformedField("span_id", f"span id {span.span_id} is shared by {clashing[span.span_id]} different spans of the trace")
             clashing_steps.append(replace(step, malformed=step.malformed + (bad,)))
@@ -388,11 +413,11 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         else:
             root_steps[sid] = step
     if root_steps:
-        _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
+        _http_dispatches(root_steps, talking, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
     above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
-    requests = [call for span in stepless for call in requested_calls(span, config.limits)]
+    requests = [call for span in talking for call in requested_calls(span, config.limits)]
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
