@@ -102,6 +102,7 @@ def _add_tokens(text: str, found: dict[int, None], limit: int) -> bool:
     return False
 
 
+@cython.locals(stack=list, children=list)
 def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
     never count): sorted and unique, at most ``limit`` distinct tokens, the first in document order
@@ -118,10 +119,12 @@ def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
                 break
         elif isinstance(node, dict):
             if node:
-                stack.extend(reversed(node.values()))
+                children = list(node.values())  # a list reversed in place: C-level, unlike extending from reversed()
+                children.reverse()
+                stack.extend(children)
         elif isinstance(node, (list, tuple)):
             if node:
-                stack.extend(reversed(node))
+                stack.extend(node[::-1])
     return tuple(sorted(found)) if found else ()
 
 

@@ -17,6 +17,7 @@ from otel_tracefence.normalize.conventions import (
     EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
 )
 from otel_tracefence.normalize import haystack
+from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, requested_calls, unread_output
 from otel_tracefence.normalize.span_view import SpanView
@@ -340,7 +341,7 @@ def _http_dispatches(
             steps[root] = replace(step, **changes)
 
 
-def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> NormalizedTrace:
+def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | ConfigReading) -> NormalizedTrace:
     """The tool steps of one trace's spans (DESIGN.md, "Normalized step"; docs/CONVENTIONS.md).
 
     A tool span inside another tool span (no agent or model span between) is a
@@ -351,8 +352,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     (``unrecognized_tool_span``). Never raises for any span; the order of ``spans``
     does not matter. A span given twice counts once; different spans sharing one
     span id each become a step of their own, malformed (field ``span_id``), neither
-    an attempt nor holding any.
+    an attempt nor holding any. ``config`` is read once, for the whole trace (``config_reading.py``).
     """
+    config = read_config(config)  # read once for the whole trace (config_reading.py)
     spans, clashing = _distinct_spans(spans)
     by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
     own_steps = {}
@@ -412,7 +414,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
             root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
         else:
             root_steps[sid] = step
-    if root_steps:
+    if root_steps and talking:  # HTTP requests are in spans that are not quiet
         _http_dispatches(root_steps, talking, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
