@@ -25,22 +25,25 @@ _NO_KEY = object()
 
 
 @cython.cfunc
-@cython.locals(counts=dict, groups=dict)
+@cython.locals(first=dict, groups=dict, i=cython.Py_ssize_t)
 def _repeated(keys: list, steps: Sequence[ToolStep]) -> dict:
     """``{key: Group}`` of the keys given for more than one step (``keys[i]`` is ``steps[i]``'s key,
-    :data:`_NO_KEY` for none), each group in the order of ``steps``. Counted first: most keys are unique, and
-    a group per step made planning a million steps mostly allocation and cyclic-GC work."""
-    counts: dict = {}
-    for key in keys:
-        if key is not _NO_KEY:
-            counts[key] = counts.get(key, 0) + 1
-    groups: dict = {}
-    for key, step in zip(keys, steps):
-        if key is not _NO_KEY and counts[key] > 1:
+    :data:`_NO_KEY` for none), each group in the order of ``steps``. One dict operation per key: a key is
+    noted with the index of its first step, and a group is made at its second (most keys are unique, and a
+    group per step made planning a million steps mostly allocation and cyclic-GC work)."""
+    first = {}
+    groups = {}
+    for i in range(len(keys)):
+        key = keys[i]
+        if key is _NO_KEY:
+            continue
+        earlier = first.setdefault(key, i)
+        if earlier != i:
             group = groups.get(key)
             if group is None:
-                group = groups[key] = Group()
-            group.append(step)
+                groups[key] = Group((steps[earlier], steps[i]))
+            else:
+                group.append(steps[i])
     return groups
 
 
