@@ -284,7 +284,7 @@ def quiet(span: SpanView) -> bool:
     Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
     reads it only as every stepless span is read beside those (its name and kind, its parents), without
     calling them. Most spans of an agent trace (chat, agent, plain spans) are quiet.
-    tests/test_normalize.py checks each reader on every span of every OTLP case against it."""
+    tests/test_quiet_spans.py checks each reader on every span of every OTLP case against it."""
     if span.unreadable is not None or span.events:
         return False
     attributes = span.attributes
