@@ -8,8 +8,8 @@ arguments are reported unavailable rather than compared by a lossy stand-in.
 
 from __future__ import annotations
 
-import hashlib
 import json
+from hashlib import sha256
 from typing import Any
 
 import cython
@@ -55,6 +55,7 @@ _C_ENCODE = (
 )
 
 
+@cython.ccall
 def _encode_parsed(value: Any) -> str:
     return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
 
@@ -76,6 +77,7 @@ def _short_int(text: str) -> int:
     return int(text)
 
 
+@cython.ccall
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:
     """``decoder.decode(text)``, without its two whitespace scans and two Python frames when the text has
     no whitespace around its value (what serializers write): the decoder's own C scanner is called at
@@ -217,7 +219,7 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
             data = text.encode("ascii")
             if len(data) > max_bytes:
                 return Canonical(None, None, reasons.ARGUMENTS_TOO_LARGE)
-            return Canonical(text, hashlib.sha256(data).hexdigest())
+            return Canonical(text, sha256(data).hexdigest())
     deepest, simple = inspect_value(value, max_depth)
     if deepest > max_depth:
         return Canonical(None, None, reasons.ARGUMENTS_TOO_DEEP)
@@ -231,7 +233,7 @@ def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: i
         return Canonical(None, None, reasons.ARGUMENTS_NOT_I_JSON)
     if len(data) > max_bytes:
         return Canonical(None, None, reasons.ARGUMENTS_TOO_LARGE)
-    return Canonical(data.decode("utf-8"), hashlib.sha256(data).hexdigest())
+    return Canonical(data.decode("utf-8"), sha256(data).hexdigest())
 
 
 def text_too_large(text: str, max_bytes: int) -> bool:
@@ -263,4 +265,4 @@ def printable(text: str) -> str:
 
 def sha256_text(text: str) -> str:
     """SHA-256 (hex) of ``text`` encoded as UTF-8."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

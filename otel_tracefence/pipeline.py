@@ -15,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, from_otlp, normalize_trace
+from otel_tracefence.normalize.config_reading import read_config
 from otel_tracefence.planner import plan_trace
 
 
@@ -33,8 +34,9 @@ def plan_steps(trace_id: str, steps: Iterable[ToolStep], config: TraceFenceConfi
 
 def plan_spans(trace_id: str, spans: Sequence[SpanView], config: TraceFenceConfig, *, partial: bool = False) -> PlannedTrace:
     """Normalize one trace's spans and plan them."""
-    normalized = normalize_trace(spans, config)
-    return PlannedTrace(plan_trace(trace_id, normalized.steps, partial=partial, limits=config.limits), normalized)
+    reading = read_config(config)
+    normalized = normalize_trace(spans, reading)
+    return PlannedTrace(plan_trace(trace_id, normalized.steps, partial=partial, limits=reading.limits), normalized)
 
 
 def group_request(request: ExportTraceServiceRequest) -> dict[str, list[SpanView]]:

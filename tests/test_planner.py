@@ -515,3 +515,33 @@ def test_the_same_step_object_given_twice_is_planned_as_two_equal_steps():
         (CONFLICT, ("call_id_executed_more_than_once", "repeats_earlier_write", "repeated_later"), ("c1",)),
         (CONFLICT, ("call_id_executed_more_than_once", "repeats_earlier_write"), ("c1",)),
     ]
+
+
+def test_groups_hold_only_what_more_than_one_step_shares():
+    from otel_tracefence.planner.groups import TraceGroups
+
+    w1 = step("c1", "invoice.create", arguments={"n": 1}, key="k1")
+    w2 = step("c2", "invoice.create", arguments={"n": 2}, key="k1")
+    w3 = step("c3", "invoice.create", arguments={"n": 1}, key="k2")
+    r1 = step("c3", "read_file", READ, arguments={"path": "a"})
+    r2 = step("r2", "read_file", READ, arguments={"path": "a"})
+    r3 = step("r3", "read_file", READ, arguments={"path": "b"})
+    groups = TraceGroups.build([w1, w2, w3, r1, r2, r3], 7)
+    assert groups.by_key == {("invoice.create", "k1"): [w1, w2]}
+    assert groups.by_call_id == {"c3": [w3, r1]}
+    assert groups.repeats == {id(w1): ([w1, w3], 0), id(w3): ([w1, w3], 1), id(r1): ([r1, r2], 0), id(r2): ([r1, r2], 1)}
+    assert groups.repeats[id(w1)][0] is groups.repeats[id(w3)][0]
+    assert (groups.conflicting_keys, groups.uncomparable_keys, groups.max_related, groups.flow) == ({("invoice.create", "k1")}, set(), 7, None)
+
+
+def test_a_step_of_unknown_effect_is_seen_against_the_reads_with_its_arguments():
+    # Unknown effect: in no group of its own, but linked to the later of the reads with its tool and arguments
+    # (position 0 among them), as the planner has always done.
+    reads = [step(f"r{i}", "read_file", READ, arguments={"path": "a"}) for i in (1, 2)]
+    unknown = step("u1", "read_file", UNKNOWN, arguments={"path": "a"})
+    alone = step("u2", "read_file", UNKNOWN, arguments={"path": "b"})
+    _, by_id = decided(*reads, unknown, alone)
+    assert (by_id["u1"].decision, by_id["u1"].reasons, by_id["u1"].related_call_ids) == (REVIEW, ("effect_unknown", "repeated_later"), ("r2",))
+    assert (by_id["u2"].reasons, by_id["u2"].related_call_ids) == (("effect_unknown",), ())
+    assert (by_id["r1"].reasons, by_id["r1"].related_call_ids) == (("declared_read", "repeated_later"), ("r2",))
+    assert (by_id["r2"].reasons, by_id["r2"].related_call_ids) == (("declared_read", "repeated_read"), ("r1",))

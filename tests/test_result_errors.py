@@ -48,3 +48,41 @@ def test_the_first_shape_in_order_wins_whatever_the_key_order():
     # Below the top only shapes that look anywhere: a nested "ok": false is no error, a nested isError is.
     assert error_shape({"data": {"ok": False}}, DEFAULT_SHAPES) is None
     assert error_shape({"content": [{"type": "error"}], "ok": True}, DEFAULT_SHAPES).key == "type"
+
+
+def test_what_a_default_shape_said_of_a_short_scalar_is_remembered_and_is_what_it_says():
+    from otel_tracefence.normalize import result_errors
+
+    result_errors._SAID.clear()  # a cache: other tests may have filled it to its bound
+    values = [True, False, None, 0, 1, 1.0, 499, 500, 500.0, 599.5, 600, -1, "error", "ERROR", "Failed", "failure", "ok", "", "x" * 64,
+              "y" * 65, [], ["e"], {"a": 1}]
+    for position, shape in enumerate(DEFAULT_SHAPES):
+        for value in values:
+            said = shape.says_error(value)
+            assert result_errors._says_error(shape, position, value, True) == said  # asked, remembered if it may be
+            assert result_errors._says_error(shape, position, value, True) == said  # and read back
+            assert result_errors._says_error(shape, position, value, False) == said
+            remembered = (position, type(value), value) in result_errors._SAID if not isinstance(value, (list, dict)) else False
+            assert remembered == (not isinstance(value, (list, dict)) and value != "y" * 65), (position, value)
+    status = DEFAULT_SHAPES.index(ResultErrorShape(key="status", equals="error"))
+    assert result_errors._SAID[(status, str, "ERROR")] is True and result_errors._SAID[(status, str, "ok")] is False
+    # True and 1 are different values to a shape (``is True``), and stay apart in what is remembered.
+    is_error = DEFAULT_SHAPES.index(ResultErrorShape(key="isError", equals=True, anywhere=True))
+    assert (result_errors._SAID[(is_error, bool, True)], result_errors._SAID[(is_error, int, 1)]) == (True, False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 700), st.floats(allow_nan=True), st.sampled_from(["error", "Failed", "ok", "", "x"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.sampled_from(["isError", "is_error", "type", "error", "status", "ok", "success", "errors",
+                                                             "status_code", "statusCode", "http_status", "content", "data"]), inner, max_size=4)),
+    max_leaves=12,
+))
+def test_remembered_answers_give_the_shapes_a_plain_index_gives(result):
+    from otel_tracefence.normalize import result_errors
+
+    plain = dict(result_errors._DEFAULT_INDEX)  # not the default index itself: nothing remembered is read
+    if isinstance(result, dict):
+        assert result_errors._first_shape(result, True, result_errors._DEFAULT_INDEX) == result_errors._first_shape(result, True, plain)
+    assert error_shape(result, DEFAULT_SHAPES) == _reference(result, DEFAULT_SHAPES)

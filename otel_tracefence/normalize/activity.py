@@ -32,14 +32,18 @@ import re
 from functools import lru_cache
 from typing import Any, Mapping
 
-from otel_tracefence.normalize import conventions as cv
+import cython
+
+from otel_tracefence.normalize.conventions import (
+    EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS,
+)
 from otel_tracefence.normalize.span_view import SpanView
 
 # A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
 # a span with one of these is an agent, chain, model... span. Any other value (OpenInference
 # UNKNOWN, Spring AI's "framework" operation) names no kind, and the name and key test applies.
 NON_TOOL_KINDS = {
-    cv.GEN_AI_OPERATION: frozenset(
+    GEN_AI_OPERATION: frozenset(
         {"chat", "text_completion", "generate_content", "embeddings", "create_agent", "invoke_agent", "invoke_workflow"}
     ),
     "openinference.span.kind": frozenset({"llm", "chain", "agent", "retriever", "embedding", "reranker", "guardrail", "evaluator"}),
@@ -53,7 +57,7 @@ NON_TOOL_KINDS = {
 OTHER_KIND_KEYS = (
     "llm.request.type",
     "mcp.method.name",  # MCP method spans (tools/list, initialize...); tools/call ones are tool steps
-    cv.HAYSTACK_COMPONENT_TYPE,
+    HAYSTACK_COMPONENT_TYPE,
     "http.request.method",
     "http.method",
     "db.system",
@@ -86,6 +90,7 @@ def _tool_token(text: str, describes: bool = False) -> bool:
     return False
 
 
+@cython.ccall
 def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     """True when a convention names the span's kind as something other than a tool (agent, chain,
     model, HTTP...); tool spans were read as steps before this is asked."""
@@ -101,6 +106,7 @@ def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     return False
 
 
+@cython.ccall
 def _named_kind(name: str) -> bool:
     return name.startswith(KIND_SPAN_NAME_PREFIXES)
 
@@ -126,7 +132,7 @@ def asked_for_tools(span: SpanView) -> bool:
 
 # The kind attributes whose tool value (compared exactly, or in any case where the convention
 # reads it so: conventions.TOOL_KIND_MARKERS) makes a span a tool span.
-TOOL_KIND_VALUES = ((cv.GEN_AI_OPERATION, cv.EXECUTE_TOOL), *cv.TOOL_KIND_MARKERS)
+TOOL_KIND_VALUES = ((GEN_AI_OPERATION, EXECUTE_TOOL), *TOOL_KIND_MARKERS)
 # OpenInference's span kinds (openinference-semantic-conventions, OpenInferenceSpanKindValues).
 RPC_METHOD_KEY = "rpc.method"  # RPC semantic conventions
 MCP_TOOL_CALL_METHOD = "tools/call"  # MCP's JSON-RPC method that runs a tool

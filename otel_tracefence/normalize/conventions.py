@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+import cython
+
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
 TRACEFENCE_STATUS = "tracefence.status"
@@ -167,6 +169,7 @@ OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model sp
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
 
 
+@cython.ccall
 def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
     found = attributes.get(key)
     return isinstance(found, str) and found.lower() == value
@@ -174,9 +177,10 @@ def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
 
 _PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS
 # Every key whose presence can make a span a tool span below (the operation aside): a span with none is not one.
-_TOOL_MARKER_KEYS = frozenset((GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, *(key for key, _ in TOOL_KIND_MARKERS), *_PRESENCE_KEYS))
+TOOL_MARKER_KEYS = frozenset((GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, *(key for key, _ in TOOL_KIND_MARKERS), *_PRESENCE_KEYS))
 
 
+@cython.ccall
 def is_tool_invoker(attributes: Mapping[str, Any]) -> bool:
     """True for a Haystack ``ToolInvoker`` component span: one span, every tool call of a model turn."""
     return attributes.get(HAYSTACK_COMPONENT_TYPE) == HAYSTACK_TOOL_INVOKER
@@ -190,7 +194,7 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     operation = attributes.get(GEN_AI_OPERATION)
     if operation == EXECUTE_TOOL:
         return True
-    if attributes.keys().isdisjoint(_TOOL_MARKER_KEYS):  # most spans: no marker at all
+    if TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
         return False
     if name.startswith(NOT_TOOL_SPAN_NAME_PREFIXES):
         return False

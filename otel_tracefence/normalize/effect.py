@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
 )
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, MCP_READ_ONLY_HINT_KEYS,
+)
 
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
 
 
+@cython.ccall
 def parse_declared(value: Any) -> Effect | MalformedField:
     """A declared effect must be exactly ``read``, ``write`` or ``unknown``: anything else is malformed."""
     effect = DECLARABLE.get(value) if isinstance(value, str) else None
@@ -25,16 +30,16 @@ def parse_declared(value: Any) -> Effect | MalformedField:
 def _hints(attributes: Mapping[str, Any]) -> list[tuple[Effect, EffectSource, str]]:
     """Every effect hint the span records, as (effect, source, ``key=value``), in the table's order."""
     found = []
-    for key in cv.MCP_READ_ONLY_HINT_KEYS:
+    for key in MCP_READ_ONLY_HINT_KEYS:
         hint = attributes.get(key)
         if isinstance(hint, bool):
             # MCP: readOnlyHint=true means the tool does not modify its environment.
             found.append(((READ if hint else WRITE), SOURCE_MCP_HINT, f"{key}={str(hint).lower()}"))
-    for key in cv.HTTP_METHOD_KEYS:
+    for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
             # RFC 9110 section 9.2.1: the safe methods only read.
-            found.append(((READ if method.upper() in cv.HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD, f"{key}={method}"))
+            found.append(((READ if method.upper() in HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD, f"{key}={method}"))
     return found
 
 

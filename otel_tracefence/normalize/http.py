@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS, RPC_METHOD, RPC_SYSTEM_KEY,
+)
 from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanView
 
 
@@ -35,19 +37,19 @@ class HttpRequest:
 
     @property
     def unsafe(self) -> bool:
-        return self.method not in cv.HTTP_SAFE_METHODS
+        return self.method not in HTTP_SAFE_METHODS
 
     @property
     def server_error(self) -> bool:
-        return self.status is not None and self.status in cv.HTTP_SERVER_ERROR
+        return self.status is not None and self.status in HTTP_SERVER_ERROR
 
 
 def _url(attributes: Mapping[str, Any]) -> str | None:
-    for key in cv.HTTP_URL_KEYS:
+    for key in HTTP_URL_KEYS:
         value = attributes.get(key)
         if isinstance(value, str) and value:
             return value
-    for host_key, port_key, path_key in cv.HTTP_URL_PART_KEYS:
+    for host_key, port_key, path_key in HTTP_URL_PART_KEYS:
         host = attributes.get(host_key)
         if isinstance(host, str) and host:
             port = attributes.get(port_key) if port_key else None
@@ -56,7 +58,7 @@ def _url(attributes: Mapping[str, Any]) -> str | None:
 
 
 def _status(attributes: Mapping[str, Any]) -> int | None:
-    for key in cv.HTTP_STATUS_KEYS:
+    for key in HTTP_STATUS_KEYS:
         value = attributes.get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -69,7 +71,8 @@ def _same_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
 
 
-_REQUEST_KEYS = frozenset((*cv.HTTP_METHOD_KEYS, cv.RPC_SYSTEM_KEY))
+# Every key http_request looks for first: a span with none of them is neither an HTTP nor an RPC request.
+REQUEST_KEYS = frozenset((*HTTP_METHOD_KEYS, RPC_SYSTEM_KEY))
 
 
 def http_request(span: SpanView) -> HttpRequest | None:
@@ -77,15 +80,15 @@ def http_request(span: SpanView) -> HttpRequest | None:
     if span.kind == KIND_SERVER:
         return None
     attributes = span.attributes
-    if attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: neither HTTP nor RPC
+    if REQUEST_KEYS.isdisjoint(attributes):  # most spans: neither HTTP nor RPC
         return None
-    for key in cv.HTTP_METHOD_KEYS:
+    for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
             status = _status(attributes)
             return HttpRequest(method.upper(), _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
-    system = attributes.get(cv.RPC_SYSTEM_KEY)
+    system = attributes.get(RPC_SYSTEM_KEY)
     if isinstance(system, str) and system:
         target = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
-        return HttpRequest(cv.RPC_METHOD, f"{system}:{target}", None, span.status_code == STATUS_ERROR)
+        return HttpRequest(RPC_METHOD, f"{system}:{target}", None, span.status_code == STATUS_ERROR)
     return None

@@ -25,14 +25,16 @@ from typing import Any, Iterator
 
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 from otel_tracefence.config import Limits
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY, OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
+)
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
-_OPENINFERENCE = re.compile(cv.OPENINFERENCE_TOOL_CALL_PATTERN)
-_OPENLLMETRY = re.compile(cv.OPENLLMETRY_TOOL_CALL_PATTERN)
-_OUTPUT_EVENT_NAMES = frozenset(name for name, _ in cv.OUTPUT_EVENTS)
+_OPENINFERENCE = re.compile(OPENINFERENCE_TOOL_CALL_PATTERN)
+_OPENLLMETRY = re.compile(OPENLLMETRY_TOOL_CALL_PATTERN)
+_OUTPUT_EVENT_NAMES = frozenset(name for name, _ in OUTPUT_EVENTS)
 
 Call = tuple[str | None, str, Any]  # (call id, tool name, raw arguments)
 # Part types that hold no call: GenAI text, reasoning, blob, file, uri and tool_call_response parts, OpenAI,
@@ -133,7 +135,7 @@ def _event_calls(span: SpanView) -> Iterator[Call | Unread]:
     for event in span.events:
         if event.name not in _OUTPUT_EVENT_NAMES:
             continue
-        for name, key in cv.OUTPUT_EVENTS:
+        for name, key in OUTPUT_EVENTS:
             if event.name == name and key in event.attributes:
                 yield from _message_calls(event.attributes[key])
 
@@ -162,15 +164,15 @@ def _has_indexed_calls(span: SpanView) -> bool:
     """True for the model spans whose conventions flatten calls into indexed keys: OpenInference
     ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
     attributes = span.attributes
-    return attributes.get("openinference.span.kind") == "LLM" or cv.OPENLLMETRY_MODEL_SPAN_KEY in attributes
+    return attributes.get("openinference.span.kind") == "LLM" or OPENLLMETRY_MODEL_SPAN_KEY in attributes
 
 
 def _output_texts(span: SpanView) -> Iterator[str]:
-    value = span.attributes.get(cv.GEN_AI_OUTPUT_MESSAGES)
+    value = span.attributes.get(GEN_AI_OUTPUT_MESSAGES)
     if isinstance(value, str):
         yield value
     for event in span.events:
-        for name, key in cv.OUTPUT_EVENTS:
+        for name, key in OUTPUT_EVENTS:
             if event.name == name and isinstance(event.attributes.get(key), str):
                 yield event.attributes[key]
 
@@ -178,7 +180,7 @@ def _output_texts(span: SpanView) -> Iterator[str]:
 def unread_output(span: SpanView) -> str | None:
     """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
     JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
-    if not span.events and cv.GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
+    if not span.events and GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
         return None
     for text in _output_texts(span):
         if "tool" not in text.lower() and "function" not in text.lower():
@@ -196,7 +198,7 @@ def recorded_output(span: SpanView) -> bool:
     """True when the span recorded its model's output in a form a reader above looks for (content
     capture is opt-in in every convention: without it, no call can be read, and none is missing)."""
     attributes = span.attributes
-    if cv.GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in cv.HAYSTACK_MODEL_OUTPUT_KEYS):
+    if GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in HAYSTACK_MODEL_OUTPUT_KEYS):
         return True
     if any(event.name in _OUTPUT_EVENT_NAMES for event in span.events):
         return True
@@ -204,21 +206,21 @@ def recorded_output(span: SpanView) -> bool:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-_REQUEST_KEYS = frozenset((cv.GEN_AI_OUTPUT_MESSAGES, *cv.HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", cv.OPENLLMETRY_MODEL_SPAN_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
 
 
 def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None = None) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output, in order.
     Each call found but not readable is described in ``unread``, when given, instead."""
     attributes = span.attributes
-    if not span.events and attributes.keys().isdisjoint(_REQUEST_KEYS):  # most spans: one C-level set test
+    if not span.events and REQUEST_KEYS.isdisjoint(attributes):  # most spans: one C-level set test
         return []
     found: list[Call | Unread] = []
-    if cv.GEN_AI_OUTPUT_MESSAGES in attributes:
-        found.extend(_message_calls(attributes[cv.GEN_AI_OUTPUT_MESSAGES]))
+    if GEN_AI_OUTPUT_MESSAGES in attributes:
+        found.extend(_message_calls(attributes[GEN_AI_OUTPUT_MESSAGES]))
     if span.events:
         found.extend(_event_calls(span))
-    if cv.HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or cv.HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
+    if HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
         found.extend(haystack.requested(span))
     if _has_indexed_calls(span):
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))

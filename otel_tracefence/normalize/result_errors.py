@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+import cython
+
 from otel_tracefence.config import ResultErrorShape
 
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
@@ -71,11 +73,39 @@ def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
             stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
 
 
+# What each default shape said of a short scalar value, by (position in DEFAULT_SHAPES, type, value): the shapes
+# are frozen and ``says_error`` depends on the shape and the value only, while each call is an interpreted pydantic
+# method reading the shape's fields through pydantic's attribute hook (about 3,000 instructions). Bounded: values
+# of other types, strings longer than _SAID_LONGEST and values past _SAID_MOST entries are asked every time.
+_SAID: dict = {}
+_SAID_MOST = 4096
+_SAID_LONGEST = 64
+_SAID_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+@cython.ccall
+def _says_error(shape: ResultErrorShape, position: int, value: Any, remembered: bool) -> bool:
+    """``shape.says_error(value)``; with ``remembered`` (``shape`` is ``DEFAULT_SHAPES[position]``), what it
+    said of a short scalar value before is taken from :data:`_SAID`."""
+    kind = type(value)
+    if not remembered or kind not in _SAID_TYPES or (kind is str and len(value) > _SAID_LONGEST):
+        return shape.says_error(value)
+    key = (position, kind, value)
+    said = _SAID.get(key)
+    if said is None:
+        said = shape.says_error(value)
+        if len(_SAID) < _SAID_MOST:
+            _SAID[key] = said
+    return said
+
+
+@cython.ccall
 def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | None:
     """The first shape (in the shapes' order) that says one object is an error: only the shapes that may look
     below the top (``anywhere``) unless ``top``. Reads only the object's keys some shape looks for."""
     found: ResultErrorShape | None = None
     found_at = -1
+    remembered = index is _DEFAULT_INDEX
     for key, value in obj.items():
         entries = index.get(key)
         if entries is None:
@@ -83,7 +113,7 @@ def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | 
         for position, shape in entries:
             if found is not None and position > found_at:
                 break
-            if (top or shape.anywhere) and shape.says_error(value):
+            if (top or shape.anywhere) and _says_error(shape, position, value, remembered):
                 found, found_at = shape, position
                 break
     return found

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import islice
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, tool_name,
+)
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
@@ -18,8 +22,9 @@ from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
 
 
+@cython.ccall
 def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFenceConfig) -> str | MalformedField | None:
-    declared = span.attributes.get(cv.TRACEFENCE_IDEMPOTENCY_KEY)
+    declared = span.attributes.get(TRACEFENCE_IDEMPOTENCY_KEY)
     if declared is not None:
         if not isinstance(declared, str) or not declared:
             return MalformedField("idempotency_key", f"idempotency key {declared!r} is not a non-empty string")
@@ -29,6 +34,7 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     return key_from_arguments(arguments_value, paths)
 
 
+@cython.ccall
 def result_stability(declared, tool: str, config: TraceFenceConfig) -> tuple[bool, MalformedField | None]:
     """Whether the tool's results are stable across executions (seed 000, "Decision boundary").
 
@@ -50,6 +56,7 @@ TRUNCATED_RESULT = MalformedField(
 )
 
 
+@cython.ccall
 def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple[str, ...]]:
     """A call whose span (or its producer's declaration) says ok but whose recorded result is an error
     (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
@@ -59,6 +66,7 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     return status, ()
 
 
+@cython.ccall
 def unreadable_step(span: SpanView) -> ToolStep:
     """The ``review`` step standing for a span that could not be read (``SpanView.unreadable``): it may
     have been a tool call, so its trace never passes without it. Its call id is the span's id as given."""
@@ -92,7 +100,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if span.unreadable is not None:
         return unreadable_step(span)
     attributes = span.attributes
-    if not cv.is_tool_span(attributes, span.name):
+    if not is_tool_span(attributes, span.name):
         return None
     malformed: list[MalformedField] = []
     limit = config.limits.max_attributes_per_span
@@ -108,10 +116,10 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if span.duplicate_keys:
         keys = ", ".join(repr(k) for k in span.duplicate_keys)
         malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
-    tool = cv.tool_name(attributes, span.name) or ""
+    tool = tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
-    effect, source, bad_effect = resolve_effect(attributes.get(cv.TRACEFENCE_EFFECT), tool, attributes, config)
+    effect, source, bad_effect = resolve_effect(attributes.get(TRACEFENCE_EFFECT), tool, attributes, config)
     if bad_effect is not None:
         malformed.append(bad_effect)
     status = span_status(span)
@@ -129,10 +137,10 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     status, notes = result_status(status, result)
     if result.truncated:
         malformed.append(TRUNCATED_RESULT)
-    stable, bad_stability = result_stability(attributes.get(cv.TRACEFENCE_RESULT_STABLE), tool, config)
+    stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)
-    call_id = cv.call_id(attributes)
+    call_id = tool_call_id(attributes)
     return ToolStep(
         trace_id=span.trace_id,
         call_id=call_id or span.span_id,

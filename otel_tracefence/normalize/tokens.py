@@ -42,6 +42,8 @@ import re
 from hashlib import sha256 as _sha256
 from typing import Any
 
+import cython
+
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 
 _UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -64,6 +66,7 @@ def _has_token(text: str) -> bool:
     return any(_FORMS.fullmatch(run) for run in _CANDIDATE.findall(text))
 
 
+@cython.ccall
 def token_hash(token: str) -> int:
     """The hash kept for a token: the first 8 bytes of its SHA-256 (UTF-8), as an unsigned big-endian integer.
     A UUID is lower-cased first."""
@@ -81,12 +84,14 @@ def tokens_of_string(text: str) -> list[str]:
 _MIN_TOKEN_LENGTH = 5
 
 
+@cython.ccall
 def _may_hold_token(text: str) -> bool:
     """False when no run of ``text`` can be a token: it is shorter than the shortest token, or it is all letters
     (every token holds an ASCII digit). Two C-level string tests that spare most short strings a regular expression."""
     return len(text) >= _MIN_TOKEN_LENGTH and not text.isalpha()
 
 
+@cython.ccall
 def _add_tokens(text: str, found: dict[int, None], limit: int) -> bool:
     """Add the hashes of ``text``'s tokens to ``found`` in order; True once it holds ``limit``."""
     for run in _CANDIDATE.findall(text):
@@ -97,6 +102,7 @@ def _add_tokens(text: str, found: dict[int, None], limit: int) -> bool:
     return False
 
 
+@cython.locals(stack=list, children=list)
 def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
     never count): sorted and unique, at most ``limit`` distinct tokens, the first in document order
@@ -113,10 +119,12 @@ def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
                 break
         elif isinstance(node, dict):
             if node:
-                stack.extend(reversed(node.values()))
+                children = list(node.values())  # a list reversed in place: C-level, unlike extending from reversed()
+                children.reverse()
+                stack.extend(children)
         elif isinstance(node, (list, tuple)):
             if node:
-                stack.extend(reversed(node))
+                stack.extend(node[::-1])
     return tuple(sorted(found)) if found else ()
 
 

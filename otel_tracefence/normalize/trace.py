@@ -6,18 +6,23 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
+)
 from otel_tracefence.normalize import haystack
+from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import RequestedCall, Unread, recorded_output, requested_calls, unread_output
+from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, recorded_output, requested_calls, unread_output
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
-from otel_tracefence.normalize.http import http_request
+from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.step import result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
@@ -32,6 +37,7 @@ class NormalizedTrace:
     attempt_of: dict[str, str] = field(default_factory=dict)
 
 
+@cython.ccall
 def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids: set[str]) -> str | None:
     """The closest enclosing tool span, stopping at an agent or model span (a sub-agent's steps are its own)."""
     parent_id = span.parent_span_id
@@ -41,12 +47,13 @@ def _nearest_tool_ancestor(span: SpanView, by_id: dict[str, SpanView], tool_ids:
             return None
         if parent.span_id in tool_ids:
             return parent.span_id
-        if cv.is_agent_boundary(parent.attributes):
+        if is_agent_boundary(parent.attributes):
             return None
         parent_id = parent.parent_span_id
     return None
 
 
+@cython.ccall
 def _other_tool(inner: ToolStep, outer: ToolStep, inner_span: SpanView) -> bool:
     """True when a tool span inside another is a call of its own, not a dispatch of the outer call:
     it names a different tool, and it is not an MCP ``tools/call`` span carrying a write or unknown
@@ -216,8 +223,6 @@ def _distinct_spans(spans: Sequence[SpanView]) -> tuple[Sequence[SpanView], dict
     that differ only in attributes no convention reads are "different" depends on whether the
     view read those attributes (the service's light views do not), and the message must not.
     """
-    if len({span.span_id for span in spans}) == len(spans):  # the common case: every id once
-        return spans, {}
     by_id: dict[str, list[SpanView]] = {}
     for span in spans:
         by_id.setdefault(span.span_id, []).append(span)
@@ -238,6 +243,7 @@ def _same_span(a: SpanView, b: SpanView) -> bool:
     return replace(a, sequence=0) == replace(b, sequence=0)
 
 
+@cython.ccall
 def _ancestors_of(span_ids: Iterable[str], by_id: dict[str, SpanView]) -> set[str]:
     """Every span above any of ``span_ids`` (linear: a walk stops where an earlier one passed)."""
     above: set[str] = set()
@@ -249,6 +255,7 @@ def _ancestors_of(span_ids: Iterable[str], by_id: dict[str, SpanView]) -> set[st
     return above
 
 
+@cython.ccall
 def _below_any(span: SpanView, by_id: dict[str, SpanView], span_ids: set[str]) -> bool:
     """True when one of ``span_ids`` is an ancestor of ``span``."""
     parent_id = span.parent_span_id
@@ -277,7 +284,7 @@ def _unread_requests(span: SpanView, lost: Sequence[str], read_any: bool) -> str
 def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig, reason: str = reasons.UNRECOGNIZED_TOOL_SPAN) -> ToolStep:
     """The ``review`` step standing for tool activity no convention reads (``activity.py``), or, with
     ``reason`` ``requested_call_unread``, for requested calls that could not be read."""
-    tool = cv.tool_name(span.attributes, span.name) or span.name
+    tool = tool_name(span.attributes, span.name) or span.name
     effect, source, _ = resolve_effect(None, tool, span.attributes, config)
     status = span_status(span)
     if reason == reasons.REQUESTED_CALL_UNREAD:
@@ -299,6 +306,27 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig, reas
     )
 
 
+# The keys the tool-span, Haystack ToolInvoker, requested-call and HTTP readers look for first (each reader's own set).
+_READER_KEYS = TOOL_MARKER_KEYS | REQUESTED_KEYS | HTTP_REQUEST_KEYS
+
+
+@cython.ccall
+def quiet(span: SpanView) -> bool:
+    """True when none of the readers that look for tool calls and requests can find anything in ``span``:
+    it is readable, has no events, its operation is not ``execute_tool``, and it holds none of the keys
+    those readers look for first (``conventions.is_tool_span`` and ``is_tool_invoker``,
+    ``requested.requested_calls``, ``http.http_request``, each returning at its first test on such a span).
+    Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
+    reads it only as every stepless span is read beside those (its name and kind, its parents), without
+    calling them. Most spans of an agent trace (chat, agent, plain spans) are quiet.
+    tests/test_quiet_spans.py checks each reader on every span of every OTLP case against it."""
+    if span.unreadable is not None or span.events:
+        return False
+    attributes = span.attributes
+    # ``in`` then ``[]``: two C-level mapping operations, cheaper than a ``get`` method call
+    return not (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) and _READER_KEYS.isdisjoint(attributes)
+
+
 def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     """For a span seen alone (one that arrived after its trace was decided): the ``review`` step
     standing for it when it looks like tool activity no convention reads (``activity.py``)."""
@@ -306,6 +334,7 @@ def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep |
     return _unrecognized_step(span, sign, config) if sign is not None else None
 
 
+@cython.ccall
 def _http_dispatches(
     steps: dict[str, ToolStep], stepless: list[SpanView], by_id: dict[str, SpanView], tool_ids: set[str], root_of: dict[str, str]
 ) -> None:
@@ -346,7 +375,7 @@ def _http_dispatches(
             steps[root] = replace(step, **changes)
 
 
-def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> NormalizedTrace:
+def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | ConfigReading) -> NormalizedTrace:
     """The tool steps of one trace's spans (DESIGN.md, "Normalized step"; docs/CONVENTIONS.md).
 
     A tool span inside another tool span (no agent or model span between) is a
@@ -357,21 +386,30 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
     (``unrecognized_tool_span``). Never raises for any span; the order of ``spans``
     does not matter. A span given twice counts once; different spans sharing one
     span id each become a step of their own, malformed (field ``span_id``), neither
-    an attempt nor holding any.
+    an attempt nor holding any. ``config`` is read once, for the whole trace (``config_reading.py``).
     """
-    spans, clashing = _distinct_spans(spans)
+    config = read_config(config)  # read once for the whole trace (config_reading.py)
     by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
+    clashing: dict[str, int] = {}
+    if len(by_id) != len(spans):  # not the common case of every id once
+        spans, clashing = _distinct_spans(spans)
+        by_id = {s.span_id: s for s in spans}
     own_steps = {}
     clashing_steps: list[ToolStep] = []
-    stepless: list[SpanView] = []  # where requested calls and unread tool activity are looked for
+    stepless: list[SpanView] = []  # where unread tool activity is looked for
+    talking: list[SpanView] = []  # the stepless spans that are not quiet: where requested calls and HTTP requests are looked for
     invokers: list[SpanView] = []
     for span in spans:
-        if cv.is_tool_invoker(span.attributes):
+        if quiet(span):
+            stepless.append(span)
+            continue
+        if is_tool_invoker(span.attributes):
             invokers.append(span)
             continue
         step = span_to_step(span, config)
         if step is None:
             stepless.append(span)
+            talking.append(span)
         elif span.span_id in clashing:
             bad = MalformedField("span_id", f"span id {span.span_id} is carried by {clashing[span.span_id]} spans of the trace that are not all the same")
             clashing_steps.append(replace(step, malformed=step.malformed + (bad,)))
@@ -413,14 +451,14 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
             root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
         else:
             root_steps[sid] = step
-    if root_steps:
-        _http_dispatches(root_steps, stepless, by_id, tool_ids, root_of)
+    if root_steps and talking:  # HTTP requests are in spans that are not quiet
+        _http_dispatches(root_steps, talking, by_id, tool_ids, root_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(clashing_steps)
     above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
     requests: list[RequestedCall] = []
     unread: dict[str, list[Unread]] = {}  # span id -> the calls its output holds that could not be read
-    for span in stepless:
+    for span in talking:  # a quiet span holds no requested call (trace.quiet)
         lost: list[Unread] = []
         requests.extend(requested_calls(span, config.limits, lost))
         if lost:
@@ -429,8 +467,8 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
             for index, call in enumerate(views):
-                tool = cv.tool_name(call.attributes, call.name) or ""
-                requests.append(RequestedCall(cv.call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
+                tool = tool_name(call.attributes, call.name) or ""
+                requests.append(RequestedCall(tool_call_id(call.attributes), tool, span_arguments(call.attributes, config.limits), invoker, index))
         elif views:
             steps = [step for view in views if (step := span_to_step(view, config)) is not None]
             if haystack.labels_are_ambiguous(invoker, views):
@@ -445,7 +483,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig) -> Norm
         requests.sort(key=_request_order)
         agents: dict[str, list[str]] = {}
         for span in stepless:
-            if name := cv.agent_name(span.attributes, span.name):
+            if name := agent_name(span.attributes, span.name):
                 agents.setdefault(name, []).append(span.span_id)
         result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id))
     asking = {r.span.span_id for r in requests}

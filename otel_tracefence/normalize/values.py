@@ -22,7 +22,9 @@ from otel_tracefence.canonical import (
 )
 from otel_tracefence.config import Limits, TraceFenceConfig
 from otel_tracefence.model import MalformedField
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize.conventions import (
+    ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
+)
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape
 from otel_tracefence.normalize.span_view import SpanEvent
 from otel_tracefence.normalize.tokens import text_tokens, value_tokens
@@ -64,7 +66,7 @@ TRUNCATED_ARGUMENTS = Arguments(
 def _unwrapped(value: Any) -> Any:
     """The keyword arguments inside a framework's wrapper (``conventions.ARGUMENT_WRAPPER_KEYS``),
     or ``None`` when ``value`` is not such a wrapper or holds positional arguments too."""
-    if not isinstance(value, dict) or not value.keys() <= cv.ARGUMENT_WRAPPER_KEYS:
+    if not isinstance(value, dict) or not value.keys() <= ARGUMENT_WRAPPER_KEYS:
         return None
     kwargs = value.get("kwargs")
     if not isinstance(kwargs, dict) or value.get("args"):
@@ -110,6 +112,7 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
     return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)
 
 
+@cython.ccall
 def _looks_like_json(text: str) -> bool:
     return text.lstrip()[:1] in ("{", "[")
 
@@ -126,7 +129,7 @@ def _event_value(events: Sequence[SpanEvent], table: Sequence[tuple[str, str]]) 
 def _message_part(events: Sequence[SpanEvent], key: str, part_type: str, field_name: str) -> Any:
     """A field of the first ``part_type`` part in the messages an operation-details event carries in ``key``."""
     for event in events:
-        if event.name != cv.OPERATION_DETAILS_EVENT or key not in event.attributes:
+        if event.name != OPERATION_DETAILS_EVENT or key not in event.attributes:
             continue
         messages = event.attributes[key]
         if isinstance(messages, str):
@@ -146,31 +149,31 @@ def event_arguments(events: Sequence[SpanEvent]) -> Any:
     """A tool span's arguments from its GenAI events (``conventions.TOOL_ARGUMENT_EVENTS``), or absent."""
     if not events:
         return _ABSENT
-    value = _event_value(events, cv.TOOL_ARGUMENT_EVENTS)
-    return value if value is not _ABSENT else _message_part(events, cv.INPUT_MESSAGES_KEY, "tool_call", "arguments")
+    value = _event_value(events, TOOL_ARGUMENT_EVENTS)
+    return value if value is not _ABSENT else _message_part(events, INPUT_MESSAGES_KEY, "tool_call", "arguments")
 
 
 def event_result(events: Sequence[SpanEvent]) -> Any:
     """A tool span's result from its GenAI events (``conventions.TOOL_RESULT_EVENTS``), or absent."""
     if not events:
         return _ABSENT
-    value = _event_value(events, cv.TOOL_RESULT_EVENTS)
-    return value if value is not _ABSENT else _message_part(events, cv.OUTPUT_MESSAGES_KEY, "tool_call_response", "response")
+    value = _event_value(events, TOOL_RESULT_EVENTS)
+    return value if value is not _ABSENT else _message_part(events, OUTPUT_MESSAGES_KEY, "tool_call_response", "response")
 
 
 def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequence[SpanEvent] = ()) -> Arguments:
     """The call's arguments from the first convention that records them (``conventions.ARGUMENT_KEYS``),
     then ``code.function.parameters.*``, then the span's GenAI events."""
-    for key in cv.ARGUMENT_KEYS:
+    for key in ARGUMENT_KEYS:
         value = attributes.get(key, _ABSENT)
         if value is _ABSENT:
             continue
-        unwrap = key in cv.WRAPPED_ARGUMENT_KEYS
-        if key in cv.MIME_TYPE_KEYS:
+        unwrap = key in WRAPPED_ARGUMENT_KEYS
+        if key in MIME_TYPE_KEYS:
             # OpenInference: input.value is JSON only when its MIME type says so;
             # plain text (the default) that happens to parse is read as JSON too,
             # and text that starts like JSON but is cut off is truncated JSON.
-            mime = attributes.get(cv.MIME_TYPE_KEYS[key])
+            mime = attributes.get(MIME_TYPE_KEYS[key])
             if mime != "application/json" and isinstance(value, str):
                 parsed = arguments_from_value(value, limits, unwrap=unwrap)
                 if parsed.malformed is None or (parsed is TRUNCATED_ARGUMENTS and _looks_like_json(value)):
@@ -178,9 +181,9 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
                 return arguments_from_value(value, limits, text_is_json=False)
         return arguments_from_value(value, limits, unwrap=unwrap)
     parameters = {
-        key[len(cv.CODE_PARAMETER_PREFIX) : -len(cv.CODE_PARAMETER_SUFFIX)]: value
+        key[len(CODE_PARAMETER_PREFIX) : -len(CODE_PARAMETER_SUFFIX)]: value
         for key, value in attributes.items()
-        if key.startswith(cv.CODE_PARAMETER_PREFIX) and key.endswith(cv.CODE_PARAMETER_SUFFIX)
+        if key.startswith(CODE_PARAMETER_PREFIX) and key.endswith(CODE_PARAMETER_SUFFIX)
     }
     if parameters:
         return arguments_from_value(parameters, limits)
@@ -213,6 +216,7 @@ class Result:
 NO_RESULT = Result()
 
 
+@cython.ccall
 def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -> tuple[str | None, bool, Any]:
     """(the error shape the result matches, whether its JSON text is cut off, the value parsed from
     JSON text or :data:`NOT_PARSED`)."""
@@ -233,6 +237,7 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     return (f"{shape.key}" if shape is not None else None), False, parsed
 
 
+@cython.ccall
 def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | None = None) -> Result:
     """Hash a recorded result: text as recorded (results are never compared, so no canonical form is
     needed), structured values (OTLP kvlist, JSON rows) as canonical JSON. A JSON result is also
@@ -253,7 +258,7 @@ def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | Non
 
 def span_result(attributes: Mapping[str, Any], limits: Limits, events: Sequence[SpanEvent] = (), config: TraceFenceConfig | None = None) -> Result:
     """The call's recorded result from the first convention that records one, then the span's GenAI events."""
-    for key in cv.RESULT_KEYS:
+    for key in RESULT_KEYS:
         value = attributes.get(key, _ABSENT)
         if value is not _ABSENT:
             return result_from_value(value, limits, config)

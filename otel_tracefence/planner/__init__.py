@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
+import cython
+
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits
 from otel_tracefence.model import CONFLICT, REVIEW, StepDecision, ToolStep, TracePlan, step_order
@@ -18,6 +20,7 @@ _DEFAULT_LIMITS = Limits()
 _RULES = DECISION_RULES + NOTE_RULES + FLOW_NOTES
 
 
+@cython.ccall
 def _decide(step: ToolStep, groups: TraceGroups, max_related: int) -> StepDecision:
     decision = None
     reason_codes: list[str] = []

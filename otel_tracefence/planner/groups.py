@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
+
+import cython
 
 from otel_tracefence.model import EFFECT_UNKNOWN, WRITE, ToolStep
 
@@ -13,69 +14,95 @@ class Group(list):
 
     __slots__ = ()
 
-    @property
-    def members(self) -> list[ToolStep]:
-        return self
-
     def window(self, start: int, stop: int | None, cap: int) -> list[ToolStep]:
         """``self[start:stop]``, but no more than ``cap + 2`` of them: enough to name ``cap`` others and see there are more."""
         end = len(self) if stop is None else stop
         return self[start : min(end, start + cap + 2)]
 
 
-def _add(table: dict, key, step: ToolStep) -> Group:
-    group = table.get(key)
-    if group is None:
-        group = table[key] = Group()
-    group.append(step)
-    return group
+_NO_KEY = object()
+"""The key of a step that is in no group of a table."""
 
 
-@dataclass(slots=True)
+@cython.cfunc
+@cython.locals(first=dict, groups=dict, i=cython.Py_ssize_t)
+def _repeated(keys: list, steps: Sequence[ToolStep]) -> dict:
+    """``{key: Group}`` of the keys given for more than one step (``keys[i]`` is ``steps[i]``'s key,
+    :data:`_NO_KEY` for none), each group in the order of ``steps``. One dict operation per key: a key is
+    noted with the index of its first step, and a group is made at its second (most keys are unique, and a
+    group per step made planning a million steps mostly allocation and cyclic-GC work)."""
+    first = {}
+    groups = {}
+    for i in range(len(keys)):
+        key = keys[i]
+        if key is _NO_KEY:
+            continue
+        earlier = first.setdefault(key, i)
+        if earlier != i:
+            group = groups.get(key)
+            if group is None:
+                groups[key] = Group((steps[earlier], steps[i]))
+            else:
+                group.append(steps[i])
+    return groups
+
+
+@cython.dataclasses.dataclass
+@cython.cclass
 class TraceGroups:
-    """Per trace: steps by (tool, idempotency key), by call id, and repeated writes and reads by (tool, arguments)."""
+    """Per trace, only what more than one step shares: steps by (tool, idempotency key), by call id, and
+    repeated calls by (tool, canonical arguments).
 
-    by_key: dict[tuple[str, str], Group] = field(default_factory=dict)
-    by_call_id: dict[str, Group] = field(default_factory=dict)
-    writes_by_content: dict[tuple[str, str], Group] = field(default_factory=dict)
-    reads_by_content: dict[tuple[str, str], Group] = field(default_factory=dict)
-    conflicting_keys: set[tuple[str, str]] = field(default_factory=set)
-    uncomparable_keys: set[tuple[str, str]] = field(default_factory=set)
-    position: dict[int, int] = field(default_factory=dict)  # id(step) -> index within its content group
+    ``repeats`` maps ``id(step)`` to ``(group, position)``: the steps with the step's tool and canonical
+    arguments in trace order (writes with writes, reads with reads) and the step's index in it, for every
+    step whose group holds another. A step of unknown effect with arguments is in no group, but is mapped
+    to the reads with its tool and arguments, at position 0, when there are several (as the rules have
+    always seen it). A step not in ``repeats`` repeats nothing and is repeated by nothing.
+
+    An extension type in the compiled engine (built in C, not by the ``__init__`` ``dataclasses`` writes):
+    docs/DECISIONS.md, 172.
+    """
+
+    # Every field given (no default_factory: Cython's __init__ imports ``dataclasses`` for each on every call).
+    by_key: dict  # (tool, idempotency key) -> Group, 2 or more steps
+    by_call_id: dict  # call id -> Group, 2 or more steps
+    repeats: dict  # id(step) -> (Group, position)
+    conflicting_keys: set
+    uncomparable_keys: set
     max_related: int = 50
     flow: Any = None  # planner.dataflow.DataFlow: links between steps through id-like tokens (None: no link)
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":
-        groups = cls(max_related=max_related)
-        # Call ids are counted first (a dict of str to int, which the garbage collector does not
-        # track), and grouped only when repeated: most are unique, and a Group per step made
-        # planning a million steps mostly cyclic-GC work.
-        call_ids: dict[str, int] = {}
+        """The groups of a trace's steps, given in trace order."""
+        key_of = []
+        call_id_of = []
+        content_of = []
+        unknown = []  # steps of unknown effect with arguments
         for step in ordered:
-            if not step.call_id_from_span and not step.requested_only:
-                call_ids[step.call_id] = call_ids.get(step.call_id, 0) + 1
-        for step in ordered:
-            if step.idempotency_key is not None:
-                _add(groups.by_key, (step.tool, step.idempotency_key), step)
-            if call_ids.get(step.call_id, 0) > 1 and not step.call_id_from_span and not step.requested_only:
-                _add(groups.by_call_id, step.call_id, step)
-            if step.arguments_sha256 is not None and step.effect is not EFFECT_UNKNOWN:
-                table = groups.writes_by_content if step.effect is WRITE else groups.reads_by_content
-                group = _add(table, (step.tool, step.arguments_sha256), step)
-                groups.position[id(step)] = len(group) - 1
+            key_of.append((step.tool, step.idempotency_key) if step.idempotency_key is not None else _NO_KEY)
+            call_id_of.append(step.call_id if not step.call_id_from_span and not step.requested_only else _NO_KEY)
+            if step.arguments_sha256 is None:
+                content_of.append(_NO_KEY)
+            elif step.effect is EFFECT_UNKNOWN:
+                content_of.append(_NO_KEY)
+                unknown.append(step)
+            else:
+                content_of.append((step.effect is WRITE, step.tool, step.arguments_sha256))
+        groups = cls(_repeated(key_of, ordered), _repeated(call_id_of, ordered), {}, set(), set(), max_related)
+        repeats = groups.repeats
+        by_content = _repeated(content_of, ordered)
+        for group in by_content.values():
+            for position, step in enumerate(group):
+                repeats[id(step)] = (group, position)
+        for step in unknown:
+            group = by_content.get((False, step.tool, step.arguments_sha256))
+            if group is not None:
+                repeats[id(step)] = (group, 0)
         for key, group in groups.by_key.items():
-            if len(group) < 2:
-                continue
-            hashes = {s.arguments_sha256 for s in group.members if s.arguments_sha256 is not None}
+            hashes = {s.arguments_sha256 for s in group if s.arguments_sha256 is not None}
             if len(hashes) > 1:
                 groups.conflicting_keys.add(key)
-            elif any(s.arguments_sha256 is None for s in group.members):
+            elif any(s.arguments_sha256 is None for s in group):
                 groups.uncomparable_keys.add(key)
         return groups
-
-    def content_group(self, step: ToolStep) -> Group | None:
-        if step.arguments_sha256 is None:
-            return None
-        table = self.writes_by_content if step.effect is WRITE else self.reads_by_content
-        return table.get((step.tool, step.arguments_sha256))

@@ -107,10 +107,10 @@ def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
     """A write with the same tool and canonical arguments as an earlier one: a possible second effect."""
     if step.effect is not WRITE:
         return NONE
-    group = groups.content_group(step)
-    position = groups.position.get(id(step), 0)
-    if group is None or position == 0:
+    entry = groups.repeats.get(id(step))
+    if entry is None or entry[1] == 0:
         return NONE
+    group, position = entry
     return (Finding(REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
 
 
@@ -157,9 +157,11 @@ DECISION_RULES: tuple[Rule, ...] = (
 
 def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Note on a write or read that later calls repeat, linking them."""
-    group = groups.content_group(step)
-    position = groups.position.get(id(step), 0)
-    if group is None or position + 1 >= len(group):
+    entry = groups.repeats.get(id(step))
+    if entry is None:
+        return NONE
+    group, position = entry
+    if position + 1 >= len(group):
         return NONE
     return (Finding(None, reasons.REPEATED_LATER, group.window(position + 1, None, groups.max_related)),)
 
@@ -168,10 +170,10 @@ def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Repeated reads are linked, not fenced."""
     if step.effect is not READ:
         return NONE
-    group = groups.content_group(step)
-    position = groups.position.get(id(step), 0)
-    if group is None or len(group) < 2 or position == 0:
+    entry = groups.repeats.get(id(step))
+    if entry is None or entry[1] == 0:
         return NONE
+    group, position = entry
     return (Finding(None, reasons.REPEATED_READ, group.window(0, position, groups.max_related)),)
 
 
