@@ -700,15 +700,17 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     its timed-out writes. Now it is handed on without a plan, fail closed: every span ``review``, partial, with
     ``tracefence.trace.reasons = ["not_planned_at_shutdown"]``, and a review item for each of its traces. The
     real SDK exporter against a real ``tracefence serve``; a decision wait of ten minutes holds every trace until
-    the stop, whose 2 s cannot plan 1,500 traces with a review write each (a synced SQLite commit apiece)."""
+    the stop, whose 1 s cannot plan 2,700 traces with a review write each (8,100 spans: just under the 8,192
+    spans that back-pressure lets wait before any send is measured, DECISIONS 195). With 2 s and 1,500 traces,
+    as first written, the engine of issue 10's fifth round planned them all on this machine."""
     serve = ServeProcess(
         "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
         "--decision-wait-ms", "600000", "--max-wait-ms", "600000",
-        cwd=tmp_path, OTEL_TRACEFENCE_SERVICE__DRAIN_TIMEOUT_S="2",
+        cwd=tmp_path, OTEL_TRACEFENCE_SERVICE__DRAIN_TIMEOUT_S="1",
     )  # fmt: skip
     try:
         client = clients(serve.log("tracefence serve listening")["port"])
-        traces = [trace for _ in range(10) for trace in send_traces(client, 150)]  # acknowledged, every one
+        traces = [trace for _ in range(18) for trace in send_traces(client, 150)]  # acknowledged, every one
         acked = set(span_ids(client))
         serve.proc.send_signal(signal.SIGTERM)
         assert serve.proc.wait(timeout=30) == 0, serve.stderr()
