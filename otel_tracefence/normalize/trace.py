@@ -276,7 +276,7 @@ def _unread_requests(span: SpanView, lost: Sequence[str], read_any: bool) -> str
     if lost:
         more = f" (and {len(lost) - 1} more call(s) not read)" if len(lost) > 1 else ""
         return f"its recorded output holds {lost[0]}{more}"
-    if not read_any and asked_for_tools(span) and recorded_output(span):
+    if not read_any and recorded_output(span) and asked_for_tools(span):  # the cheaper test first: most spans recorded no output
         return "its finish reason says the model asked for tool calls, and none could be read from its recorded output"
     return None
 
@@ -488,8 +488,10 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
         result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
+    talking_spans = {id(span) for span in talking}  # the spans themselves (ids may clash), alive until the end
     for span in stepless:
-        why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking)
+        # A quiet span (trace.quiet) recorded no output and holds no requested call: nothing of it can be unread.
+        why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking) if id(span) in talking_spans else None
         if why is not None:  # wherever the span is, whatever else the trace holds
             result.steps.append(_unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD))
             continue
