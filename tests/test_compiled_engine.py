@@ -99,6 +99,14 @@ def _run_engine(pure: bool) -> dict:
     return json.loads(proc.stdout)
 
 
+def run_child(code: str, pure: bool) -> dict:
+    """The JSON that ``code`` prints, run by this interpreter in a fresh process with the compiled engine or,
+    with ``pure``, the pure-Python one (``TRACEFENCE_PURE_PYTHON=1``)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_environ(pure))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def _engine_in_subprocess(pure: bool) -> str:
     code = "import otel_tracefence; print(otel_tracefence.engine())"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, env=_environ(pure))

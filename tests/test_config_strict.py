@@ -39,20 +39,17 @@ def clean_environment(monkeypatch):
             monkeypatch.delenv(name)
 
 
-def test_a_key_given_twice_in_a_rule_of_the_file_is_refused_with_its_line(tmp_path):
-    path = tmp_path / "dup2.yaml"
-    path.write_text(RULE_TWICE)
-    with pytest.raises(ConfigError) as caught:
-        load_config(path)
-    assert str(caught.value) == f"config file {path}: line 5: key 'result' given twice (first on line 4): a setting has one value"
-
-
-def test_a_setting_given_twice_in_the_file_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [(RULE_TWICE, "line 5: key 'result' given twice (first on line 4)"), (SETTING_TWICE, "line 5: key 'tool_rules' given twice (first on line 1)")],
+    ids=["in-a-rule", "a-setting"],
+)
+def test_a_key_given_twice_in_the_file_is_refused_with_its_lines(tmp_path, text, said):
     path = tmp_path / "dup.yaml"
-    path.write_text(SETTING_TWICE)
+    path.write_text(text)
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert str(caught.value) == f"config file {path}: line 5: key 'tool_rules' given twice (first on line 1): a setting has one value"
+    assert str(caught.value) == f"config file {path}: {said}: a setting has one value"
 
 
 def test_a_flow_mapping_with_a_key_twice_is_refused(tmp_path):

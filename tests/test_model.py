@@ -9,14 +9,11 @@ rules read.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from test_compiled_engine import _c_compiler, _environ
+from test_compiled_engine import _c_compiler, run_child
 
 _CHILD = textwrap.dedent(
     """
@@ -57,15 +54,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _run(pure: bool) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120, env=_environ(pure))
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
 @pytest.mark.parametrize("pure", [False, True], ids=["installed", "pure"])
 def test_the_model_behaves_the_same_in_both_engines(pure):
-    got = _run(pure)
+    got = run_child(_CHILD, pure)
     if pure:
         assert (got["engine"], got["extension"]) == ("python", False)
     elif _c_compiler() is not None:
@@ -116,5 +107,5 @@ def test_the_model_behaves_the_same_in_both_engines(pure):
 
 
 def test_asdict_is_the_same_in_both_engines():
-    assert _run(False)["asdict"] == _run(True)["asdict"]
+    assert run_child(_CHILD, False)["asdict"] == run_child(_CHILD, True)["asdict"]
 

@@ -10,14 +10,11 @@ way (``read_request``, ``held_view``, ``planning_view``) from the same bytes.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from test_compiled_engine import _c_compiler, _environ
+from test_compiled_engine import _c_compiler, run_child
 
 _CHILD = textwrap.dedent(
     """
@@ -68,15 +65,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _run(pure: bool) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120, env=_environ(pure))
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
 @pytest.mark.parametrize("pure", [False, True], ids=["installed", "pure"])
 def test_views_behave_the_same_in_both_engines(pure):
-    got = _run(pure)
+    got = run_child(_CHILD, pure)
     if pure:
         assert (got["engine"], got["extension"], got["view_extension"]) == ("python", False, False)
     elif _c_compiler() is not None:
