@@ -98,7 +98,8 @@ def late_attributes(replay_class: str | None, *, partial: bool = False) -> dict[
 
 def unplanned_attributes(reason: str) -> dict[str, Any]:
     """Attributes for every span of a trace handed on without a plan (``reason``, e.g.
-    ``reasons.NOT_PLANNED_AT_SHUTDOWN``): it fails closed, as ``review`` and partial, whatever its spans hold."""
+    ``reasons.NOT_PLANNED_AT_SHUTDOWN``, ``reasons.NOT_PLANNED_ERROR``): it fails closed, as ``review`` and partial,
+    whatever its spans hold."""
     return {REPLAY_CLASS: "review", PLAN_SCHEMA_VERSION: SCHEMA_VERSION, TRACE_PARTIAL: True, TRACE_REASONS: [reason]}
 
 

@@ -103,7 +103,7 @@ class Decided(Generic[P]):
     """A trace decided now: its spans (with the door's payloads) and its plan.
 
     ``planned`` is ``None`` when planning failed (``error`` says why): the door
-    then hands the spans on unannotated, never drops them.
+    then hands the spans on as ``review`` (``Fence.hand_on_unplanned``, ``not_planned_error``), never drops them.
     """
 
     trace_id: str

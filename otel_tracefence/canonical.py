@@ -13,6 +13,8 @@ from hashlib import sha256
 from typing import Any
 
 import cython
+
+from otel_tracefence.reprs import fields_repr
 import rfc8785
 
 from otel_tracefence import reasons
@@ -185,7 +187,7 @@ def depth(value: Any, limit: int) -> int:
     return inspect_value(value, limit)[0]
 
 
-@cython.dataclasses.dataclass
+@cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class Canonical:
     """Canonical JSON text and its SHA-256 (hex), or why there is none.
@@ -197,6 +199,9 @@ class Canonical:
     text: str | None
     sha256: str | None
     unavailable: str | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
 
 def canonicalize(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH, simple: bool = False) -> Canonical:

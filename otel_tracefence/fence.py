@@ -301,13 +301,13 @@ class Fence(Generic[P]):
                 self._hand_on_decided(item)
 
     def _hand_on_decided(self, decided: Decided[P]) -> None:
+        if decided.planned is None:  # planning raised: never passed unannotated, as if it held no tool call
+            self.telemetry.error("plan", f"could not plan trace {decided.trace_id}: {decided.error!r}", decided.error)
+            self.hand_on_unplanned({decided.trace_id: list(decided.spans)}, reasons.NOT_PLANNED_ERROR)
+            return
         originals = [payload for _, payload in decided.spans]
         attrs = self.telemetry.attributes
         self.telemetry.spans_received.add(len(originals), attrs)
-        if decided.planned is None:
-            self.telemetry.error("plan", f"could not plan trace {decided.trace_id}: {decided.error!r}", decided.error)
-            guarded(self.telemetry, "emit", lambda: self._emit(originals))
-            return
         out = originals
         try:
             plan = decided.planned.plan

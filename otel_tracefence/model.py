@@ -21,6 +21,8 @@ from operator import attrgetter
 
 import cython
 
+from otel_tracefence.reprs import fields_repr
+
 SCHEMA_VERSION = "1"
 """Version of the plan's schema, written as ``schema_version`` and ``tracefence.plan.schema_version``."""
 
@@ -88,7 +90,7 @@ REPLAY, SKIP, REVIEW, CONFLICT = Decision.REPLAY, Decision.SKIP, Decision.REVIEW
 CLASS_DYNAMIC, CLASS_INJECTED, CLASS_STATIC, CLASS_REVIEW = _CLASS_ORDER
 
 
-@cython.dataclasses.dataclass(frozen=True)
+@cython.dataclasses.dataclass(repr=False, frozen=True)
 @cython.cclass
 class MalformedField:
     """A field of a tool span or row that could not be read: never guessed.
@@ -106,8 +108,11 @@ class MalformedField:
         """The reason code of the ``review`` this field gives its step."""
         return self.reason or "malformed_" + self.field
 
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
-@cython.dataclasses.dataclass(frozen=True)
+
+@cython.dataclasses.dataclass(repr=False, frozen=True)
 @cython.cclass
 class ToolStep:
     """One tool call, normalized from whichever convention recorded it.
@@ -158,12 +163,15 @@ class ToolStep:
         """Total order of steps in a trace: start time, then source position, then ids (:data:`step_order`)."""
         return step_order(self)
 
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
+
 
 step_order = attrgetter("start_time_unix_nano", "sequence", "call_id", "span_id")
 """``step_order(step)`` is ``step.order_key``, as a C-level key function for sorting many steps."""
 
 
-@cython.dataclasses.dataclass(frozen=True)
+@cython.dataclasses.dataclass(repr=False, frozen=True)
 @cython.cclass
 class StepDecision:
     """The decision for one step, its reason codes and the other calls it concerns."""
@@ -173,8 +181,11 @@ class StepDecision:
     reasons: tuple[str, ...]
     related_call_ids: tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
-@cython.dataclasses.dataclass(frozen=True)
+
+@cython.dataclasses.dataclass(repr=False, frozen=True)
 @cython.cclass
 class TracePlan:
     """The plan for one trace: ``replay_class`` is ``None`` when it has no tool step."""
@@ -184,3 +195,6 @@ class TracePlan:
     steps: tuple[StepDecision, ...] = ()
     partial: bool = False
     schema_version: str = SCHEMA_VERSION
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)

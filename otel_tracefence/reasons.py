@@ -30,6 +30,9 @@ DECIDED_BEFORE_COMPLETE = "decided_before_complete"
 # fail closed (class review, every span), with a review item naming the trace only. A trace-level reason
 # (tracefence.trace.reasons), applied by the fence (otel_tracefence/fence.py), not by the planner.
 NOT_PLANNED_AT_SHUTDOWN = "not_planned_at_shutdown"
+# A trace whose planning raised (a bug, or something the engine could not handle): handed on the same way, fail
+# closed, with its review item; the error is logged and counted (tracefence.errors, error.type plan).
+NOT_PLANNED_ERROR = "not_planned_error"
 WRITE_COMMITTED = "write_committed"
 UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"  # a read declared by the producer (tracefence.effect) or the operator (tool_rules)
@@ -81,7 +84,7 @@ NOTES = frozenset(
 # Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).
 NOT_FENCING = frozenset({DECLARED_READ, HINTED_READ, WRITE_COMMITTED, UNSTABLE_RESULT})
 # Codes of a whole trace (``tracefence.trace.reasons``), never of a step: it was handed on without a plan.
-TRACE_CODES = frozenset({NOT_PLANNED_AT_SHUTDOWN})
+TRACE_CODES = frozenset({NOT_PLANNED_AT_SHUTDOWN, NOT_PLANNED_ERROR})
 
 
 def malformed(field: str) -> str:

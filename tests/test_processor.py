@@ -28,6 +28,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from otel_tracefence import buffer as buffer_module
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.annotate import SCHEMA_VERSION
 from otel_tracefence.instrument import declare, tool_call
 from otel_tracefence.review.store import ReviewStoreError, SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
@@ -541,7 +542,10 @@ class Exploding(SpanProcessor):
         raise RuntimeError("downstream shutdown broke")
 
 
-def test_a_fault_in_planning_and_downstream_still_hands_spans_on_unannotated(tmp_path, monkeypatch, caplog):
+def test_a_fault_in_planning_hands_the_trace_on_as_review_and_a_fault_downstream_is_contained(tmp_path, monkeypatch, caplog):
+    """A planner that raises never lets its trace pass unannotated, as if it held no tool call: every span is
+    handed on ``review``, partial, ``tracefence.trace.reasons = ["not_planned_error"]``, with a review item
+    (docs/DECISIONS.md 200). The agent's code sees no exception."""
     def broken(*args, **kwargs):
         raise RuntimeError("planner bug")
 
@@ -556,9 +560,13 @@ def test_a_fault_in_planning_and_downstream_still_hands_spans_on_unannotated(tmp
     spans = {s.name: s for s in exporter.get_finished_spans()}
     assert set(spans) == {"invoke_agent a", "execute_tool search", "execute_tool pay"}
     for span in spans.values():
-        assert tf(span) == {}  # unannotated
+        assert tf(span) == {
+            "tracefence.replay.class": "review", "tracefence.plan.schema_version": SCHEMA_VERSION,
+            "tracefence.trace.partial": True, "tracefence.trace.reasons": ["not_planned_error"],
+        }  # fmt: skip
     assert spans["execute_tool pay"].attributes["tracefence.status"] == "timeout"  # the producer's own labels stay
-    assert fenced.review_items() == []
+    (item,) = fenced.review_items()
+    assert (item.trace_id, item.plan.steps) == (format(spans["invoke_agent a"].context.trace_id, "032x"), [])
     assert fenced.processor.force_flush() is False  # a downstream flush failed: said, not raised
     fenced.provider.shutdown()
     errors = {p[0]["error.type"]: p[1] for p in metric_points(reader)["tracefence.errors"]}

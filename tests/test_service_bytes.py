@@ -391,6 +391,34 @@ def test_one_span_id_on_spans_differing_only_where_no_convention_reads_plans_ali
     assert bad.message == f"span id {'02' * 8} is carried by 4 spans of the trace that are not all the same"
 
 
+def test_a_trace_with_a_clashing_span_id_plans_alike_in_any_thread():
+    """Round 5's second trial: with the compiled engine, Cython's generated ``repr`` of its dataclasses raised
+    ``AttributeError`` outside the thread that imported them, and ordering spans under one id sorts by ``repr``:
+    in the service's intake thread the trace was not planned at all. Now the same plan in any thread, and the
+    engine's dataclasses give the same ``repr`` there as in the main thread (otel_tracefence/reprs.py)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    write = _span(name="execute_tool pay", attributes=[_string("gen_ai.operation.name", "execute_tool"), _string("gen_ai.tool.name", "pay"),
+                                                       _string("tracefence.effect", "write")])
+    other = _span(name="execute_tool refund", attributes=[_string("gen_ai.operation.name", "execute_tool"), _string("gen_ai.tool.name", "refund")])
+    trace_id = (b"\x01" * 16).hex()
+
+    def planned() -> tuple:
+        views = [view_of(s.SerializeToString(), i) for i, s in enumerate((write, other))]
+        result = _planned(trace_id, views, CONFIGS[0])
+        plan = result[-1]
+        return result[:-1], [repr(x) for x in (views[0], plan, plan.steps[0], plan.steps[0].step)]
+
+    here = planned()
+    with ThreadPoolExecutor(1) as pool:
+        there = pool.submit(planned).result()
+    assert there == here
+    (replay_class, partial, steps, _), _ = here
+    assert (replay_class.value, partial) == ("review", False)
+    assert sorted((tool, decision) for _, tool, decision, _, _ in steps) == [("pay", "review"), ("refund", "review")]
+    assert all("malformed_span_id" in step_reasons for _, _, _, step_reasons, _ in steps)
+
+
 def test_the_full_view_from_span_bytes_equals_from_otlp_also_when_its_attributes_come_from_the_cache():
     """full_view (SpanBody, attributes converted once per encoding) gives from_otlp's view field for field: repeated keys
     (last value, listed), kvlist, array and bytes values, events; a second read (cache hits) the same, and a list value

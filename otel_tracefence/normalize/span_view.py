@@ -11,6 +11,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 import cython
+
+from otel_tracefence.reprs import fields_repr
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
@@ -38,7 +40,7 @@ class SpanEvent:
     attributes: Mapping[str, Any]
 
 
-@cython.dataclasses.dataclass
+@cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class SpanView:
     """A span's ids (lowercase hex), name, times (Unix nanoseconds), attributes, status and events.
@@ -76,6 +78,9 @@ class SpanView:
     duplicate_keys: tuple[str, ...] = ()  # attribute keys the span carried more than once (OTLP allows it on the wire)
     kind: str = KIND_UNSPECIFIED
     unreadable: tuple[str, str] | None = None  # (field, why): a span that could not be read, standing in its trace
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
 
 def any_value_to_python(value: AnyValue) -> Any:

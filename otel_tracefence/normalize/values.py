@@ -7,6 +7,8 @@ from typing import Any, Mapping, Sequence
 
 import cython
 
+from otel_tracefence.reprs import fields_repr
+
 from otel_tracefence import reasons
 from otel_tracefence.canonical import (
     JSONNumberError,
@@ -35,7 +37,7 @@ NOT_PARSED = object()
 """``Result.parsed`` of a result not recorded as JSON text that parsed."""
 
 
-@cython.dataclasses.dataclass
+@cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class Arguments:
     """Canonical arguments (RFC 8785 text and SHA-256), or why they are unavailable, or what is malformed.
@@ -50,6 +52,9 @@ class Arguments:
     malformed: MalformedField | None = None
     value: Any = None  # the parsed value, for reading an idempotency key out of it
     notes: tuple[str, ...] = ()  # how they were read (``arguments_unwrapped``)
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
 
 NOT_RECORDED = Arguments()
@@ -193,7 +198,7 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
     return NOT_RECORDED
 
 
-@cython.dataclasses.dataclass
+@cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class Result:
     """A recorded result's hash and value; ``error`` names the shape that says the call failed,
@@ -211,6 +216,9 @@ class Result:
     # The parsed JSON object or array of a result recorded as JSON text (parsed once, for the error
     # shape, and read again for its tokens: tokens.result_tokens); NOT_PARSED for any other result.
     parsed: Any = cython.dataclasses.field(default=NOT_PARSED, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
 
 
 NO_RESULT = Result()

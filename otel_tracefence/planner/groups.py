@@ -6,6 +6,8 @@ from typing import Any, Sequence
 
 import cython
 
+from otel_tracefence.reprs import fields_repr
+
 from otel_tracefence.model import EFFECT_UNKNOWN, WRITE, ToolStep
 
 
@@ -47,7 +49,7 @@ def _repeated(keys: list, steps: Sequence[ToolStep]) -> dict:
     return groups
 
 
-@cython.dataclasses.dataclass
+@cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class TraceGroups:
     """Per trace, only what more than one step shares: steps by (tool, idempotency key), by call id, and
@@ -106,3 +108,6 @@ class TraceGroups:
             elif any(s.arguments_sha256 is None for s in group):
                 groups.uncomparable_keys.add(key)
         return groups
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
