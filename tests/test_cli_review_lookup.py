@@ -162,6 +162,17 @@ def test_resolve_refuses_an_ambiguous_prefix_and_resolves_nothing(db: Path):
     assert '"traceId": "t-static"' in listed
 
 
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_trace_id_names_no_item_and_resolves_nothing(db: Path, given: str):
+    """Second trial: every id starts with "", so ``resolve "$ID"`` with ``ID`` unset resolved the item of a queue
+    holding one. An empty or blank id is refused for show and resolve alike."""
+    for command in (("show", given), ("resolve", given, "--by", "x", "--note", "n")):
+        proc = tracefence(*command, "--db", str(db))
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert proc.stderr == f"tracefence review {command[0]}: {db}: an empty trace id names no review item; give the trace id or a prefix of it\n"
+    assert '"state": "REVIEW_STATE_RESOLVED"' not in tracefence("list", "--db", str(db), "--format", "json").stdout
+
+
 def test_resolve_by_prefix_through_the_review_api_with_the_servers_token_variable(db: Path, tmp_path: Path):
     """Trial defects 14 and 17: ``review`` reads OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN, as serve and ui do."""
     config = TraceFenceConfig(

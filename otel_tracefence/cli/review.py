@@ -389,7 +389,10 @@ def _json(item: pb.ReviewItem) -> str:
 def _unique_trace_id(source: ReviewSource, given: str) -> tuple[str | None, str]:
     """The one trace id ``given`` names, for ``show`` and ``resolve`` alike: the id itself (any letter case), or a
     prefix of it that only one item has. Returns ``(trace id, "")``, or ``(None, why)`` when there is none: no item,
-    or a prefix several items have (up to ``SHOWN_MATCHES`` of them named; never one picked among them)."""
+    or a prefix several items have (up to ``SHOWN_MATCHES`` of them named; never one picked among them), or an empty
+    (or blank) id, which every id starts with: ``resolve "$ID"`` with ``ID`` unset must not resolve a lone item."""
+    if not given.strip():
+        return None, "an empty trace id names no review item; give the trace id or a prefix of it"
     if source.get(given) is not None:
         return given, ""
     matches = source.trace_ids_starting(given, limit=SHOWN_MATCHES + 1)
