@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
-from otel_tracefence.config_sources import DuplicateKey, check_environment, load_yaml, unknown_environment
+from otel_tracefence.config_sources import DuplicateKey, check_environment, load_yaml, refuse_case_twins, unknown_environment
 from otel_tracefence.redact import Redaction
 
 CONFIG_FILE_ENV = "OTEL_TRACEFENCE_CONFIG"
@@ -460,6 +460,10 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
             raise ConfigError(f"config file {path}: not YAML: {exc}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
+        try:
+            refuse_case_twins(loaded or {})
+        except DuplicateKey as exc:
+            raise ConfigError(f"config file {path}: {exc}: a setting has one value", (exc.field,)) from None
     try:
         check_environment(os.environ, ENV_PREFIX)
     except DuplicateKey as exc:

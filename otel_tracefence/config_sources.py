@@ -61,6 +61,18 @@ def refuse_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def refuse_case_twins(settings: Mapping[Any, Any]) -> None:
+    """Raise :class:`DuplicateKey` for two top-level keys of the config file that differ only in case
+    (``tool_rules`` and ``Tool_rules``): the settings model reads top-level names in any case, as it reads
+    variables, so they are one setting given twice, and it would keep one of them silently."""
+    seen: dict[str, str] = {}
+    for key in settings:
+        if isinstance(key, str):
+            other = seen.setdefault(key.lower(), key)
+            if other != key:
+                raise DuplicateKey(f"keys {other!r} and {key!r} are one setting given twice (names are read in any case)", key.lower())
+
+
 def check_environment(environ: Mapping[str, str], prefix: str) -> None:
     """Raise :class:`DuplicateKey` for two ``prefix*`` variables that differ only in case, or a JSON
     value (a list or nested setting) holding a key twice. Values that are not JSON are left to the

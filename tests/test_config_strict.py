@@ -112,3 +112,17 @@ def test_the_cli_refuses_the_trials_config_with_a_key_twice(tmp_path):
     assert done.returncode == 2
     assert done.stdout == ""
     assert f"config file {path}: line 5: key 'result' given twice (first on line 4)" in done.stderr
+
+
+def test_top_level_keys_differing_only_in_case_are_one_setting_given_twice(tmp_path):
+    """Second trial: ``tool_rules`` and ``Tool_rules`` in one file were read as one setting, the first kept silently
+    (a ``read`` rule beside a ``write`` one passed a write as replayable). Refused, naming both keys."""
+    path = tmp_path / "case.yaml"
+    path.write_text("tool_rules:\n  - {match: charge, effect: read}\nTool_rules:\n  - {match: charge, effect: write}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"config file {path}: keys 'tool_rules' and 'Tool_rules' are one setting given twice (names are read in any case): a setting has one value"
+    )
+    assert caught.value.fields == ("tool_rules",)
+
