@@ -103,6 +103,12 @@ def step_attributes(decision: Any) -> dict[str, Any]:
     }
 
 
+
+def _join_unplanned(unplanned: dict[str, list[Any]], given_up: dict[str, list[Any]]) -> None:
+    """Add the held spans ``given_up`` (by trace id) to ``unplanned``, each trace's held spans first."""
+    for trace_id, spans in given_up.items():
+        unplanned[trace_id] = spans + unplanned.get(trace_id, [])
+
 class Fence(Generic[P]):
     """Hold, decide, annotate and hand on spans of type ``P``.
 
@@ -222,18 +228,15 @@ class Fence(Generic[P]):
             taken, self._left_by_timer = self._left_by_timer + self.buffer.take_all(), []
         for index, one in enumerate(taken):
             if deadline is not None and time.monotonic() >= deadline:
-                given_up = self.buffer.give_up(taken[index:])
-                for trace_id, spans in given_up.items():
-                    unplanned[trace_id] = spans + unplanned.get(trace_id, [])
+                _join_unplanned(unplanned, self.buffer.give_up(taken[index:]))
                 break
             if one[0] in unplanned:  # part of it never read: planning the rest would pass it on less restricted
-                unplanned[one[0]] = self.buffer.give_up([one])[one[0]] + unplanned[one[0]]
+                _join_unplanned(unplanned, self.buffer.give_up([one]))
                 continue
             self.hand_on(self.buffer.decide_taken(one))
         with self._wake:  # a timer still busy when its join timed out leaves the rest of its traces here
             late, self._left_by_timer = self._left_by_timer, []
-        for trace_id, spans in self.buffer.give_up(late).items():
-            unplanned[trace_id] = spans + unplanned.get(trace_id, [])
+        _join_unplanned(unplanned, self.buffer.give_up(late))
         if unplanned:
             self.hand_on_unplanned(unplanned, reasons.NOT_PLANNED_AT_SHUTDOWN, until=review_until)
         if self._deferred_reviews:
