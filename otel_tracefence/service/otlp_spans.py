@@ -161,11 +161,8 @@ def annotated(span: bytes, extra: dict[str, Any]) -> bytes:
     if not extra:
         return span
     if ANNOTATION_PREFIX in span:
-        for key in extra:  # a loop, not any() over a generator: this runs for every span forwarded
-            encoded_key = _KEY_BYTES.get(key)
-            if encoded_key is None:
-                encoded_key = _key_bytes(key)
-            if encoded_key in span:
+        for key in extra:  # only for a span holding "tracefence." (one that passed another fence, mostly)
+            if _key_bytes(key) in span:
                 message = Span.FromString(span)
                 set_attributes(message, extra)
                 return message.SerializeToString()
