@@ -265,6 +265,22 @@ def raw_request(*spans: PbSpan, service_name: str = "raw-agent") -> trace_servic
     return request
 
 
+_NOT_UTF8 = b"\xff\xfe bad"  # shorter than the placeholders it replaces (padded to their length)
+
+
+def request_with_a_span_not_utf8(timed_out: bytes, bad: bytes, *, where: str = "span") -> bytes:
+    """One request: a timed-out write in trace ``timed_out``, and a write in trace ``bad`` whose arguments (or its
+    resource's ``service.name``, ``where="resource"``) hold bytes that are not UTF-8, in a resource of its own."""
+    request = raw_request(raw_tool_span(timed_out, b"\x01" * 8, "invoice.create", effect="write", status="timeout"))
+    marked = raw_request(raw_tool_span(bad, b"\x02" * 8, "payments.charge", effect="write", status="timeout", **{"gen_ai.tool.call.arguments": "PLACEHOLDER"}),
+                         service_name="PLACEHOLDER-SERVICE" if where == "resource" else "raw-agent")  # fmt: skip
+    request.resource_spans.extend(marked.resource_spans)
+    placeholder = b"PLACEHOLDER-SERVICE" if where == "resource" else b"PLACEHOLDER"
+    data = request.SerializeToString()
+    assert data.count(placeholder) == 1
+    return data.replace(placeholder, _NOT_UTF8.ljust(len(placeholder), b"!"))
+
+
 def trace_stub(target: str, credentials: grpc.ChannelCredentials | None = None, **channel_kw: Any):
     channel = grpc.secure_channel(target, credentials, **channel_kw) if credentials else grpc.insecure_channel(target, **channel_kw)
     return channel, trace_service_pb2_grpc.TraceServiceStub(channel)

@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -41,6 +42,7 @@ from service_helpers import (
     raw_span,
     raw_tool_span,
     read,
+    request_with_a_span_not_utf8,
     tf_attrs,
     timed_out_write,
     trace_stub,
@@ -456,21 +458,12 @@ def test_garbage_bytes_are_refused_and_the_service_keeps_serving(serve, upstream
             export_raw(b"\xff\x00garbage", timeout=5)
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # permanent: OTLP clients do not retry it
         assert "not an ExportTraceServiceRequest" in bad.value.details()
-        # Nesting past protobuf's recursion limit cannot be decoded at all: refused, never half-read.
-        deep = AnyValue(string_value="leaf")
-        for _ in range(40):
-            wrapped = AnyValue()
-            wrapped.kvlist_value.values.add(key="k").value.CopyFrom(deep)
-            deep = wrapped
-        attribute = b"\x0a\x04deep" + _length_delimited(2, deep.SerializeToString())  # KeyValue{key, value}
-        span = raw_tool_span(bytes.fromhex("ce" * 16), b"\x03" * 8, "search").SerializeToString() + _length_delimited(9, attribute)
-        # ExportTraceServiceRequest.resource_spans(1) > ResourceSpans.scope_spans(2) > ScopeSpans.spans(2), by hand:
-        # protobuf itself refuses to build a message this deep.
-        request = _length_delimited(1, _length_delimited(2, _length_delimited(2, span)))
-        with pytest.raises(grpc.RpcError) as too_deep:
-            export_raw(request, timeout=5)
-        assert too_deep.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "MaxDepth" in too_deep.value.details()
+        # A span nested past protobuf's recursion limit cannot be decoded: that span alone is refused, in the
+        # partial success, and stands in its trace as a review step (test_undecodable_spans_*).
+        request = _length_delimited(1, _length_delimited(2, _length_delimited(2, _too_deep_span(bytes.fromhex("ce" * 16), b"\x03" * 8))))
+        too_deep = trace_service_pb2.ExportTraceServiceResponse.FromString(export_raw(request, timeout=5))
+        assert too_deep.partial_success.rejected_spans == 1
+        assert "span 0303030303030303: span: does not decode as an OTLP Span" in too_deep.partial_success.error_message
         stub = health_pb2_grpc.HealthStub(channel)
         assert stub.Check(health_pb2.HealthCheckRequest(service=TRACE_SERVICE), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
         _, trace_stub_ = trace_stub(f"127.0.0.1:{service.port}")
@@ -479,6 +472,43 @@ def test_garbage_bytes_are_refused_and_the_service_keeps_serving(serve, upstream
         assert not response.HasField("partial_success")
     received = upstream.wait_spans(1, tid.hex())
     assert received[0].tf["tracefence.replay.class"] == "dynamic"
+
+
+def _too_deep_span(trace_id: bytes, span_id: bytes) -> bytes:
+    """An encoded tool span with an attribute nested past protobuf's recursion limit (100) once in a request."""
+    deep = AnyValue(string_value="leaf")
+    for _ in range(40):
+        wrapped = AnyValue()
+        wrapped.kvlist_value.values.add(key="k").value.CopyFrom(deep)
+        deep = wrapped
+    attribute = b"\x0a\x04deep" + _length_delimited(2, deep.SerializeToString())  # KeyValue{key, value}
+    # protobuf itself refuses to build a message this deep: the attribute is appended on the wire.
+    return raw_tool_span(trace_id, span_id, "search").SerializeToString() + _length_delimited(9, attribute)
+
+
+@pytest.mark.parametrize("where", ["span", "resource"])
+def test_undecodable_spans_are_refused_alone_and_stand_in_their_trace(serve, upstream, where):
+    # A string that is not UTF-8 (proto3 refuses it) in one span, or in its resource, refused the whole request
+    # (INVALID_ARGUMENT, never retried), losing the timed-out write of another trace beside it. Now that span alone
+    # is refused in the partial success; its trace is planned with a review step for it; the rest is kept.
+    service = serve()
+    kept, bad = bytes.fromhex("c1" * 16), bytes.fromhex("c2" * 16)
+    channel = grpc.insecure_channel(f"127.0.0.1:{service.port}")
+    with channel:
+        export_raw = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=None)
+        response = trace_service_pb2.ExportTraceServiceResponse.FromString(export_raw(request_with_a_span_not_utf8(kept, bad, where=where), timeout=5))
+    what = "Span" if where == "span" else "Resource (the span's resource)"
+    assert (response.partial_success.rejected_spans, response.partial_success.error_message) == (
+        1, f"1 span(s) rejected; first: span 0202020202020202: {where}: does not decode as an OTLP {what} (a string that is not UTF-8, "
+           "or nesting past protobuf's recursion limit of 100)",
+    )  # fmt: skip
+    (received,) = upstream.wait_spans(1, kept.hex())
+    assert (received.tf["tracefence.replay.class"], received.tf["tracefence.step.decision"]) == ("review", "review")
+    item = wait_for(lambda: service.store.get(bad.hex()), what="the bad span's trace's review item")
+    assert [(s.step.call_id, list(s.reasons)) for s in item.plan.steps] == [("0202020202020202", [f"malformed_{where}", "effect_unknown", "arguments_not_recorded"])]
+    assert wait_for(lambda: service.store.get(kept.hex()), what="the kept trace's review item").plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    time.sleep(0.3)
+    assert [r.span_id for r in upstream.spans()] == ["0101010101010101"]  # the refused span is never forwarded
 
 
 def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept_and_held(serve, upstream):

@@ -36,6 +36,7 @@ from service_helpers import (
     raw_request,
     raw_span,
     raw_tool_span,
+    request_with_a_span_not_utf8,
     service_config,
     trace_stub,
     wait_for,
@@ -473,6 +474,36 @@ def test_refused_spans_stand_in_their_trace_at_its_worker_over_otlp_http_as_in_o
         assert (step.decision, step.step.call_id, step.step.span_id) == (pb.DECISION_REVIEW, call_id, "")
     stopped = router_log(serve, "tracefence serve stopped", timeout=1)
     assert stopped["dropped_spans"] == 0  # the workers' refusals of those two spans are expected, not drops
+
+
+def test_a_span_not_utf8_is_refused_alone_and_stands_in_its_trace_at_its_worker(tmp_path, upstream):
+    """As in one process (test_service.py): the undecodable span is refused in the partial success, the timed-out
+    write beside it (on the other worker) is kept, and both traces get review items."""
+    # The bad span's trace has no other span, so no root: it is decided at the maximum wait.
+    serve, port, _ = start_router(tmp_path, upstream, "--decision-wait-ms", "0", "--max-wait-ms", "1000")
+    try:
+        kept, bad = trace_for(0, 11), trace_for(1, 12)
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        with channel:
+            export_raw = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            response = ExportTraceServiceResponse.FromString(export_raw(request_with_a_span_not_utf8(kept, bad), timeout=10))
+        assert response.partial_success.rejected_spans == 1
+        (received,) = upstream.wait_spans(1, kept.hex())
+        assert received.tf["tracefence.replay.class"] == "review"
+
+        def items():
+            with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
+                return {i.trace_id: i for i in store.list()[0]}
+
+        found = wait_for(lambda: len(items()) == 2 and items(), what="two review items")
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()
+    assert found[kept.hex()].plan.replay_class == pb.REPLAY_CLASS_REVIEW
+    (stand_in,) = found[bad.hex()].plan.steps
+    assert (stand_in.decision, stand_in.step.call_id) == (pb.DECISION_REVIEW, "0202020202020202")
+    assert len(upstream.spans()) == 1  # the refused span is never forwarded
 
 
 def test_with_the_persistent_queue_a_killed_worker_loses_nothing_it_acknowledged(tmp_path, upstream):

@@ -33,6 +33,7 @@ from otel_tracefence.readers.otlp_json import read_otlp_json_request
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, encoded_span_count
 from otel_tracefence.service.otlp_spans import lazy_request, read_request, request_span_count
+from otel_tracefence.service.span_decoding import sift_undecodable
 
 _log = logging.getLogger("otel_tracefence.service")
 _MAX_LISTED = 10  # problems listed in a refusal of a body that does not decode
@@ -88,7 +89,8 @@ class TraceExport:
     def export_protobuf(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         """An encoded (binary protobuf) ``ExportTraceServiceRequest``: checked before it is decoded, then accepted."""
         self.admit()
-        return self.accept(self.decode_protobuf(data), len(data), source=source)
+        request, undecodable = self.decode_protobuf(data)
+        return self.accept(request, len(data), unparsed=undecodable, source=source)
 
     def export_json(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         """An OTLP/JSON ``ExportTraceServiceRequest`` (UTF-8, ids in hex). Spans that do not parse are rejected in the
@@ -122,23 +124,30 @@ class TraceExport:
         if reason is not None:
             raise ExportRefused(RefusalKind.RETRY_LATER, reason, retry_delay_s=self._retry_delay_s)
 
-    def decode_protobuf(self, data: bytes) -> LazyRequest:
+    def decode_protobuf(self, data: bytes) -> tuple[Any, list[InputError]]:
         """Decode an encoded request into a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` (its spans
         left as bytes), its size and (when it may hold more spans than the whole bound) its span count checked
-        first, without building any span. The whole request is parsed once by upb (in C, no Python object per
-        span) so that bytes that do not decode as an ``ExportTraceServiceRequest`` (garbage, a string that is
-        not UTF-8, nesting past protobuf's recursion limit of 100) are ``UNDECODABLE``, as before."""
+        first, without building any span; and the spans the full OTLP types cannot decode (a string that is not
+        UTF-8, nesting past protobuf's recursion limit of 100), taken out of it and returned as errors for
+        :meth:`accept`'s ``unparsed`` (:func:`~otel_tracefence.service.span_decoding.sift_undecodable`): one bad
+        span is refused in the partial success, not its batch. The whole request is parsed once by upb (in C, no
+        Python object per span); only when that fails is each span checked. Bytes that are not an
+        ``ExportTraceServiceRequest`` at all (garbage, a broken frame) are ``UNDECODABLE``."""
         self._check(lambda: self._intake.check_size(size=len(data)))
         try:
             if len(data) > MIN_SPAN_BYTES * self._intake.max_spans:
                 # It may hold more spans than the whole bound: count them first, without building them.
                 spans = encoded_span_count(data)
                 self._check(lambda: self._intake.check_size(spans=spans))
-            ExportTraceServiceRequest.FromString(data)
-            return LazyRequest.FromString(data)
+            request = LazyRequest.FromString(data)
         except DecodeError as exc:
             _log.warning("refused an Export that does not decode: %s", exc)
             raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
+        try:
+            ExportTraceServiceRequest.FromString(data)
+            return request, []
+        except DecodeError:
+            return sift_undecodable(request)
 
     def accept(self, request: Any, size: int, unparsed: Sequence[InputError] = (), source: str = "") -> ExportTraceServiceResponse:
         """Queue the request's valid spans in room reserved for ``size`` bytes (its spans and bytes are taken before

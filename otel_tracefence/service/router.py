@@ -202,11 +202,13 @@ class RouterExport(TraceExport):
 
     def export_protobuf(self, data: bytes, source: str = "") -> ExportTraceServiceResponse:
         self.admit()
-        request = self.decode_protobuf(data)
+        request, undecodable = self.decode_protobuf(data)
         current = self._intake.current  # type: ignore[attr-defined]
-        current.request = request
+        # Spans taken out as undecodable are not in `request`: the router then splits the items and sends their
+        # stand-ins itself, as for OTLP/JSON.
+        current.request = None if undecodable else request
         try:
-            return self.accept(request, len(data), source=source)
+            return self.accept(request, len(data), unparsed=undecodable, source=source)
         finally:
             current.request = None
 
