@@ -53,6 +53,8 @@ _log = logging.getLogger(__name__)
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tracefence_config_file", default=None)
 
 
+MIN_MESSAGE_BYTES = 1024  # the smallest gRPC/OTLP message bound accepted, in bytes: less refuses every real request
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the file and field.
 
@@ -181,7 +183,7 @@ class UpstreamSettings(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     """Deadline for one export including the exporter's own retries, in seconds."""
     compression: Literal["none", "gzip"] = "none"
-    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=MIN_MESSAGE_BYTES)
     """Largest request this upstream takes, in bytes (gRPC's and the Collector's default receive limit is 4 MiB).
     Batches are sized under it; a span larger than it on its own is dropped and counted."""
 
@@ -210,8 +212,9 @@ class ServiceSettings(BaseModel):
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)
     """Longest a trace is held since its first span; a trace whose root never came is then decided partial."""
-    max_message_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    """Largest Export request accepted, in bytes (the OTLP specification suggests 64 MiB; gRPC's default is 4 MiB)."""
+    max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=MIN_MESSAGE_BYTES)
+    """Largest Export request accepted, in bytes (the OTLP specification suggests 64 MiB; gRPC's default is 4 MiB);
+    at least 1 KiB (less would refuse every real Export)."""
     upstreams: list[UpstreamSettings] = Field(default_factory=list)
     """Where decided spans go; with none, they are written to ``output_file``."""
     output_file: str = "tracefence-spans.otlp.jsonl"
@@ -274,6 +277,17 @@ class ServiceSettings(BaseModel):
     @classmethod
     def _listen_address(cls, value: str) -> str:
         return check_address(value, port_zero=True) if value else value
+
+    @model_validator(mode="after")
+    def _waits_in_order(self) -> ServiceSettings:
+        """The decision wait runs inside the maximum wait (both from a trace's spans): a longer one would never be
+        waited in full, so the pair has no one meaning."""
+        if self.decision_wait_ms > self.max_wait_ms:
+            raise ValueError(
+                f"decision_wait_ms {self.decision_wait_ms:g} is longer than max_wait_ms {self.max_wait_ms:g}: a trace is decided "
+                "at max_wait_ms at the latest, so the decision wait could never run in full; raise max_wait_ms or lower decision_wait_ms"
+            )
+        return self
 
     @model_validator(mode="after")
     def _listen_addresses_apart(self) -> ServiceSettings:

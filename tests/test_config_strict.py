@@ -126,3 +126,19 @@ def test_top_level_keys_differing_only_in_case_are_one_setting_given_twice(tmp_p
     )
     assert caught.value.fields == ("tool_rules",)
 
+
+
+def test_a_decision_wait_longer_than_the_maximum_wait_is_refused(monkeypatch):
+    # A trial set SERVICE__DECISION_WAIT_MS=60000 beside the default max_wait_ms 30000: accepted, and never waited.
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__DECISION_WAIT_MS", "60000")
+    with pytest.raises(ConfigError, match=r"decision_wait_ms 60000 is longer than max_wait_ms 30000: a trace is decided at max_wait_ms"):
+        load_config()
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__MAX_WAIT_MS", "60000")
+    assert (load_config().service.decision_wait_ms, load_config().service.max_wait_ms) == (60000, 60000)
+
+
+def test_a_message_bound_under_one_kib_is_refused(monkeypatch):
+    # A trial set SERVICE__MAX_MESSAGE_BYTES=10: accepted, and every Export refused as too large.
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__MAX_MESSAGE_BYTES", "10")
+    with pytest.raises(ConfigError, match=r"service\.max_message_bytes: Input should be greater than or equal to 1024"):
+        load_config()
