@@ -59,8 +59,10 @@ def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 
 def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The same tool and key with different canonical arguments: every call of the group is fenced."""
+    if step.idempotency_key is None or not groups.conflicting_keys:  # most traces: an empty set, no key built
+        return NONE
     key = (step.tool, step.idempotency_key)
-    if step.idempotency_key is None or key not in groups.conflicting_keys:
+    if key not in groups.conflicting_keys:
         return NONE
     return (Finding(CONFLICT, reasons.IDEMPOTENCY_KEY_CONFLICT, groups.by_key[key].window(0, None, groups.max_related)),)
 
@@ -70,7 +72,7 @@ def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequ
     """The model asked once, the tool ran more than once, and the call is not a declared read."""
     if step.effect is READ or step.call_id_from_span or step.requested_only:
         return NONE
-    group = groups.by_call_id.get(step.call_id)
+    group = groups.by_call_id.get(step.call_id) if groups.by_call_id else None
     if group is None or len(group) < 2:
         return NONE
     return (Finding(CONFLICT, reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE, group.window(0, None, groups.max_related)),)
@@ -78,8 +80,10 @@ def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequ
 
 def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The same tool and key where some call's arguments were not recorded: cannot be compared, never assumed equal."""
+    if step.idempotency_key is None or not groups.uncomparable_keys:  # most traces: an empty set, no key built
+        return NONE
     key = (step.tool, step.idempotency_key)
-    if step.idempotency_key is None or key not in groups.uncomparable_keys:
+    if key not in groups.uncomparable_keys:
         return NONE
     return (Finding(REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
 
@@ -132,7 +136,7 @@ def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
     """A write with the same tool and canonical arguments as an earlier one: a possible second effect."""
     if step.effect is not WRITE:
         return NONE
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None or entry[1] == 0:
         return NONE
     group, position = entry
@@ -185,7 +189,7 @@ DECISION_RULES: tuple[Rule, ...] = (
 
 def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Note on a write or read that later calls repeat, linking them."""
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None:
         return NONE
     group, position = entry
@@ -199,7 +203,7 @@ def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Repeated reads are linked, not fenced."""
     if step.effect is not READ:
         return NONE
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None or entry[1] == 0:
         return NONE
     group, position = entry
