@@ -106,8 +106,12 @@ def parse_simple_json(text: str, max_depth: int) -> Any:
     it first (``canonicalize(value, simple=True)``), or :data:`NOT_SIMPLE` for any other text (a float, an
     integer literal of 16 characters or more, text with more than ``max_depth`` brackets, text that is not JSON:
     :func:`parse_json_text` then
-    parses it, and raises what it raises). The common case of arguments costs one C-level parse."""
-    if text.count("{") + text.count("[") > max_depth:  # an upper bound of the nesting depth
+    parses it, and raises what it raises). The common case of arguments costs one C-level parse.
+
+    The brackets are counted only in text of ``2 * (max_depth + 1)`` characters or more: a value nested
+    deeper than ``max_depth`` opens and closes more than ``max_depth`` arrays or objects, so its text is
+    at least that long, and shorter text that is not JSON fails to parse here anyway."""
+    if len(text) >= 2 * (max_depth + 1) and text.count("{") + text.count("[") > max_depth:  # an upper bound of the depth
         return NOT_SIMPLE
     try:
         return _decode(_DECODER_NO_FLOAT, text)

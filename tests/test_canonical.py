@@ -92,6 +92,15 @@ def test_text_fast_path_examples():
     assert canonicalize(parse_simple_json('{"b": 1, "a": [2, "x"]}', 64), simple=True).text == '{"a":[2,"x"],"b":1}'
 
 
+def test_short_text_is_not_bracket_counted():
+    """Text shorter than 2 * (max_depth + 1) cannot hold a value nested deeper than max_depth: its brackets are
+    not counted, so brackets inside strings do not send it off the fast path; longer text is counted as before."""
+    assert parse_simple_json('["[[[["]', 4) == ["[[[["]  # 8 characters < 10
+    assert parse_simple_json('["[[[["]', 3) is NOT_SIMPLE  # 8 characters: counted, 5 brackets > 3
+    assert parse_simple_json("[[[[]]]]", 3) is NOT_SIMPLE and _slow("[[[[]]]]", 3).unavailable == reasons.ARGUMENTS_TOO_DEEP
+    assert canonicalize(parse_simple_json("[[[]]]", 3), max_depth=3, simple=True) == _slow("[[[]]]", 3)
+
+
 def _outcome(decode, text):
     """What decoding ``text`` gives: ("value", value) or (exception type, message)."""
     try:

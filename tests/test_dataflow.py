@@ -115,6 +115,22 @@ def test_tokens_per_value_are_capped_first_in_document_order():
     assert value_tokens(value, 0) == ()
 
 
+_TOKEN_TEXTS = st.sampled_from(["pg_8812", "pg_8813", "ch_3MtwBw", "see pg_1001 and pg_1002", "word", "x", "", "utf-8", "4bf92f3577b34da6"])
+_FLAT_OR_NOT = st.dictionaries(
+    st.text(max_size=3),
+    st.recursive(_TOKEN_TEXTS | st.integers() | st.none() | st.booleans(), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3), max_leaves=8),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FLAT_OR_NOT, st.integers(min_value=1, max_value=4))
+def test_flat_object_tokens_are_those_of_the_walk(obj, limit):
+    """An object read without the walk's stack (none of its values an array or object: tokens._flat_object_tokens)
+    gives what the walk gives for it (wrapped in a list, which holds no string of its own), cap and order included."""
+    assert value_tokens(obj, limit) == value_tokens([obj], limit)
+
+
 # -- links ------------------------------------------------------------------------------------------
 
 

@@ -545,3 +545,50 @@ def test_a_step_of_unknown_effect_is_seen_against_the_reads_with_its_arguments()
     assert (by_id["u2"].reasons, by_id["u2"].related_call_ids) == (("effect_unknown",), ())
     assert (by_id["r1"].reasons, by_id["r1"].related_call_ids) == (("declared_read", "repeated_later"), ("r2",))
     assert (by_id["r2"].reasons, by_id["r2"].related_call_ids) == (("declared_read", "repeated_read"), ("r1",))
+
+
+_EFFECTS = st.sampled_from([READ, WRITE, UNKNOWN])
+_STEP_FIELDS = st.fixed_dictionaries({
+    "call_id": st.sampled_from(["c1", "c2", "c3"]),
+    "tool": st.sampled_from(["invoice.create", "read_file"]),
+    "effect": _EFFECTS,
+    "status": st.sampled_from([OK, ERROR, TIMEOUT, STATUS_UNKNOWN]),
+    "arguments": st.sampled_from([{"n": 1}, {"n": 2}]),
+    "key": st.sampled_from([None, "k1"]),
+    "result": st.booleans(),
+    "attempts": st.integers(min_value=1, max_value=3),
+    "requested_only": st.booleans(),
+    "call_id_from_span": st.booleans(),
+    "result_stable": st.booleans(),
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_STEP_FIELDS, min_size=1, max_size=6))
+def test_a_rule_finds_nothing_for_the_effects_it_is_not_declared_for(fields):
+    """rules.only_for: the planner does not call a rule for a step of an effect the rule is declared to find nothing
+    for; every declaration is checked here against the rule itself, in traces with repeats, shared keys and call ids."""
+    from otel_tracefence.planner.groups import TraceGroups
+    from otel_tracefence.planner.rules import _ONLY_FOR
+
+    steps = [step(at=i, **f) for i, f in enumerate(fields)]
+    groups = TraceGroups.build(steps, 7)
+    assert len(_ONLY_FOR) == 10
+    for rule, effects in _ONLY_FOR.items():
+        for s in steps:
+            if s.effect not in effects:
+                assert not rule(s, groups), (rule.__name__, s)
+
+
+def test_the_rules_called_for_each_effect():
+    from otel_tracefence.planner import _RULES, _rules_for
+
+    names = lambda effect: [rule.__name__ for rule in _rules_for(step("c1", effect=effect))]  # noqa: E731
+    assert names(READ) == ["malformed", "idempotency_key_conflict", "idempotency_key_reused_arguments_unavailable", "unstable_result", "declared_read",
+                           "repeated_later", "repeated_read", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]
+    assert names(WRITE) == ["malformed", "idempotency_key_conflict", "call_id_executed_more_than_once", "idempotency_key_reused_arguments_unavailable",
+                            "write_outcome_uncertain", "write_dispatched_more_than_once", "repeats_earlier_write", "write_committed", "repeated_later",
+                            "result_not_recorded", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]
+    assert names(UNKNOWN) == ["malformed", "idempotency_key_conflict", "call_id_executed_more_than_once", "idempotency_key_reused_arguments_unavailable",
+                              "effect_unknown", "repeated_later", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]
+    assert _rules_for(step("c1", effect="read")) is _RULES  # not the enum: every rule, as each tests the effect by identity

@@ -119,11 +119,20 @@ def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | 
     return found
 
 
+@cython.ccall
+def _flat(obj: dict) -> bool:
+    """True when no value of ``obj`` is an object or array (a loop: no generator)."""
+    for value in obj.values():
+        if isinstance(value, (dict, list)):
+            return False
+    return True
+
+
 def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorShape | None:
     """The first shape that says ``result`` (a parsed JSON value) is an error, or ``None``. Objects are looked
     at from the result down, and the first object one shape says is an error gives the first such shape."""
     index = _DEFAULT_INDEX if shapes is DEFAULT_SHAPES else _shape_index(tuple(shapes))
-    if type(result) is dict and not any(isinstance(v, (dict, list)) for v in result.values()):
+    if type(result) is dict and _flat(result):
         return _first_shape(result, True, index)  # the common flat object: itself only, without the walk
     for obj, level in _objects(result, 0):
         shape = _first_shape(obj, level == 0, index)

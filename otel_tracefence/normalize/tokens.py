@@ -102,6 +102,20 @@ def _add_tokens(text: str, found: dict[int, None], limit: int) -> bool:
     return False
 
 
+@cython.ccall
+def _flat_object_tokens(obj: dict, found: dict[int, None], limit: int) -> bool:
+    """Add the hashes of the tokens of an object none of whose values is an array or object (the common
+    arguments and results), in order, without :func:`value_tokens`' stack; False, ``found`` untouched,
+    when some value is one."""
+    for child in obj.values():
+        if isinstance(child, (dict, list, tuple)):
+            return False
+    for child in obj.values():
+        if isinstance(child, str) and _may_hold_token(child) and _add_tokens(child, found, limit):
+            break
+    return True
+
+
 @cython.locals(stack=list, children=list)
 def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
     """Hashes of the tokens in the string values of a parsed JSON value (keys, numbers and other scalars
@@ -111,6 +125,8 @@ def value_tokens(value: Any, limit: int) -> tuple[int, ...]:
     if limit <= 0 or value is None:
         return ()
     found: dict[int, None] = {}
+    if type(value) is dict and _flat_object_tokens(value, found, limit):
+        return tuple(sorted(found)) if found else ()
     stack = [value]
     while stack:  # depth first, in document order: children pushed in reverse
         node = stack.pop()

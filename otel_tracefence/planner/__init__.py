@@ -9,15 +9,29 @@ import cython
 
 from otel_tracefence import reasons
 from otel_tracefence.config import Limits
-from otel_tracefence.model import CONFLICT, REVIEW, StepDecision, ToolStep, TracePlan, step_order
+from otel_tracefence.model import CONFLICT, EFFECT_UNKNOWN, READ, REVIEW, WRITE, StepDecision, ToolStep, TracePlan, step_order
 from otel_tracefence.planner.dataflow import FLOW_NOTES, DataFlow
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.replay_class import replay_class
-from otel_tracefence.planner.rules import DECISION_RULES, NOTE_RULES
+from otel_tracefence.planner.rules import DECISION_RULES, NOTE_RULES, rules_for
 
 _FENCING = (REVIEW, CONFLICT)
 _DEFAULT_LIMITS = Limits()
 _RULES = DECISION_RULES + NOTE_RULES + FLOW_NOTES
+# The rules for a step of each effect: those declared to find nothing for it are not called (rules.only_for).
+_READ_RULES, _WRITE_RULES, _UNKNOWN_RULES = (rules_for(effect, _RULES) for effect in (READ, WRITE, EFFECT_UNKNOWN))
+
+
+@cython.ccall
+def _rules_for(step: ToolStep) -> tuple:
+    """The rules :func:`_decide` calls for ``step``: by identity, as the rules test the effect (an enum's hash is a
+    Python-level call); every rule for any other value."""
+    effect = step.effect
+    if effect is READ:
+        return _READ_RULES
+    if effect is WRITE:
+        return _WRITE_RULES
+    return _UNKNOWN_RULES if effect is EFFECT_UNKNOWN else _RULES
 
 
 @cython.ccall
@@ -26,7 +40,7 @@ def _decide(step: ToolStep, groups: TraceGroups, max_related: int) -> StepDecisi
     reason_codes: list[str] = []
     related: list[str] = []
     truncated = False
-    for rule in _RULES:
+    for rule in _rules_for(step):
         for finding in rule(step, groups):
             if finding.decision is not None:
                 if decision is None:

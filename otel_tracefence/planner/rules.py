@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from otel_tracefence import reasons
 from otel_tracefence.model import (
     CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision,
-    ToolStep,
+    Effect, ToolStep,
 )
 from otel_tracefence.planner.groups import TraceGroups
 
@@ -31,6 +31,26 @@ class Finding:
 Rule = Callable[[ToolStep, TraceGroups], Sequence[Finding]]
 NONE: tuple[Finding, ...] = ()
 
+# The effects a rule declares it finds anything for; a rule not here may find something for any.
+_ONLY_FOR: dict[Rule, frozenset[Effect]] = {}
+
+
+def only_for(*effects: Effect) -> Callable[[Rule], Rule]:
+    """Declare that a rule finds nothing for a step of any other effect. The rule still tests the effect itself (it
+    is right when called alone); the planner does not call it for the others (:func:`rules_for`).
+    tests/test_planner.py checks every declaration against the rule."""
+
+    def declare(rule: Rule) -> Rule:
+        _ONLY_FOR[rule] = frozenset(effects)
+        return rule
+
+    return declare
+
+
+def rules_for(effect: Effect, rules: Sequence[Rule]) -> tuple[Rule, ...]:
+    """``rules`` (in order) less those declared (:func:`only_for`) to find nothing for a step of ``effect``."""
+    return tuple(rule for rule in rules if effect in _ONLY_FOR.get(rule, (effect,)))
+
 
 def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A malformed tool span or row is never guessed: review, one reason per field at fault."""
@@ -39,17 +59,20 @@ def malformed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
 
 def idempotency_key_conflict(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The same tool and key with different canonical arguments: every call of the group is fenced."""
+    if step.idempotency_key is None or not groups.conflicting_keys:  # most traces: an empty set, no key built
+        return NONE
     key = (step.tool, step.idempotency_key)
-    if step.idempotency_key is None or key not in groups.conflicting_keys:
+    if key not in groups.conflicting_keys:
         return NONE
     return (Finding(CONFLICT, reasons.IDEMPOTENCY_KEY_CONFLICT, groups.by_key[key].window(0, None, groups.max_related)),)
 
 
+@only_for(WRITE, EFFECT_UNKNOWN)
 def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The model asked once, the tool ran more than once, and the call is not a declared read."""
     if step.effect is READ or step.call_id_from_span or step.requested_only:
         return NONE
-    group = groups.by_call_id.get(step.call_id)
+    group = groups.by_call_id.get(step.call_id) if groups.by_call_id else None
     if group is None or len(group) < 2:
         return NONE
     return (Finding(CONFLICT, reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE, group.window(0, None, groups.max_related)),)
@@ -57,8 +80,10 @@ def call_id_executed_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequ
 
 def idempotency_key_reused_arguments_unavailable(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """The same tool and key where some call's arguments were not recorded: cannot be compared, never assumed equal."""
+    if step.idempotency_key is None or not groups.uncomparable_keys:  # most traces: an empty set, no key built
+        return NONE
     key = (step.tool, step.idempotency_key)
-    if step.idempotency_key is None or key not in groups.uncomparable_keys:
+    if key not in groups.uncomparable_keys:
         return NONE
     return (Finding(REVIEW, reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE, groups.by_key[key].window(0, None, groups.max_related)),)
 
@@ -76,6 +101,7 @@ _RESULT_NOT_RECORDED = (Finding(None, reasons.RESULT_NOT_RECORDED),)
 _REQUESTED_NOT_RECORDED = (Finding(None, reasons.REQUESTED_NOT_RECORDED),)
 
 
+@only_for(EFFECT_UNKNOWN)
 def effect_unknown(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Nobody declared the effect: hold it."""
     return _EFFECT_UNKNOWN if step.effect is EFFECT_UNKNOWN else NONE
@@ -89,6 +115,7 @@ _UNCERTAIN_WRITE = {
 _UNCERTAIN_WRITE_FINDINGS = {status: (Finding(REVIEW, reason),) for status, reason in _UNCERTAIN_WRITE.items()}
 
 
+@only_for(WRITE)
 def write_outcome_uncertain(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write that timed out, errored or has no known end: even with a key, the trace cannot show it was honoured."""
     if step.effect is not WRITE or step.status not in _UNCERTAIN_WRITE:
@@ -96,6 +123,7 @@ def write_outcome_uncertain(step: ToolStep, groups: TraceGroups) -> Sequence[Fin
     return _UNCERTAIN_WRITE_FINDINGS[step.status]
 
 
+@only_for(WRITE)
 def write_dispatched_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write with several dispatch attempts inside one step."""
     if step.effect is not WRITE or step.attempts < 2:
@@ -103,17 +131,19 @@ def write_dispatched_more_than_once(step: ToolStep, groups: TraceGroups) -> Sequ
     return _WRITE_DISPATCHED_MORE_THAN_ONCE
 
 
+@only_for(WRITE)
 def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write with the same tool and canonical arguments as an earlier one: a possible second effect."""
     if step.effect is not WRITE:
         return NONE
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None or entry[1] == 0:
         return NONE
     group, position = entry
     return (Finding(REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
 
 
+@only_for(WRITE)
 def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write recorded ok: never re-fire it; a replay injects its recorded result."""
     if step.effect is WRITE and step.status is OK:
@@ -121,6 +151,7 @@ def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     return NONE
 
 
+@only_for(READ)
 def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A read whose results differ between executions is never re-executed: skip, and a replay injects
     its recorded result (seed 000, "Decision boundary": a handle the agent may branch on must be injected,
@@ -131,6 +162,7 @@ def unstable_result(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     return _UNSTABLE_RESULT if step.result_recorded else _UNSTABLE_RESULT_NOT_RECORDED
 
 
+@only_for(READ)
 def declared_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A declared read replays, whatever its status. A read only hints say (MCP ``readOnlyHint``, a
     safe HTTP method: DESIGN.md's effect sources after the declaration and the operator's rules)
@@ -157,7 +189,7 @@ DECISION_RULES: tuple[Rule, ...] = (
 
 def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Note on a write or read that later calls repeat, linking them."""
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None:
         return NONE
     group, position = entry
@@ -166,17 +198,19 @@ def repeated_later(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     return (Finding(None, reasons.REPEATED_LATER, group.window(position + 1, None, groups.max_related)),)
 
 
+@only_for(READ)
 def repeated_read(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """Repeated reads are linked, not fenced."""
     if step.effect is not READ:
         return NONE
-    entry = groups.repeats.get(id(step))
+    entry = groups.repeats.get(id(step)) if groups.repeats else None  # most traces repeat nothing
     if entry is None or entry[1] == 0:
         return NONE
     group, position = entry
     return (Finding(None, reasons.REPEATED_READ, group.window(0, position, groups.max_related)),)
 
 
+@only_for(WRITE)
 def result_not_recorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A committed write whose result was not recorded: a replay would have to re-fire it (class ``static``)."""
     if step.effect is WRITE and step.status is OK and not step.result_recorded:
