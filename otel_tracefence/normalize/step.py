@@ -80,7 +80,7 @@ def unreadable_step(span: SpanView) -> ToolStep:
         status=STATUS_UNKNOWN,
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
-        malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}"),),
+        malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}", reason=reasons.UNREADABLE_FIELD_REASONS.get(field)),),
     )
 
 
