@@ -14,9 +14,6 @@ UNRECOGNIZED_TOOL_SPAN = "unrecognized_tool_span"  # tool activity no known conv
 REQUESTED_CALL_UNREAD = "requested_call_unread"  # a model's recorded output holds a tool call that could not be read
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
-# The field of a stand-in view (SpanView.unreadable) whose step is held with a code of its own, not malformed_<field>:
-CHILD_SPAN_FIELD = "child_span"
-UNREADABLE_FIELD_REASONS = {CHILD_SPAN_FIELD: CHILD_SPAN_UNREAD}
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"

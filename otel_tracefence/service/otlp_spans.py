@@ -15,12 +15,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from otel_tracefence import reasons
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.normalize.conventions import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
     SpanEvent, any_value_to_python, duplicate_keys, from_otlp_head, key_values_to_dict,
 )
+from otel_tracefence.normalize.step import CHILD_SPAN_FIELD
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
 
 ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
@@ -355,7 +355,7 @@ def under_parent(span: Any, problem: str, trace_of: dict[bytes, bytes]) -> SpanV
         return None
     why = f"{problem}, and it names span {parent.hex()} of this trace as its parent: this trace may have lost a tool call"
     return SpanView(trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, parent_span_id=parent.hex(),
-                    start_time_unix_nano=span.start_time_unix_nano, unreadable=(reasons.CHILD_SPAN_FIELD, why))
+                    start_time_unix_nano=span.start_time_unix_nano, unreadable=(CHILD_SPAN_FIELD, why))
 
 
 def lazy_request(request: Any) -> Any:
