@@ -41,7 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import replace
-from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterable, Protocol, Sequence, TypeVar
 
 from opentelemetry import metrics
 
@@ -143,6 +143,9 @@ class Fence(Generic[P]):
         # Review items whose write failed, oldest first: trace id -> (plan, service name, generation).
         self._held_reviews: OrderedDict[str, tuple[TracePlan, str, int]] = OrderedDict()
         self._held_lock = threading.Lock()
+        # During a stop's flush: the traces whose review item the stop may still owe (taken, not yet handed on with
+        # their item written), trace id -> None in order, under _held_lock; read by owed_at_stop (DECISIONS 209).
+        self._owed_at_stop: dict[str, None] = {}
         self._held_generation = 0
         self._held_max = config.max_traces
         # Review items of traces with late spans whose update waits for REVIEW_UPDATE_INTERVAL_S:
@@ -226,6 +229,7 @@ class Fence(Generic[P]):
         unplanned = dict(unplanned or {})
         with self._wake:
             taken, self._left_by_timer = self._left_by_timer + self.buffer.take_all(), []
+        self._owe_at_stop([one[0] for one in taken] + list(unplanned))
         for index, one in enumerate(taken):
             if deadline is not None and time.monotonic() >= deadline:
                 _join_unplanned(unplanned, self.buffer.give_up(taken[index:]))
@@ -234,6 +238,7 @@ class Fence(Generic[P]):
                 _join_unplanned(unplanned, self.buffer.give_up([one]))
                 continue
             self.hand_on(self.buffer.decide_taken(one))
+            self._paid_at_stop((one[0],))
         with self._wake:  # a timer still busy when its join timed out leaves the rest of its traces here
             late, self._left_by_timer = self._left_by_timer, []
         _join_unplanned(unplanned, self.buffer.give_up(late))
@@ -354,6 +359,7 @@ class Fence(Generic[P]):
         if out:
             guarded(self.telemetry, "emit", lambda: self._emit(out))
         if self._review_sink is None or ReplayClass.REVIEW.value not in self._review_classes:
+            self._paid_at_stop(traces)  # no item is owed
             return
         items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
         write_many = getattr(self._review_sink, "upsert_many", None) or (lambda batch: [self._review_sink.upsert(p, service_name=n) for p, n in batch])  # type: ignore[union-attr]
@@ -363,6 +369,7 @@ class Fence(Generic[P]):
             if not guarded(self.telemetry, "review_write", lambda: write_many(batch)):
                 break
             written += len(batch)
+            self._paid_at_stop(plan.trace_id for plan, _ in batch)
         self.telemetry.review_writes.add(written, {**attrs, "outcome": "ok"})
         lost = [plan.trace_id for plan, _ in items[written:]]
         if lost:
@@ -373,6 +380,22 @@ class Fence(Generic[P]):
                 "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written in time and are lost; "
                 "their spans went on as review: traces %s", attrs[COMPONENT], len(lost), reason, shown,
             )  # fmt: skip
+
+    def owed_at_stop(self) -> list[str]:
+        """The trace ids, in order, whose review item a stop under way may still owe: taken by its flush and not yet
+        handed on with their item written (a review write still waiting on a locked database, or traces not reached).
+        Empty outside a stop. Safe from any thread: the stop's caller logs them when the flush outlives its time."""
+        with self._held_lock:
+            return list(self._owed_at_stop)
+
+    def _owe_at_stop(self, trace_ids: Iterable[str]) -> None:
+        with self._held_lock:
+            self._owed_at_stop.update(dict.fromkeys(trace_ids))
+
+    def _paid_at_stop(self, trace_ids: Iterable[str]) -> None:
+        with self._held_lock:
+            for trace_id in trace_ids:
+                self._owed_at_stop.pop(trace_id, None)
 
     def _first_service(self, spans: Sequence[tuple[Any, P]]) -> str:
         return next((name for name in (self._service_name(payload) for _, payload in spans) if name), "")

@@ -13,6 +13,7 @@ RESULT_TRUNCATED = "result_truncated"  # a JSON result cut off
 UNRECOGNIZED_TOOL_SPAN = "unrecognized_tool_span"  # tool activity no known convention reads
 REQUESTED_CALL_UNREAD = "requested_call_unread"  # a model's recorded output holds a tool call that could not be read
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
+CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"

@@ -737,6 +737,39 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     assert "Traceback" not in serve.stderr()
 
 
+def test_review_items_a_stop_cannot_write_to_a_locked_database_are_logged_by_trace(tmp_path, upstream, clients):
+    """s21 trial 7 (DECISIONS 209): another process holds the review database (``BEGIN EXCLUSIVE``) at SIGTERM; the
+    stop's review write waits on it past the stop's time, and its items were lost with no line saying so. Now one
+    error line gives how many and their trace ids. The real SDK exporter against a real ``tracefence serve``."""
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
+        "--decision-wait-ms", "600000", "--max-wait-ms", "600000",
+        cwd=tmp_path, OTEL_TRACEFENCE_SERVICE__DRAIN_TIMEOUT_S="3",
+    )  # fmt: skip
+    lock = None
+    try:
+        client = clients(serve.log("tracefence serve listening")["port"])
+        traces = send_traces(client, 20)  # held (a ten-minute decision wait), each holding a timed-out write
+        time.sleep(0.5)  # read from the intake
+        lock = sqlite3.connect(tmp_path / "review.db", timeout=0, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0, serve.stderr()
+    finally:
+        if lock is not None:
+            lock.rollback()
+            lock.close()
+        serve.stop()
+    assert stored(tmp_path / "review.db") == set()
+    owed = [e["message"] for e in serve.logs() if "review item(s) were not written when the time ran out" in e.get("message", "")]
+    assert len(owed) == 1, serve.stderr()
+    head, _, listed = owed[0].partition("; they are lost: traces ")
+    assert head == ("shutdown: 20 review item(s) were not written when the time ran out (the review store did not answer in time: "
+                    "a database locked by another process?)")
+    assert sorted(listed.split(", ")) == sorted(traces)
+    assert "Traceback" not in serve.stderr()
+
+
 # -- a poison batch (issue 9) ------------------------------------------------------------------------------
 
 FOUR_MIB = 4 * 1024 * 1024

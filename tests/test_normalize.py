@@ -373,7 +373,9 @@ RULES = TraceFenceConfig(tool_rules=[ToolRule(match="payments.*", effect="write"
         ({"gen_ai.tool.name": "fs.delete", "mcp.tool.annotations.readOnlyHint": False}, (Effect.WRITE, EffectSource.MCP_HINT)),
         ({"gen_ai.tool.name": "http_get", "http.request.method": "GET"}, (Effect.READ, EffectSource.HTTP_METHOD)),
         ({"gen_ai.tool.name": "http_post", "http.request.method": "POST"}, (Effect.WRITE, EffectSource.HTTP_METHOD)),
-        ({"gen_ai.tool.name": "legacy_http", "http.method": "head"}, (Effect.READ, EffectSource.HTTP_METHOD)),
+        ({"gen_ai.tool.name": "legacy_http", "http.method": "HEAD"}, (Effect.READ, EffectSource.HTTP_METHOD)),
+        # Method tokens are case-sensitive (RFC 9110 section 9.1): "head" is no safe method (DECISIONS 204).
+        ({"gen_ai.tool.name": "legacy_http", "http.method": "head"}, (Effect.UNKNOWN, EffectSource.HTTP_METHOD)),
         ({"gen_ai.tool.name": "mystery"}, (Effect.UNKNOWN, EffectSource.NONE)),
         ({"gen_ai.tool.name": "payments"}, (Effect.UNKNOWN, EffectSource.NONE)),  # the glob needs the dot
     ],

@@ -434,6 +434,25 @@ def test_cors_answers_only_the_allowed_origins(serve) -> None:
     assert (ok.status_code, ok.headers["access-control-allow-origin"]) == (200, "https://app.example.com")
 
 
+def test_a_json_span_whose_trace_id_cannot_be_read_holds_the_trace_of_the_parent_it_names(serve, upstream) -> None:
+    """s21 trial 5 (DECISIONS 207), the OTLP/JSON path: the span is rejected in the partial success and stands, in
+    the trace of the parent span it names, as a review step ``child_span_unread``."""
+    service = serve(decision_wait_ms=0)
+    trace = "c1" * 16
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": trace, "spanId": "d1" * 8, "name": "invoke_agent", "startTimeUnixNano": "1", "endTimeUnixNano": "3",
+         "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]},
+        {"traceId": "not-a-trace-id", "spanId": "d2" * 8, "parentSpanId": "d1" * 8, "name": "execute_tool charge", "startTimeUnixNano": "2"},
+    ]}]}]}  # fmt: skip
+    response = post(service, json.dumps(body).encode(), JSON)
+    assert (response.status_code, response.json()["partialSuccess"]["rejectedSpans"]) == (200, "1")
+    assert [r.span_id for r in upstream.wait_spans(1)] == ["d1d1d1d1d1d1d1d1"]
+    item = wait_for(lambda: service.store.get(trace), what="the review item")
+    assert [(s.step.call_id, s.decision, list(s.reasons)) for s in item.plan.steps] == [
+        ("d2d2d2d2d2d2d2d2", 3, ["child_span_unread", "effect_unknown", "arguments_not_recorded"])]  # 3: review
+    assert "it names span d1d1d1d1d1d1d1d1 of this trace as its parent" in item.plan.steps[0].step.malformed[0].message
+
+
 def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, upstream) -> None:
     """Round 5 trial (DECISIONS 180, 181): a container OTLP/JSON does not define, or given in both spellings, refuses
     the body (400, naming it) instead of 200 {}; a span giving its trace id twice stands in both traces, one span rejected."""

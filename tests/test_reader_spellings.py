@@ -242,6 +242,22 @@ def test_a_field_misspelt_by_case_alone_is_read_as_that_field_and_the_row_is_mal
     assert_rejected(plan(key), f"{key}: line 1: idempotency_key: 'idempotencykey' is not a field name: write idempotency_key, lower case, no spaces\n")
 
 
+def test_a_field_with_an_invisible_character_in_its_name_is_that_field_and_the_row_is_malformed(tmp_path: Path) -> None:
+    """s21 trial 6 (DECISIONS 208): a zero-width space (U+200B) or another format character in a field's name
+    was "not a row field, ignored" (a warning): now it is that field misspelt, as a case or space misspelling is."""
+    alone = tmp_path / "zw.ndjson"
+    alone.write_text('{"trace_id":"t1","call_id":"c1","tool":"pay","effect":"write","status\u200b":"timeout"}\n')
+    assert_rejected(plan(alone), f"{alone}: line 1: status: 'status\\u200b' is not a field name: write status, lower case, no spaces\n")
+    beside = tmp_path / "zw_beside.ndjson"
+    beside.write_text('{"trace_id":"t1","call_id":"c1","tool":"pay","effect":"write","status":"ok","status\u2060":"timeout"}\n')
+    assert_rejected(plan(beside), f"{beside}: line 1: status: both status and 'status\\u2060' given: give one, spelt status\n")
+    csv_path = tmp_path / "zw.csv"
+    csv_path.write_text("trace_id,call_id,tool,effect,tr\u00adace_id\nt1,c1,pay,write,t2\n", encoding="utf-8")
+    proc = plan(csv_path, "--on-malformed", "review")
+    assert "not a row field" not in proc.stderr
+    assert {trace: plan_["replayClass"] for trace, plan_ in plans_of(proc).items()} == {"t1": "REPLAY_CLASS_REVIEW", "t2": "REPLAY_CLASS_REVIEW"}
+
+
 def test_a_row_naming_two_traces_in_two_spellings_is_held_in_both(tmp_path: Path) -> None:
     path = tmp_path / "two.ndjson"
     path.write_text(

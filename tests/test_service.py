@@ -543,6 +543,34 @@ def test_spans_with_bad_ids_are_rejected_and_the_rest_of_the_batch_kept_and_held
     ]
 
 
+def test_a_span_refused_for_its_trace_id_holds_the_trace_of_the_parent_it_names(serve, upstream):
+    # s21 trial 5 (DECISIONS 207): the refused span stands in no trace of its own, but its parent's trace may have
+    # lost a tool call: planned review (child_span_unread), not forwarded as the dynamic trace it seems.
+    service = serve()
+    trace = bytes.fromhex("0af7651916cd43dd8448eb211c80319d")
+    agent, lookup = bytes.fromhex("a1" * 8), bytes.fromhex("a2" * 8)
+    spans = [
+        raw_span(trace, agent, "invoke_agent a", **{"gen_ai.operation.name": "invoke_agent"}),
+        raw_tool_span(trace, lookup, "lookup", parent=agent),
+        raw_tool_span(b"\x01" * 15, b"\x0c" * 8, "payments.charge", effect="write", parent=agent),  # its trace id cut short
+        raw_tool_span(b"", b"\x0d" * 8, "orphan", parent=b"\x0e" * 8),  # its parent is in no trace here: stands in none
+    ]
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        response = stub.Export(raw_request(*spans), timeout=5)
+    assert response.partial_success.rejected_spans == 2
+    received = upstream.wait_spans(2, trace.hex())
+    assert {r.tf["tracefence.replay.class"] for r in received} == {"review"}
+    item = wait_for(lambda: service.store.get(trace.hex()), what="the review item")
+    assert [(s.step.call_id, s.step.tool, pb.Decision.Name(s.decision), list(s.reasons), [m.message for m in s.step.malformed]) for s in item.plan.steps] == [
+        ("0c0c0c0c0c0c0c0c", "execute_tool payments.charge", "DECISION_REVIEW", ["child_span_unread", "effect_unknown", "arguments_not_recorded"],
+         ["span 0c0c0c0c0c0c0c0c could not be read: trace_id must be 16 bytes and not all zero, and it names span a1a1a1a1a1a1a1a1 "
+          "of this trace as its parent: this trace may have lost a tool call"]),
+        ("a2a2a2a2a2a2a2a2", "lookup", "DECISION_REPLAY", ["declared_read", "arguments_not_recorded"], []),
+    ]
+    assert service.store.list()[0] == [item]  # the orphan's trace id names no trace
+
+
 def test_huge_attributes_are_accepted_and_oversized_arguments_reported(serve, upstream, clients):
     # The test's upstream takes 64 MiB requests, and is configured so (the default is 4 MiB, gRPC's own).
     service = serve(upstreams=[UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2, max_message_bytes=BIG)])

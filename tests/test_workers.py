@@ -138,6 +138,22 @@ def test_split_keeps_each_spans_resource_and_scope_and_hands_a_one_worker_reques
     assert [[s.span_id for r in full(part[0]).resource_spans for ss in r.scope_spans for s in ss.spans] for part in by_worker] == [[b"\x01" * 8], [b"\x02" * 8]]  # type: ignore[index]
 
 
+def test_a_span_whose_trace_id_cannot_be_read_goes_to_the_worker_of_the_parent_it_names():
+    """s21 trial 5 (DECISIONS 207): that worker refuses it and holds the parent's trace (``child_span_unread``),
+    as one process does; a span whose parent is in no trace of the request stays left out."""
+    a1, b0 = trace_for(1, 4), trace_for(0, 5)
+    request = raw_request(raw_span(b0, b"\x01" * 8), raw_span(a1, b"\x02" * 8), raw_span(b"\x01" * 15, b"\x03" * 8, parent=b"\x02" * 8),
+                          raw_span(b"", b"\x04" * 8, parent=b"\x09" * 8))
+    parts, whole = split_request(request, 2)
+    assert not whole
+    assert [[s.span_id for r in full(part).resource_spans for ss in r.scope_spans for s in ss.spans] for part, _ in parts] == [  # type: ignore[misc]
+        [b"\x01" * 8], [b"\x02" * 8, b"\x03" * 8]]
+    assert [spans for _, spans in parts] == [1, 2]  # type: ignore[misc]
+    one = lazy_request(raw_request(raw_span(a1, b"\x05" * 8), raw_span(b"", b"\x06" * 8, parent=b"\x05" * 8)))
+    parts, whole = split_request(one, 2)
+    assert whole and parts[1] == (one, 2)
+
+
 def full(part) -> ExportTraceServiceRequest:
     """A part (a LazyRequest) read as the full message a worker receives."""
     return ExportTraceServiceRequest.FromString(part.SerializeToString())

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from otel_tracefence.annotate import TRACE_PARTIAL
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
@@ -95,7 +96,7 @@ def plan_text(
                 traces.setdefault(error.trace_id, []).append(view)
         plans = []
         for trace_id, views in progress(sorted(traces.items()), len(traces)):
-            planned = plan_spans(trace_id, views, config)
+            planned = plan_spans(trace_id, views, config, partial=incomplete(views))
             plans.append(planned.plan)
             for d in planned.plan.steps:
                 errors.extend(
@@ -108,6 +109,16 @@ def plan_text(
     if warnings is not None:
         warnings.extend(rows.warnings)
     return [plan_steps(trace_id, steps, config) for trace_id, steps in progress(sorted(rows.steps.items()), len(rows.steps))], rows.errors
+
+
+def incomplete(views: Sequence[SpanView]) -> bool:
+    """True when the file shows the trace in ``views`` is not whole, so its plan is flagged partial
+    (``TracePlan.partial``, the flag the service and the processor set on a trace decided before its root
+    came): a span names a parent span id no span of the trace has (its root or a span between is missing),
+    or a span carries ``tracefence.trace.partial = true`` (a file the service wrote: the flag it gave is
+    kept). docs/DECISIONS.md 205."""
+    ids = {view.span_id for view in views}
+    return any((view.parent_span_id and view.parent_span_id not in ids) or view.attributes.get(TRACE_PARTIAL) is True for view in views)
 
 
 def on_malformed_default(fmt: str) -> str:
@@ -168,7 +179,12 @@ def plan_document(
         if rejected:
             messages.append(f"rejected, {len(listed)} error(s); nothing was planned")
             return PlanOutcome([], messages, True)
+    if not plans:
+        messages.append(f"warning: {NO_SPANS}")
     return PlanOutcome(plans, messages, False)
+
+
+NO_SPANS = "no spans read: the input holds no span or row"
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
@@ -179,6 +195,10 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     if outcome.rejected:
         return EXIT_REJECTED
     plans = outcome.plans
+    if args.fail_on and not plans:
+        # A gate that passes on nothing fails open: an empty export is an input to fix (docs/DECISIONS.md 206).
+        print(f"tracefence plan: {args.file}: --fail-on {args.fail_on}: nothing to check, so the gate does not pass; nothing was planned", file=sys.stderr)
+        return EXIT_REJECTED
     if args.format == "json":
         sys.stdout.write(outcome.json_lines())
     else:

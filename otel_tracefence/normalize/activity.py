@@ -13,12 +13,14 @@ tool activity"). A span looks like tool activity when:
   ``gen_ai.input.messages``) are not activity;
 * or it is a model span whose recorded finish reason says it asked for tool calls
   (``tool_calls``, ``tool_use``, ``function_call``) while none of the calls could be read;
-* or a convention's kind attribute holds its tool value only after case-folding or
-  stripping (``gen_ai.operation.name`` = ``EXECUTE_TOOL`` or ``"execute_tool "``), or
+* or a convention's kind attribute holds its tool value only after folding case, separators
+  and invisible characters (``gen_ai.operation.name`` = ``EXECUTE_TOOL``, ``"execute_tool "``,
+  ``execute-tool``, ``executeTool``, ``execute_tool`` and a zero-width space: ``textfold.folded_word``),
+  or ``gen_ai.operation.name`` is no GenAI operation and holds a tool token (``run_tool``), or
   ``openinference.span.kind`` holds a value OpenInference does not define (``FUNCTION``),
   or an RPC span's ``rpc.method`` is MCP's ``tools/call`` (an MCP call without ``mcp.*``):
   a value the conventions do not define is not understood, so it is held, never read as
-  some value and never passed (docs/DECISIONS.md 190). Checked whatever else the span holds.
+  some value and never passed (docs/DECISIONS.md 190, 203). Checked whatever else the span holds.
 
 An agent, chain or model span that merely mentions a tool (DESIGN.md) has a known
 kind and is left out by the first test. A tool-like span with a recognized tool step
@@ -35,9 +37,10 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS,
+    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS,
 )
 from otel_tracefence.normalize.span_view import SpanView
+from otel_tracefence.textfold import folded_word, visible
 
 # A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
 # a span with one of these is an agent, chain, model... span. Any other value (OpenInference
@@ -131,35 +134,55 @@ def asked_for_tools(span: SpanView) -> bool:
 
 
 # The kind attributes whose tool value (compared exactly, or in any case where the convention
-# reads it so: conventions.TOOL_KIND_MARKERS) makes a span a tool span.
+# reads it so: conventions.TOOL_KIND_MARKERS) makes a span a tool span, with that value folded
+# (textfold.folded_word: case, separators, format characters, NFKC).
 TOOL_KIND_VALUES = ((GEN_AI_OPERATION, EXECUTE_TOOL), *TOOL_KIND_MARKERS)
-# OpenInference's span kinds (openinference-semantic-conventions, OpenInferenceSpanKindValues).
+TOOL_KIND_FOLDS = tuple((key, value, folded_word(value)) for key, value in TOOL_KIND_VALUES)
 RPC_METHOD_KEY = "rpc.method"  # RPC semantic conventions
 OPENINFERENCE_KIND_KEY = "openinference.span.kind"
 MCP_TOOL_CALL_METHOD = "tools/call"  # MCP's JSON-RPC method that runs a tool
+# OpenInference's span kinds (openinference-semantic-conventions, OpenInferenceSpanKindValues).
 OPENINFERENCE_KINDS = frozenset({"TOOL", "CHAIN", "LLM", "RETRIEVER", "EMBEDDING", "AGENT", "RERANKER", "UNKNOWN", "GUARDRAIL", "EVALUATOR", "PROMPT"})
 
 
+def _known_operations() -> frozenset[str]:
+    """The ``gen_ai.operation.name`` values of the GenAI conventions (the installed
+    ``opentelemetry-semantic-conventions``' ``GenAiOperationNameValues``) and those the normalizer reads."""
+    try:
+        from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import GenAiOperationNameValues
+
+        conventions = {value.value for value in GenAiOperationNameValues}
+    except ImportError:  # pragma: no cover - a dependency of opentelemetry-sdk
+        conventions = set()
+    return frozenset({*conventions, *NON_TOOL_KINDS[GEN_AI_OPERATION], *AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL})
+
+
+KNOWN_OPERATIONS = _known_operations()
 # Every key :func:`_kind_not_understood` reads: a span holding none of them (most spans) is answered by one
 # C-level pass over its keys.
 _KIND_KEYS = frozenset({*(key for key, _ in TOOL_KIND_VALUES), OPENINFERENCE_KIND_KEY, RPC_METHOD_KEY})
 
 
 def _kind_not_understood(attributes: Mapping[str, Any]) -> str | None:
-    """A kind value that names a tool only after case-folding or stripping, or an OpenInference kind
-    the convention does not define (for the reason's message); ``None`` otherwise."""
+    """A kind value that names a tool only after folding (case, separators, format characters, NFKC:
+    ``EXECUTE_TOOL``, ``execute-tool``, ``executeTool``, ``"execute_tool\\u200b"``), a GenAI operation
+    no convention defines that names a tool (``run_tool``), an OpenInference kind the convention does
+    not define, or an MCP ``tools/call`` recorded as RPC (for the reason's message); ``None`` otherwise."""
     if _KIND_KEYS.isdisjoint(attributes):
         return None
     # ``in`` then ``[]``: two C-level mapping operations, cheaper than a ``get`` method call for the keys not there
-    for key, value in TOOL_KIND_VALUES:
+    for key, value, fold in TOOL_KIND_FOLDS:
         found = attributes[key] if key in attributes else None
-        if isinstance(found, str) and found.strip().lower() == value:  # not read as a tool span: not as written
-            return f"its attribute {key}={found!r} is {value!r} only after case-folding or stripping"
+        if isinstance(found, str) and folded_word(found) == fold:  # not read as a tool span: not as written
+            return f"its attribute {key}={found!r} is {value!r} only after folding its case, separators or invisible characters"
+    operation = attributes[GEN_AI_OPERATION] if GEN_AI_OPERATION in attributes else None
+    if isinstance(operation, str) and operation not in KNOWN_OPERATIONS and _tool_token(visible(operation)):
+        return f"its attribute {GEN_AI_OPERATION}={operation!r} is no GenAI operation, and it names a tool"
     kind = attributes[OPENINFERENCE_KIND_KEY] if OPENINFERENCE_KIND_KEY in attributes else None
     if isinstance(kind, str) and kind.upper() not in OPENINFERENCE_KINDS:
         return f"its attribute openinference.span.kind={kind!r} is no OpenInference span kind"
     method = attributes[RPC_METHOD_KEY] if RPC_METHOD_KEY in attributes else None
-    if isinstance(method, str) and method.strip().lower() == MCP_TOOL_CALL_METHOD:
+    if isinstance(method, str) and folded_word(method) == MCP_TOOL_CALL_METHOD:
         return f"its attribute {RPC_METHOD_KEY}={method!r} (an MCP tool call recorded as an RPC span, with no mcp.method.name)"
     return None
 

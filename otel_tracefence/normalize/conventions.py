@@ -145,7 +145,15 @@ CODE_PARAMETER_SUFFIX = ".value"
 # Effect hints: MCP tool annotations (readOnlyHint) and the HTTP method (RFC 9110 section 9.2.1 safe methods).
 MCP_READ_ONLY_HINT_KEYS = ("mcp.tool.annotations.readOnlyHint", "mcp.tool.annotations.read_only_hint", "gen_ai.tool.annotations.readOnlyHint")
 HTTP_METHOD_KEYS = ("http.request.method", "http.method")
+# MCP: destructiveHint=true says the tool may perform destructive updates (a write); false says only that its
+# writes are additive, which is no read.
+MCP_DESTRUCTIVE_HINT_KEYS = ("mcp.tool.annotations.destructiveHint", "mcp.tool.annotations.destructive_hint", "gen_ai.tool.annotations.destructiveHint")
+# HTTP methods, compared as written: method tokens are case-sensitive (RFC 9110 section 9.1), and the HTTP
+# conventions' http.request.method lists them in upper case (any other method is recorded as _OTHER). The
+# safe methods only read (9.2.1); the others RFC 9110 and RFC 5789 (PATCH) define may write; any other token
+# (get, Post, _OTHER, PURGE) says nothing known of its effect (docs/DECISIONS.md 204).
 HTTP_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+HTTP_UNSAFE_METHODS = frozenset({"POST", "PUT", "DELETE", "CONNECT", "PATCH"})
 # HTTP client spans (HTTP semantic conventions, current keys first, then the pre-1.21 ones):
 # a tool step's effect dispatched twice shows as two client spans with one unsafe method and URL.
 HTTP_URL_KEYS = ("url.full", "http.url")

@@ -12,7 +12,7 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
 )
 from otel_tracefence.normalize.conventions import (
-    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, MCP_READ_ONLY_HINT_KEYS,
+    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_UNSAFE_METHODS, MCP_DESTRUCTIVE_HINT_KEYS, MCP_READ_ONLY_HINT_KEYS,
 )
 
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
@@ -27,6 +27,15 @@ def parse_declared(value: Any) -> Effect | MalformedField:
     return effect
 
 
+def _method_effect(method: str) -> Effect:
+    """An HTTP method's effect, the method compared as written (tokens are case-sensitive, RFC 9110 section
+    9.1): a safe method reads (9.2.1), another method RFC 9110 or RFC 5789 defines may write, and any other
+    token (``get``, ``_OTHER``, ``PURGE``) is ``unknown`` (docs/DECISIONS.md 204)."""
+    if method in HTTP_SAFE_METHODS:
+        return READ
+    return WRITE if method in HTTP_UNSAFE_METHODS else EFFECT_UNKNOWN
+
+
 def _hints(attributes: Mapping[str, Any]) -> list[tuple[Effect, EffectSource, str]]:
     """Every effect hint the span records, as (effect, source, ``key=value``), in the table's order."""
     found = []
@@ -35,11 +44,13 @@ def _hints(attributes: Mapping[str, Any]) -> list[tuple[Effect, EffectSource, st
         if isinstance(hint, bool):
             # MCP: readOnlyHint=true means the tool does not modify its environment.
             found.append(((READ if hint else WRITE), SOURCE_MCP_HINT, f"{key}={str(hint).lower()}"))
+    for key in MCP_DESTRUCTIVE_HINT_KEYS:
+        if attributes.get(key) is True:  # false says the writes are additive: no read, no hint either way
+            found.append((WRITE, SOURCE_MCP_HINT, f"{key}=true"))
     for key in HTTP_METHOD_KEYS:
         method = attributes.get(key)
         if isinstance(method, str) and method:
-            # RFC 9110 section 9.2.1: the safe methods only read.
-            found.append(((READ if method.upper() in HTTP_SAFE_METHODS else WRITE), SOURCE_HTTP_METHOD, f"{key}={method}"))
+            found.append((_method_effect(method), SOURCE_HTTP_METHOD, f"{key}={method}"))
     return found
 
 

@@ -27,7 +27,8 @@ from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanV
 
 @dataclass(frozen=True, slots=True)
 class HttpRequest:
-    """One HTTP request a client span records: method (upper case), URL (``None`` when not
+    """One HTTP request a client span records: method (as written: tokens are case-sensitive, so ``get``
+    is no safe method, docs/DECISIONS.md 204), URL (``None`` when not
     recorded) and response status code (``None`` when none came back)."""
 
     method: str
@@ -86,7 +87,7 @@ def http_request(span: SpanView) -> HttpRequest | None:
         method = attributes.get(key)
         if isinstance(method, str) and method:
             status = _status(attributes)
-            return HttpRequest(method.upper(), _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
+            return HttpRequest(method, _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
     system = attributes.get(RPC_SYSTEM_KEY)
     if isinstance(system, str) and system:
         target = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"

@@ -66,6 +66,12 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     return status, ()
 
 
+# The field of a stand-in view (SpanView.unreadable) whose step is held with a code of its own, not malformed_<field>:
+# a span refused for its trace id, standing in the trace of the parent it names (docs/DECISIONS.md 207).
+CHILD_SPAN_FIELD = "child_span"
+UNREADABLE_FIELD_REASONS = {CHILD_SPAN_FIELD: reasons.CHILD_SPAN_UNREAD}
+
+
 @cython.ccall
 def unreadable_step(span: SpanView) -> ToolStep:
     """The ``review`` step standing for a span that could not be read (``SpanView.unreadable``): it may
@@ -80,7 +86,7 @@ def unreadable_step(span: SpanView) -> ToolStep:
         status=STATUS_UNKNOWN,
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
-        malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}"),),
+        malformed=(MalformedField(field, f"span {span.span_id} could not be read: {why}", reason=UNREADABLE_FIELD_REASONS.get(field)),),
     )
 
 

@@ -19,6 +19,8 @@ class InputError:
     could not be parsed but whose trace id could: its trace is planned with a
     ``review`` step standing for it. ``repeat`` is true for the same span again, standing in a second trace it
     names (``traceId`` and ``trace_id`` both given, differently): it is not listed or counted twice.
+    ``parent_span_id`` (hex): the parent a span names when none of its trace ids could be read (the service
+    stands it in its parent's trace, docs/DECISIONS.md 207); ``""`` otherwise.
     ``field`` and ``message`` may quote the input: a lone surrogate in them (JSON's ``"\\ud800"``) is written as
     its escape (``canonical.printable``), so the error can be printed, stored and sent as UTF-8.
     """
@@ -30,6 +32,7 @@ class InputError:
     planned: bool = False
     trace_id: str = ""
     repeat: bool = False
+    parent_span_id: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "field", printable(self.field))

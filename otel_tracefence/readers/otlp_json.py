@@ -264,6 +264,22 @@ def _readable_trace_ids(span_json: Any) -> list[str]:
     return ids
 
 
+def _readable_parent_id(span_json: Any) -> str:
+    """The span's ``parentSpanId`` (or ``parent_span_id``) when it is valid OTLP/JSON hex (16 characters, not all
+    zero), lower-cased; else ``""``."""
+    if not isinstance(span_json, dict):
+        return ""
+    for name in ("parentSpanId", "parent_span_id"):
+        value = span_json.get(name)
+        if isinstance(value, str) and len(value) == 16:
+            try:
+                if any(bytes.fromhex(value)):
+                    return value.lower()
+            except ValueError:
+                continue
+    return ""
+
+
 def _span_label(span_json: Any, index: int) -> str:
     span_id = span_json.get("spanId") if isinstance(span_json, dict) else None
     return span_id if isinstance(span_id, str) and span_id else f"#{index}"
@@ -404,8 +420,10 @@ def _read_request(request: Any, line: int, result: OtlpRead, objects: _Objects) 
                     field_name, _, message = str(exc).partition(": ")
                     label = _span_label(span_json, index)
                     # It stands in every trace it names (a span giving traceId and trace_id may name two).
-                    for n, trace_id in enumerate(_readable_trace_ids(span_json) or [""]):
-                        result.errors.append(InputError(line, field_name, message, label, trace_id=trace_id, repeat=n > 0))
+                    trace_ids = _readable_trace_ids(span_json)
+                    parent = "" if trace_ids else _readable_parent_id(span_json)
+                    for n, trace_id in enumerate(trace_ids or [""]):
+                        result.errors.append(InputError(line, field_name, message, label, trace_id=trace_id, repeat=n > 0, parent_span_id=parent))
                     continue
                 scope_spans.spans.append(span)
                 result.span_lines[span.span_id.hex()] = line

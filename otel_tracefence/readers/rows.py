@@ -29,6 +29,7 @@ from otel_tracefence.normalize.step import result_stability
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value, result_tokens
 from otel_tracefence.readers.errors import InputError, UnreadableInput
+from otel_tracefence.textfold import visible
 
 _ABSENT = object()
 
@@ -65,11 +66,12 @@ _SPELLINGS = {name.casefold(): name for name in FIELDS} | {camel.casefold(): sna
 
 
 def field_named(name: str) -> str | None:
-    """The field (snake_case) that ``name`` names once case-folded and stripped of white space, when it is not
-    one of its accepted spellings (``"Status"``, ``"status "``, ``"TraceId"``); else None (DECISIONS 183)."""
+    """The field (snake_case) that ``name`` names once case-folded and stripped of white space and of invisible
+    characters (Unicode format characters such as U+200B, NFKC: ``textfold.visible``), when it is not one of its
+    accepted spellings (``"Status"``, ``"status "``, ``"TraceId"``, ``"status\u200b"``); else None (DECISIONS 183, 208)."""
     if name in _KNOWN or not isinstance(name, str):
         return None
-    return _SPELLINGS.get(name.strip().casefold())
+    return _SPELLINGS.get(visible(name).strip().casefold())
 
 
 def _one_spelling(row: dict[str, Any]) -> tuple[dict[str, Any], list[MalformedField]]:

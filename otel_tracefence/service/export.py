@@ -31,8 +31,8 @@ from otel_tracefence.normalize import SpanView
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json_request
 from otel_tracefence.service.intake import Intake, IntakeRefusal
-from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, encoded_span_count
-from otel_tracefence.service.otlp_spans import lazy_request, read_request, request_span_count
+from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, SpanHead, encoded_span_count
+from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, read_request, request_span_count, traces_by_span_id, under_parent
 from otel_tracefence.service.span_decoding import sift_undecodable
 
 _log = logging.getLogger("otel_tracefence.service")
@@ -172,6 +172,7 @@ class TraceExport:
                 first_error = first_error or error
                 if view is not None:
                     stand_ins.append(view)
+            stand_ins.extend(_under_parents([e for e in unparsed if e.parent_span_id], accepted))
         except BaseException:
             self._intake.release(reservation)
             raise
@@ -202,3 +203,23 @@ class TraceExport:
             if refusal.permanent:
                 raise self.too_large(str(refusal)) from None
             raise ExportRefused(RefusalKind.RETRY_LATER, str(refusal), retry_delay_s=self._retry_delay_s) from None
+
+
+def _under_parents(orphans: Sequence[InputError], accepted: Sequence[OtlpItem]) -> list[SpanView]:
+    """Stand-ins, in their parent's trace, for OTLP/JSON spans refused with no readable trace id whose parent is a span
+    of the request (``otlp_spans.under_parent``, docs/DECISIONS.md 207)."""
+    if not orphans:
+        return []
+    trace_of = traces_by_span_id(item.span for item in accepted)
+    views = []
+    for error in orphans:
+        try:
+            span_id = bytes.fromhex(error.span_id)
+        except ValueError:  # a label such as "#3": the span gave no readable span id
+            span_id = b""
+        head = SpanHead(parent_span_id=bytes.fromhex(error.parent_span_id), span_id=span_id if len(span_id) == 8 else b"")
+        view = under_parent(head, f"{error.field}: {error.message}", trace_of)
+        if view is not None:
+            views.append(view)
+    return views
+

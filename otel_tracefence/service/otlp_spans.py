@@ -20,6 +20,7 @@ from otel_tracefence.normalize.conventions import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
     SpanEvent, any_value_to_python, duplicate_keys, from_otlp_head, key_values_to_dict,
 )
+from otel_tracefence.normalize.step import CHILD_SPAN_FIELD
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
 
 ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
@@ -330,8 +331,31 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
                     continue
                 problem = invalid_reason(ids)
                 assert problem is not None
-                refused.append((f"span {ids.span_id.hex() or '?'}: {problem}", stand_in(ids, problem)))
+                refused.append((f"span {ids.span_id.hex() or '?'}: {problem}", stand_in(ids, problem) or (ids, problem)))
+    if any(isinstance(view, tuple) for _, view in refused):  # a span whose trace id cannot be read: rare
+        trace_of = traces_by_span_id(item.span for item in accepted)
+        refused = [(error, under_parent(*view, trace_of) if isinstance(view, tuple) else view) for error, view in refused]
     return accepted, refused
+
+
+def traces_by_span_id(spans: Iterable[bytes]) -> dict[bytes, bytes]:
+    """``{span id: trace id}`` of the encoded ``spans`` whose ids can be read (only each span's head is decoded)."""
+    heads = (SpanHead.FromString(span) for span in spans)
+    return {head.span_id: head.trace_id for head in heads if invalid_reason(head) is None}
+
+
+def under_parent(span: Any, problem: str, trace_of: dict[bytes, bytes]) -> SpanView | None:
+    """The view that stands, in its parent's trace, for a span refused because its trace id cannot be read,
+    when ``trace_of`` (``{span id: trace id}`` of the request's readable spans) holds its parent: that trace
+    may have lost a tool call (a ``review`` step, ``child_span_unread``; docs/DECISIONS.md 207). ``None``
+    when the parent is not in the request (the span then stands in no trace, as before)."""
+    parent = span.parent_span_id
+    trace_id = trace_of.get(parent) if len(parent) == 8 else None
+    if trace_id is None:
+        return None
+    why = f"{problem}, and it names span {parent.hex()} of this trace as its parent: this trace may have lost a tool call"
+    return SpanView(trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, parent_span_id=parent.hex(),
+                    start_time_unix_nano=span.start_time_unix_nano, unreadable=(CHILD_SPAN_FIELD, why))
 
 
 def lazy_request(request: Any) -> Any:
@@ -419,5 +443,5 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 
 __all__: Sequence[str] = [
     "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view", "invalid_reason",
-    "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
+    "held_view", "lazy_request", "traces_by_span_id", "under_parent", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
 ]

@@ -489,6 +489,8 @@ class TraceFenceService:
         decider.start()
         decider.join(timeout=deciding + 0.2)
         undecided = len(self.fence.buffer) if decider.is_alive() else 0
+        if decider.is_alive():
+            _log_owed_reviews(self.fence.owed_at_stop())
         if unread:
             _log.warning(
                 "shutdown: %d acknowledged spans (%d traces) were not read before the deadline; handed on unplanned, as review",
@@ -552,3 +554,20 @@ class TraceFenceService:
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
+
+
+OWED_SHOWN = 100  # trace ids a log line names at most
+
+
+def _log_owed_reviews(owed: list[str]) -> None:
+    """One error line for the review items a stop could not write in its time (the shutdown thread still inside a
+    write, e.g. waiting on a locked SQLite database, or short of the traces it had yet to reach): how many, and the
+    first ``OWED_SHOWN`` trace ids. They are lost: the thread is abandoned with the process (DECISIONS 209)."""
+    if not owed:
+        return
+    shown = ", ".join(owed[:OWED_SHOWN]) + (f" and {len(owed) - OWED_SHOWN} more" if len(owed) > OWED_SHOWN else "")
+    _log.error(
+        "shutdown: %d review item(s) were not written when the time ran out (the review store did not answer in time: "
+        "a database locked by another process?); they are lost: traces %s", len(owed), shown,
+    )  # fmt: skip
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead
-from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, to_request
+from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, to_request, traces_by_span_id
 
 
 _ZERO_TRACE = bytes(16)
@@ -34,7 +34,8 @@ def readable_trace(trace_id: bytes) -> bool:
 
 
 def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | None], bool]:
-    """``request``'s spans with a readable trace id, regrouped per worker: ``(parts, whole)``.
+    """``request``'s spans with a readable trace id (and those without one whose parent it holds, with their
+    parent's trace), regrouped per worker: ``(parts, whole)``.
 
     ``request``: a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` (spans as bytes, as the Export path
     decodes it), or a full ``ExportTraceServiceRequest`` or its encoding (read as one). ``parts[w]`` is
@@ -50,6 +51,7 @@ def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | No
     grouped: list[list[list[list[bytes]]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
     counts = [0] * workers
     total = 0
+    orphans: list[tuple[bytes, list[list[bytes]]]] = []  # spans whose trace id cannot be read, and their scope's lists
     for resource_spans in request.resource_spans:
         per_scope = []
         for scope_spans in resource_spans.scope_spans:
@@ -59,10 +61,16 @@ def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | No
                 trace_id = read_head(span).trace_id
                 if readable_trace(trace_id):
                     by_worker[worker_of(trace_id, workers)].append(span)
-            for w, spans in enumerate(by_worker):
-                counts[w] += len(spans)
+                else:
+                    orphans.append((span, by_worker))
             per_scope.append(by_worker)
         grouped.append(per_scope)
+    if orphans:
+        _to_parents(request, orphans, workers)
+    for per_scope in grouped:
+        for by_worker in per_scope:
+            for w, spans in enumerate(by_worker):
+                counts[w] += len(spans)
     used = [w for w in range(workers) if counts[w]]
     if len(used) == 1 and counts[used[0]] == total:
         parts: list[tuple[Any, int] | None] = [None] * workers
@@ -82,6 +90,17 @@ def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | No
                     )
                 part_resource.scope_spans.add(scope=scope_spans.scope, schema_url=scope_spans.schema_url).spans.extend(spans)
     return [(part, counts[w]) if part is not None else None for w, part in enumerate(built)], False
+
+
+def _to_parents(request: Any, orphans: list[tuple[bytes, list[list[bytes]]]], workers: int) -> None:
+    """Send each span whose trace id cannot be read to the worker of its parent's trace, when the request
+    holds its parent (appended to its scope's list for that worker): that worker refuses it and stands it in
+    that trace (``otlp_spans.under_parent``, docs/DECISIONS.md 207). The others stand in no trace."""
+    trace_of = traces_by_span_id(span for resource_spans in request.resource_spans for scope_spans in resource_spans.scope_spans for span in scope_spans.spans)
+    for span, by_worker in orphans:
+        parent_trace = trace_of.get(SpanHead.FromString(span).parent_span_id)
+        if parent_trace is not None:
+            by_worker[worker_of(parent_trace, workers)].append(span)
 
 
 def split_items(items: list[OtlpItem], workers: int) -> list[tuple[Any, int] | None]:

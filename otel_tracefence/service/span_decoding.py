@@ -9,7 +9,8 @@ at the depth it has in the request (inside a one-span request), so that one bad 
 partial success and its batch is kept, as the OTLP specification asks of a server that can tell which spans it
 rejects ("Partial Success"). A resource or scope that does not decode takes every span under it.
 
-A refused span whose trace id reads stands in its trace as a ``review`` step (as spans with invalid ids do):
+A refused span whose trace id reads stands in its trace as a ``review`` step (as spans with invalid ids do),
+one whose trace id does not read stands in the trace of the parent it names (DECISIONS 207):
 its trace may have lost a tool call. Its ids are read with :data:`SpanIds` (bytes only, no UTF-8 check).
 """
 
@@ -31,14 +32,15 @@ def _span_ids_class() -> type:
     ids = proto.message_type.add(name="SpanIds")
     ids.field.add(name="trace_id", number=1, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
     ids.field.add(name="span_id", number=2, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
+    ids.field.add(name="parent_span_id", number=4, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tracefence.internal.lazy.SpanIds"))
 
 
 SpanIds = _span_ids_class()
-"""A ``Span``'s ``trace_id`` (1) and ``span_id`` (2) only, every other field skipped: readable whatever the span's
-strings hold."""
+"""A ``Span``'s ``trace_id`` (1), ``span_id`` (2) and ``parent_span_id`` (4) only, every other field skipped: readable
+whatever the span's strings hold."""
 
 UNDECODABLE = "does not decode as an OTLP {what} (a string that is not UTF-8, or nesting past protobuf's recursion limit of 100)"
 
@@ -82,11 +84,14 @@ def _alone(span: bytes) -> Any:
 def _refused(span: bytes, field: str) -> InputError:
     try:
         ids = SpanIds.FromString(span)
-        trace_id, span_id = ids.trace_id, ids.span_id
+        trace_id, span_id, parent_span_id = ids.trace_id, ids.span_id, ids.parent_span_id
     except DecodeError:
-        trace_id = span_id = b""
+        trace_id = span_id = parent_span_id = b""
     readable_trace = len(trace_id) == 16 and any(trace_id)
-    return InputError(0, field, UNDECODABLE.format(what=_WHAT[field]), span_id=span_id.hex() or "?", trace_id=trace_id.hex() if readable_trace else "")
+    # With no readable trace id, a readable parent id lets it stand in its parent's trace (DECISIONS 207).
+    parent = parent_span_id.hex() if not readable_trace and len(parent_span_id) == 8 and any(parent_span_id) else ""
+    return InputError(0, field, UNDECODABLE.format(what=_WHAT[field]), span_id=span_id.hex() or "?", trace_id=trace_id.hex() if readable_trace else "",
+                      parent_span_id=parent)  # fmt: skip
 
 
 _WHAT = {"span": "Span", "scope": "InstrumentationScope (the span's scope)", "resource": "Resource (the span's resource)"}
