@@ -166,3 +166,50 @@ def test_service_late_non_tool_spans_that_change_the_plan_fail_closed(tmp_path, 
         client.shutdown()
         service.stop(grace_s=0)
 
+
+# -- the replay guard on a file a door wrote -------------------------------------------------------
+
+LATE_TRACE, WHOLE_TRACE, OTHER_TRACE = "3fa9" + "1" * 28, "3fb0" + "2" * 28, "7a00" + "3" * 28
+
+
+def _otlp_span(trace_id: str, span_id: str, name: str, attributes: dict[str, Any], parent: str = "") -> dict:
+    values = [{"key": k, "value": {"boolValue": v} if isinstance(v, bool) else {"stringValue": v}} for k, v in attributes.items()]
+    return {"traceId": trace_id, "spanId": span_id, "parentSpanId": parent, "name": name, "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000001000000000", "attributes": values}
+
+
+def _service_output(path: Path) -> Path:
+    """An OTLP/JSON file as the service forwards spans: three traces of one declared read (class dynamic);
+    ``LATE_TRACE`` also holds a database span that came after its trace was decided (``tracefence.trace.late``)."""
+    spans = []
+    for trace_id in (LATE_TRACE, WHOLE_TRACE, OTHER_TRACE):
+        spans += [_otlp_span(trace_id, "a" * 16, "invoke_agent billing", {"gen_ai.operation.name": "invoke_agent", CLASS: "dynamic"}),
+                  _otlp_span(trace_id, "b" * 16, "execute_tool customer.lookup", {**READ, CLASS: "dynamic"}, "a" * 16)]
+    spans.append(_otlp_span(LATE_TRACE, "c" * 16, "SELECT customers", {"db.system": "postgresql", CLASS: "dynamic", LATE: True}, "a" * 16))
+    path.write_text(json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": spans}]}]}))
+    return path
+
+
+def test_guard_refuses_a_trace_whose_spans_came_late(tmp_path):
+    """DECISIONS 193 and 271: a trace decided before it was complete is partial, and the guard vouches for no partial plan."""
+    from otel_tracefence.replay import NonReplayableTraceError, ReplayGuard
+
+    path = _service_output(tmp_path / "spans.otlp.json")
+    with pytest.raises(NonReplayableTraceError, match="is partial .*spans came after it was decided") as refused:
+        ReplayGuard.from_file(path, LATE_TRACE, mode="dynamic")
+    assert (refused.value.trace_id, refused.value.step) == (LATE_TRACE, None)
+    assert ReplayGuard.from_file(path, WHOLE_TRACE, mode="dynamic").trace_id == WHOLE_TRACE  # the same trace without a late span
+
+
+def test_guard_takes_a_trace_id_in_any_case_or_a_unique_prefix_as_review_show_does(tmp_path):
+    from otel_tracefence.replay import ReplayGuard
+
+    path = _service_output(tmp_path / "spans.otlp.json")
+    assert ReplayGuard.from_file(path, WHOLE_TRACE.upper(), mode="dynamic").trace_id == WHOLE_TRACE
+    assert ReplayGuard.from_file(path, "3FB", mode="dynamic").trace_id == WHOLE_TRACE
+    with pytest.raises(ValueError, match=f"trace id prefix '3F' matches 2 traces with tool steps: {LATE_TRACE}, {WHOLE_TRACE}; give more of the id"):
+        ReplayGuard.from_file(path, "3F")
+    with pytest.raises(ValueError, match="no trace 3FC with tool steps"):
+        ReplayGuard.from_file(path, "3FC")
+    with pytest.raises(ValueError, match="an empty trace id names no trace"):
+        ReplayGuard.from_file(path, " ")
