@@ -477,6 +477,7 @@ class TraceBuffer(Generic[P]):
         added: list[ToolStep] = []
         changed = False  # a step added or dispatched again: the trace is re-planned, once for the batch
         kinds: list[tuple[SpanView, P, str, Any]] = []  # (view, payload, kind, step or known decision)
+        talking: list[tuple[int, SpanView]] = []  # (index in kinds, view read) of spans read after the batch's steps
         for view, payload in spans:
             if view.span_id in remembered.span_ids:
                 # Redelivered (a client or collector retry): the same call, never a second execution.
@@ -486,10 +487,10 @@ class TraceBuffer(Generic[P]):
             read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
             step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
-            if step is None:  # a request below a step, or a model span asking for calls, changes the plan too
-                kind, what = ("plain", None) if quiet(read) else self._late_activity(read, remembered, steps, by_span, added)
-                kinds.append((view, payload, kind, what))
-                changed = changed or kind != "plain"
+            if step is None:  # a request below a step, or a model span asking for calls, may change the plan too
+                if not quiet(read):
+                    talking.append((len(kinds), read))
+                kinds.append((view, payload, "plain", None))
                 continue
             owner = by_span.get(view.parent_span_id) if view.parent_span_id else None
             if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
@@ -503,6 +504,11 @@ class TraceBuffer(Generic[P]):
             added.append(step)
             remembered.late_step_span_ids.add(step.span_id)
             kinds.append((view, payload, "step", step))
+        for at, read in talking:  # after the batch's steps: children end (and come) before the step they belong to
+            kind, what = self._late_activity(read, remembered, steps, by_span, added)
+            if kind != "plain":
+                kinds[at] = (*kinds[at][:2], kind, what)
+                changed = True
         plan = None
         kept = previous = remembered.replay_class
         if added or changed:

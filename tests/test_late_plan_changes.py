@@ -213,3 +213,31 @@ def test_guard_takes_a_trace_id_in_any_case_or_a_unique_prefix_as_review_show_do
         ReplayGuard.from_file(path, "3FC")
     with pytest.raises(ValueError, match="an empty trace id names no trace"):
         ReplayGuard.from_file(path, " ")
+
+
+def test_service_late_write_with_its_dispatches_in_one_export_is_read_whole(tmp_path, upstream):
+    """A late write step and its two POSTs in one Export call, children first (they end first): the POSTs are read
+    against the step that comes after them in the batch, so the item says what the whole trace says, fenced."""
+    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service.start()
+    client = Client(service.port, batch=True)
+    try:
+        root = client.tracer.start_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"})
+        with trace.use_span(root, end_on_exit=False):
+            client.tracer.start_span("execute_tool customer.lookup", attributes=READ).end()
+            step = client.tracer.start_span("execute_tool invoice.create", attributes={**WRITE, "gen_ai.tool.call.id": "call_2"})
+        root.end()
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        early = [s for s in client.sent.get_finished_spans() if s.name != step.name]
+        assert client.exporter.export(early).name == "SUCCESS"
+        assert {r.tf[CLASS] for r in upstream.wait_spans(2, trace_id)} == {"dynamic"}
+        _post(client.tracer, step, 504)
+        _post(client.tracer, step, 200)
+        step.end()
+        assert client.exporter.export(client.sent.get_finished_spans()[2:]).name == "SUCCESS"
+        late = upstream.wait_spans(5, trace_id)[2:]
+        assert [(r.name, r.tf[CLASS]) for r in late] == [("POST", "review"), ("POST", "review"), ("execute_tool invoice.create", "review")]
+        assert _steps(service.store, trace_id) == {"call_1": (pb.DECISION_REPLAY, ["declared_read"]), "call_2": (pb.DECISION_REVIEW, DISPATCHED_LATE)}
+    finally:
+        client.shutdown()
+        service.stop(grace_s=0)
