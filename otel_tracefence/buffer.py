@@ -15,8 +15,11 @@ complete, and its other spans may already have left with a class that did not
 know of the late step: a late tool step therefore fails closed (:func:`fail_closed`,
 decision ``review``, reason ``decided_before_complete``, the plan flagged
 partial), and a late span never carries a class less restrictive than one
-already handed on for its trace. This is the one place that rule lives; every
-door (processor, exporter, service) goes through it.
+already handed on for its trace. A late span that is no tool step but changes the
+plan (an HTTP request below a step that dispatched it again or failed, a model span
+asking for a call no step records) fails closed the same way (docs/DECISIONS.md 270).
+This is the one place that rule lives; every door (processor, exporter, service)
+goes through it.
 
 Cost stays linear in the spans of a trace, however large (issue 9). Late spans
 are taken in batches (:meth:`TraceBuffer.add_batch`: the service gives one per
@@ -48,6 +51,7 @@ from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
+from otel_tracefence.normalize.trace import late_request, late_requests, quiet
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
@@ -58,20 +62,23 @@ _NO_WAITS: frozenset[str] = frozenset()
 _UNTRACKED: Any = object()  # TraceBuffer._open has no entry for the trace (its None means: too many open spans to track)
 
 
-def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str]) -> TracePlan:
-    """``plan`` with every step recorded by a span in ``late_span_ids`` fenced: such a span arrived after
-    its trace was decided, so the trace was decided before it was complete.
+def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str], late_call_ids: set[str] | frozenset[str] = frozenset()) -> TracePlan:
+    """``plan`` with every step recorded by a span in ``late_span_ids`` fenced, and every requested call no span
+    records (``requested_only``) whose call id is in ``late_call_ids``: such a span (or the span requesting the
+    call) arrived after its trace was decided, so the trace was decided before it was complete.
 
     ``decided_before_complete`` ranks as the last review rule, just before ``skip`` and
     ``replay`` (docs/DECISIONS.md 1 and 47): a step another rule already fences keeps its
     decision and gets the code after the fencing codes; a ``replay`` or ``skip`` becomes
     ``review`` with it first. The plan is flagged partial and its class recomputed (``review``).
     """
-    if not late_span_ids:
+    if not late_span_ids and not late_call_ids:
         return plan
     decisions: list[StepDecision] = []
     for decision in plan.steps:
-        if decision.step.span_id not in late_span_ids or reasons.DECIDED_BEFORE_COMPLETE in decision.reasons:
+        step = decision.step
+        late = step.call_id in late_call_ids if step.requested_only else step.span_id in late_span_ids
+        if not late or reasons.DECIDED_BEFORE_COMPLETE in decision.reasons:
             decisions.append(decision)
         elif decision.decision in (Decision.REVIEW, Decision.CONFLICT):
             at = next((i for i, code in enumerate(decision.reasons) if code in reasons.NOTES), len(decision.reasons))
@@ -149,6 +156,7 @@ class _Remembered:
     dispatched: set[str] = field(default_factory=set)  # steps (span ids) with dispatch attempt spans seen
     overflow: bool = False  # decided on max_spans_per_trace before its root ended: later spans are held in chunks
     root_ended: bool = False  # its local root span has been seen
+    late_call_ids: set[str] = field(default_factory=set)  # requested calls no span records, requested by late spans
 
 
 class TraceBuffer(Generic[P]):
@@ -469,6 +477,7 @@ class TraceBuffer(Generic[P]):
         added: list[ToolStep] = []
         changed = False  # a step added or dispatched again: the trace is re-planned, once for the batch
         kinds: list[tuple[SpanView, P, str, Any]] = []  # (view, payload, kind, step or known decision)
+        talking: list[tuple[int, SpanView]] = []  # (index in kinds, view read) of spans read after the batch's steps
         for view, payload in spans:
             if view.span_id in remembered.span_ids:
                 # Redelivered (a client or collector retry): the same call, never a second execution.
@@ -478,16 +487,14 @@ class TraceBuffer(Generic[P]):
             read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
             step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
-            if step is None:
+            if step is None:  # a request below a step, or a model span asking for calls, may change the plan too
+                if not quiet(read):
+                    talking.append((len(kinds), read))
                 kinds.append((view, payload, "plain", None))
                 continue
             owner = by_span.get(view.parent_span_id) if view.parent_span_id else None
             if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
-                owner_id = steps[owner].span_id
-                if owner_id in remembered.dispatched:  # one more attempt; a first attempt span is the step's one dispatch
-                    steps[owner] = replace(steps[owner], attempts=steps[owner].attempts + 1)
-                remembered.dispatched.add(owner_id)
-                remembered.late_step_span_ids.add(owner_id)
+                _fence_step(remembered, steps, owner, steps[owner], dispatch=True)
                 kinds.append((view, payload, "attempt", None))
                 changed = True
                 continue
@@ -497,16 +504,23 @@ class TraceBuffer(Generic[P]):
             added.append(step)
             remembered.late_step_span_ids.add(step.span_id)
             kinds.append((view, payload, "step", step))
+        for at, read in talking:  # after the batch's steps: children end (and come) before the step they belong to
+            kind, what = self._late_activity(read, remembered, steps, by_span, added)
+            if kind != "plain":
+                kinds[at] = (*kinds[at][:2], kind, what)
+                changed = True
         plan = None
         kept = previous = remembered.replay_class
         if added or changed:
-            called = {s.call_id for s in added if s.call_id}
+            called = {s.call_id for s in added if s.call_id and not s.requested_only}
             if called:  # a requested call now recorded by its tool span
                 steps[:] = [s for s in steps if not (s.requested_only and s.call_id in called)]
             # A chunk of an overflowing trace is planned beside as many earlier steps as it brings, so each step
             # costs a bounded share of planning however long the trace; other late batches see every remembered step.
             window = steps[-2 * len(added) :] if remembered.overflow and added else steps
-            plan = fail_closed(plan_trace(trace_id, window, partial=True, limits=self._config.limits), remembered.late_step_span_ids)
+            plan = fail_closed(
+                plan_trace(trace_id, window, partial=True, limits=self._config.limits), remembered.late_step_span_ids, remembered.late_call_ids
+            )
             planned = plan.replay_class.value if plan.replay_class else None
             kept = most_restrictive(planned, remembered.replay_class)
             if kept != planned:  # never below a class already handed on for this trace
@@ -522,11 +536,53 @@ class TraceBuffer(Generic[P]):
         for view, payload, kind, what in kinds:
             if kind == "again":
                 out.append(Late(view, payload, remembered.replay_class, what, None, partial))
-            elif kind in ("step", "attempt"):
+            elif kind in ("step", "attempt", "request"):
                 out.append(Late(view, payload, kept, mine.get(id(what)) if what is not None else None, plan, True))
             else:
                 out.append(Late(view, payload, kept, None, None, partial))
         return LateBatch(trace_id, out, plan, previous, remembered.overflow)
+
+    def _late_activity(
+        self, read: SpanView, remembered: _Remembered, steps: list[ToolStep], by_span: dict[str, int], added: list[ToolStep]
+    ) -> tuple[str, ToolStep | None]:
+        """What a late span that records no tool step changes in its trace (``steps`` and ``added`` changed in place),
+        as ``(kind, its own step or None)``: an HTTP request right below a step that is a dispatch or failed fences
+        that step (``"attempt"``, counted as :func:`_fence_step` counts); requested calls no step records are steps
+        of their own (``"request"``; ``"step"`` when the span's output holds calls that cannot be read: the step
+        standing for them is the span's). ``("plain", None)`` when it changes nothing (docs/DECISIONS.md 270)."""
+        owner = by_span.get(read.parent_span_id) if read.parent_span_id else None
+        sent = late_request(read, steps[owner]) if owner is not None else None
+        if sent is not None:
+            step, dispatch = sent
+            if not dispatch and step is steps[owner]:
+                return "plain", None  # a safe request that did not fail changes nothing
+            _fence_step(remembered, steps, owner, step, dispatch=dispatch)
+            return "attempt", None
+        requested = late_requests(read, steps, self._config)
+        for step in requested:
+            steps.append(step)
+            added.append(step)
+            if step.requested_only:
+                remembered.late_call_ids.add(step.call_id)
+            else:
+                remembered.late_step_span_ids.add(step.span_id)
+        if not requested:
+            return "plain", None
+        own = next((step for step in requested if step.span_id == read.span_id), None)
+        return ("step", own) if own is not None else ("request", None)
+
+
+def _fence_step(remembered: _Remembered, steps: list[ToolStep], index: int, step: ToolStep, *, dispatch: bool) -> None:
+    """Put ``step`` (the remembered ``steps[index]``, maybe changed by a late span below it) in its place, fenced as
+    decided before complete; ``dispatch``: the late span dispatched it again. A step's first dispatch span is its
+    one dispatch (as the normalizer counts an attempt span), every later one is one more attempt."""
+    owner_id = step.span_id
+    if dispatch:
+        if owner_id in remembered.dispatched:
+            step = replace(step, attempts=step.attempts + 1)
+        remembered.dispatched.add(owner_id)
+    steps[index] = step
+    remembered.late_step_span_ids.add(owner_id)
 
 
 __all__ = ["Decided", "Late", "LateBatch", "NormalizedTrace", "TraceBuffer"]

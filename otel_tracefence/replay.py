@@ -41,7 +41,7 @@ import functools
 import inspect
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -326,7 +326,7 @@ def assert_replayable(plan: Any, mode: ReplayMode | str) -> bool:
     if partial:
         raise NonReplayableTraceError(
             f"{checked.value} replay refused: the plan of trace {trace_id} is partial (decided before the trace was complete: "
-            f"evicted, or its wait ran out), so steps may be missing and nobody can vouch for them. Plan the complete trace "
+            f"evicted, its wait ran out, or spans came after it was decided), so steps may be missing and nobody can vouch for them. Plan the complete trace "
             f"again (tracefence plan on the exported spans), or use static inspection of the recorded steps.",
             step=None, mode=checked, trace_id=trace_id,
         )
@@ -357,6 +357,35 @@ def _arguments_hash(arguments: Any) -> str:
     if canonical.text is None:
         raise ValueError(f"arguments have no canonical JSON form ({canonical.unavailable})")
     return canonical.sha256
+
+
+def _one_trace_id(path: str | Path, given: str, trace_ids: Iterable[str]) -> str:
+    """The one of ``trace_ids`` (lower-case hex) that ``given`` names: itself in any letter case, or a prefix only
+    one has. Raises :class:`ValueError` for none, a prefix several have (naming up to 5), or a blank id."""
+    wanted = given.strip().lower()
+    if not wanted:
+        raise ValueError(f"{path}: an empty trace id names no trace; give the trace id or a prefix of it")
+    matches = sorted(t for t in trace_ids if t.lower().startswith(wanted))
+    exact = [t for t in matches if t.lower() == wanted]
+    if exact or len(matches) == 1:
+        return (exact or matches)[0]
+    if not matches:
+        raise ValueError(f"{path}: no trace {given} with tool steps")
+    raise ValueError(f"{path}: trace id prefix {given!r} matches {len(matches)} traces with tool steps: {', '.join(matches[:5])}{', ...' if len(matches) > 5 else ''}; give more of the id")
+
+
+def _traces_with_late_spans(text: str) -> set[str]:
+    """The trace ids of an OTLP/JSON ``text`` some of whose spans carry ``tracefence.trace.late`` (any value but
+    ``false``: a value not understood fails closed); empty for rows, which carry no span attributes."""
+    from otel_tracefence.annotate import TRACE_LATE
+    from otel_tracefence.pipeline import group_request
+    from otel_tracefence.readers.detect import detect_format
+    from otel_tracefence.readers.otlp_json import read_otlp_json
+
+    if detect_format(text) != "otlp-json":
+        return set()
+    traces = group_request(read_otlp_json(text).request)
+    return {trace_id for trace_id, views in traces.items() if any(view.attributes.get(TRACE_LATE, False) is not False for view in views)}
 
 
 class ReplayGuard:
@@ -427,11 +456,15 @@ class ReplayGuard:
         """Plan a trace file (OTLP/JSON, JSON, NDJSON or CSV rows; auto-detected, as ``tracefence plan``) and
         guard one of its traces with the results it recorded.
 
-        ``trace_id`` may be left out when the file holds one trace with tool steps.
+        ``trace_id`` may be left out when the file holds one trace with tool steps; it is taken in any letter
+        case, or as a prefix only one of the file's traces with tool steps has, as ``tracefence review show``
+        takes it (docs/DECISIONS.md 272). A trace some of whose spans carry ``tracefence.trace.late = true`` (a
+        file the service, the processor or the exporter wrote: spans that came after their trace was decided)
+        is planned partial, so the guard refuses it (docs/DECISIONS.md 271).
         ``config`` (a :class:`~otel_tracefence.config.TraceFenceConfig`) supplies the
         tool rules; results are read raw (never redacted: they are injected byte
         for byte, in memory only). Raises :class:`ValueError` when the trace is not
-        in the file, or several are and none was named; the readers' errors
+        in the file, a prefix several have, or several are and none was named; the readers' errors
         (:class:`~otel_tracefence.readers.errors.UnreadableInput`) when the file
         cannot be read; :class:`NonReplayableTraceError` as the constructor.
         ``mode``, ``check`` and ``window`` are the constructor's.
@@ -442,16 +475,17 @@ class ReplayGuard:
 
         base = config if config is not None else TraceFenceConfig()
         raw = base.model_copy(update={"store_raw_values": True, "redaction": Redaction(keys=[], card_numbers=False, bearer_tokens=False)})
-        plans, _ = plan_text(Path(path).read_bytes().decode("utf-8"), "auto", raw)
+        text = Path(path).read_bytes().decode("utf-8")
+        plans, _ = plan_text(text, "auto", raw)
         with_steps = {p.trace_id: p for p in plans if p.steps}
         if trace_id is None:
             if len(with_steps) != 1:
                 raise ValueError(f"{path}: {len(with_steps)} traces with tool steps ({', '.join(sorted(with_steps)) or 'none'}): name one")
             (plan,) = with_steps.values()
-        elif trace_id in with_steps:
-            plan = with_steps[trace_id]
         else:
-            raise ValueError(f"{path}: no trace {trace_id} with tool steps")
+            plan = with_steps[_one_trace_id(path, trace_id, with_steps)]
+        if plan.trace_id in _traces_with_late_spans(text):
+            plan = replace(plan, partial=True)
         return cls(plan, mode=mode, check=check, window=window)
 
     @classmethod

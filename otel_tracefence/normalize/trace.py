@@ -355,24 +355,64 @@ def _http_dispatches(
         if request.server_error:
             failed.add(root)
         if request.failed:
-            status = span_status(span)
-            lost[root] = status if isinstance(status, ToolStatus) and status is not OK else ERROR
+            lost[root] = _lost_status(span)
     most: dict[str, int] = {}
     for (root, _, _), count in sent.items():
         most[root] = max(most.get(root, 0), count)
     for root in set(most) | failed | set(lost):
         step = steps[root]
-        changes: dict = {}
+        changes = _request_failure(step, root in failed, lost.get(root))
         if most.get(root, 0) > step.attempts:
             changes["attempts"] = most[root]
-        if root in failed:
-            status, notes = result_status(step.status, Result(error="http_status"))
-            if notes:
-                changes.update(status=status, notes=step.notes + notes)
-        elif root in lost and step.status is OK:
-            changes.update(status=lost[root], notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
         if changes:
             steps[root] = replace(step, **changes)
+
+
+def _request_failure(step: ToolStep, server_error: bool, lost: ToolStatus | None) -> dict:
+    """The changes to ``step`` of a request below it that failed: a 5xx response (``server_error``) is an error in
+    its result; a request that ended in error with no response (``lost``: its span's status) leaves an ok step's
+    outcome unknown. ``{}`` when nothing changes."""
+    if server_error:
+        status, notes = result_status(step.status, Result(error="http_status"))
+        return {"status": status, "notes": step.notes + notes} if notes else {}
+    if lost is not None and step.status is OK:
+        return {"status": lost, "notes": step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,)}
+    return {}
+
+
+def _lost_status(span: SpanView) -> ToolStatus:
+    """The outcome of a request whose client span ended in error with no response."""
+    status = span_status(span)
+    return status if isinstance(status, ToolStatus) and status is not OK else ERROR
+
+
+def late_request(span: SpanView, step: ToolStep) -> tuple[ToolStep, bool] | None:
+    """For a span directly below ``step``'s span that arrived after its trace was decided: ``None`` when it records
+    no HTTP (or RPC) request (``http.py``), else ``(step as the request changes it, whether it is a dispatch)``: a
+    5xx response or a request lost without one changes the step's status as :func:`normalize_trace` does; an
+    unsafe request is a dispatch of the step. Counting dispatches is the caller's (it knows the earlier ones)."""
+    request = http_request(span)
+    if request is None:
+        return None
+    changes = _request_failure(step, request.server_error, _lost_status(span) if request.failed else None)
+    return (replace(step, **changes) if changes else step), request.unsafe
+
+
+def late_requests(span: SpanView, steps: Sequence[ToolStep], config: TraceFenceConfig | ConfigReading) -> list[ToolStep]:
+    """For a span that arrived after its trace was decided: the steps its requested calls add beside ``steps`` (the
+    trace's remembered ones), as :func:`normalize_trace` makes them: each requested call no step records (nor
+    requests already), ``requested_only``; and the ``requested_call_unread`` step when its recorded output holds
+    calls that cannot be read. The trace's agent spans are not known here: a request named after a sub-agent that
+    ran it stays a step (fail closed). ``[]`` for a span that requests nothing new."""
+    config = read_config(config)
+    lost: list[Unread] = []
+    requests = sorted(requested_calls(span, config.limits, lost), key=_request_order)
+    known = {(s.call_id, s.tool, s.arguments_sha256) for s in steps if s.requested_only}
+    added = [s for s in _unrecorded_requests(list(steps), requests, config, {}, {span.span_id: span}) if (s.call_id, s.tool, s.arguments_sha256) not in known]
+    why = _unread_requests(span, lost, bool(requests))
+    if why is not None:
+        added.append(_unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD))
+    return added
 
 
 def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | ConfigReading) -> NormalizedTrace:
