@@ -121,7 +121,6 @@ def _encoded_attribute(key: str, value: Any) -> bytes:
 
 _RECENT: dict[int, tuple[Any, bytes]] = {}  # id(attribute set) -> (that set, kept alive here; its encoding)
 _RECENT_MAX = 16
-_RECENT_KEYS: dict[int, tuple[Any, tuple[bytes, ...] | None]] = {}  # id(attribute set) -> (that set; its keys' bytes)
 
 
 def encoded_attributes(extra: dict[str, Any]) -> bytes:
@@ -143,29 +142,36 @@ def encoded_attributes(extra: dict[str, Any]) -> bytes:
     return encoded
 
 
+_KEY_TOKEN = re.compile(rb"tracefence\.[\w.]*")  # "tracefence." and the key characters after it, as many as there are
+_KEYS_OF: dict[tuple[str, ...], tuple[bytes, ...] | None] = {}  # an annotation's keys -> their bytes (None: one without the prefix)
+_KEYS_OF_MAX = 256
+
+
 def _prefixed_keys(extra: dict[str, Any]) -> tuple[bytes, ...] | None:
-    """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them does not start with ``ANNOTATION_PREFIX``;
-    kept for the last few dicts by identity, as :func:`encoded_attributes` keeps their encodings."""
-    found = _RECENT_KEYS.get(id(extra))
-    if found is not None and found[0] is extra:
-        return found[1]
-    keys: tuple[bytes, ...] | None = tuple([key.encode() for key in extra])
-    for key_bytes in keys:  # type: ignore[union-attr]
-        if not key_bytes.startswith(ANNOTATION_PREFIX):
-            keys = None
-            break
-    if len(_RECENT_KEYS) >= _RECENT_MAX:
-        _RECENT_KEYS.clear()
-    _RECENT_KEYS[id(extra)] = (extra, keys)
-    return keys
+    """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them is not ``ANNOTATION_PREFIX`` followed by key
+    characters (letters, digits, ``_``, ``.``: every key the fence sets); kept per tuple of keys (a handful)."""
+    names = tuple(extra)
+    found = _KEYS_OF.get(names, ())
+    if found == ():
+        found = tuple([key.encode() for key in names])
+        for key_bytes in found:
+            matched = _KEY_TOKEN.match(key_bytes)
+            if matched is None or matched.end() != len(key_bytes):
+                found = None
+                break
+        if len(_KEYS_OF) >= _KEYS_OF_MAX:
+            _KEYS_OF.clear()
+        _KEYS_OF[names] = found
+    return found
 
 
 def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
     """True when the UTF-8 bytes of one of ``extra``'s keys occur anywhere in ``span``.
 
-    Every key the fence sets starts with ``ANNOTATION_PREFIX``: a key occurs only where the prefix does, so the
-    span is searched once for the prefix and each place it occurs is compared with the keys (a span holding
-    ``tracefence.*`` attributes holds a few), not searched once per key. A key without the prefix: searched for."""
+    Every key the fence sets is ``ANNOTATION_PREFIX`` followed by key characters: one occurs only inside a run of
+    key characters starting with the prefix (:data:`_KEY_TOKEN`), so the span is searched once for the prefix and
+    the keys are looked for in those runs (a span holding ``tracefence.*`` labels holds a few), not each key in the
+    whole span. A key of other characters: searched for in the whole span."""
     keys = _prefixed_keys(extra)
     if keys is None:
         for key in extra:
@@ -173,11 +179,12 @@ def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
                 return True
         return False
     at = span.find(ANNOTATION_PREFIX)
-    while at >= 0:
+    if at < 0:
+        return False
+    for token in _KEY_TOKEN.findall(span, at):
         for key_bytes in keys:
-            if span.startswith(key_bytes, at):
+            if key_bytes in token:
                 return True
-        at = span.find(ANNOTATION_PREFIX, at + 1)
     return False
 
 
@@ -317,9 +324,12 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     body = SpanBody.FromString(span)
     attributes: dict[str, Any] = {}
     encoded = body.attributes
+    cached = _ATTRIBUTES.get
     for one in encoded:
-        key, value = _attribute(one)
-        attributes[key] = value
+        found = cached(one)  # _attribute's cache read here: most attributes are in it, and a call costs more than the read
+        if found is None:
+            found = _attribute(one)
+        attributes[found[0]] = found[1]
     duplicates = duplicate_keys(_attribute(one)[0] for one in encoded) if len(attributes) != len(encoded) else ()
     events: tuple[SpanEvent, ...] = ()
     if body.events:
