@@ -142,21 +142,20 @@ def encoded_attributes(extra: dict[str, Any]) -> bytes:
     return encoded
 
 
-_KEY_TOKEN = re.compile(rb"tracefence\.[\w.]*")  # "tracefence." and the key characters after it, as many as there are
 _KEYS_OF: dict[tuple[str, ...], tuple[bytes, ...] | None] = {}  # an annotation's keys -> their bytes (None: one without the prefix)
 _KEYS_OF_MAX = 256
 
 
 def _prefixed_keys(extra: dict[str, Any]) -> tuple[bytes, ...] | None:
-    """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them is not ``ANNOTATION_PREFIX`` followed by key
-    characters (letters, digits, ``_``, ``.``: every key the fence sets); kept per tuple of keys (a handful)."""
+    """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them does not start with ``ANNOTATION_PREFIX``
+    (every key the fence sets does); kept per tuple of keys (a handful: a step's annotation is a dict of its own,
+    with the same keys as every other step's)."""
     names = tuple(extra)
     found = _KEYS_OF.get(names, ())
     if found == ():
         found = tuple([key.encode() for key in names])
         for key_bytes in found:
-            matched = _KEY_TOKEN.match(key_bytes)
-            if matched is None or matched.end() != len(key_bytes):
+            if not key_bytes.startswith(ANNOTATION_PREFIX):
                 found = None
                 break
         if len(_KEYS_OF) >= _KEYS_OF_MAX:
@@ -168,23 +167,22 @@ def _prefixed_keys(extra: dict[str, Any]) -> tuple[bytes, ...] | None:
 def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
     """True when the UTF-8 bytes of one of ``extra``'s keys occur anywhere in ``span``.
 
-    Every key the fence sets is ``ANNOTATION_PREFIX`` followed by key characters: one occurs only inside a run of
-    key characters starting with the prefix (:data:`_KEY_TOKEN`), so the span is searched once for the prefix and
-    the keys are looked for in those runs (a span holding ``tracefence.*`` labels holds a few), not each key in the
-    whole span. A key of other characters: searched for in the whole span."""
+    Every key the fence sets starts with ``ANNOTATION_PREFIX``: a key occurs only where the prefix does, so the
+    span is searched for the prefix (which most spans lack), and each place it occurs is compared with all the keys
+    at once (``bytes.startswith`` with a tuple), not each key searched for in the whole span. A key without the
+    prefix (none the fence sets) is searched for. (``find``, not ``in``: CPython's ``bytes.__contains__`` first
+    tries its argument as an integer, and raises and clears a ``TypeError`` for every ``bytes`` one.)"""
     keys = _prefixed_keys(extra)
     if keys is None:
         for key in extra:
-            if key.encode() in span:
+            if span.find(key.encode()) >= 0:
                 return True
         return False
     at = span.find(ANNOTATION_PREFIX)
-    if at < 0:
-        return False
-    for token in _KEY_TOKEN.findall(span, at):
-        for key_bytes in keys:
-            if key_bytes in token:
-                return True
+    while at >= 0:
+        if span.startswith(keys, at):
+            return True
+        at = span.find(ANNOTATION_PREFIX, at + 1)
     return False
 
 
@@ -245,7 +243,7 @@ def needs_full_view(span: bytes) -> bool:
     in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events.
     (One search of the lower-cased bytes for every marker at once: bench/README.md, "Fourth round".)"""
     lowered = span.lower()
-    return _COMMON_MARKER in lowered or _MARKER_SEARCH(lowered) is not None
+    return lowered.find(_COMMON_MARKER) >= 0 or _MARKER_SEARCH(lowered) is not None  # find: see holds_a_key
 
 
 class HeldSpan:
