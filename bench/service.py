@@ -366,8 +366,8 @@ class Service(Peer):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_TRACEFENCE_", "OTEL_EXPORTER_OTLP"))}
         env["OTEL_TRACEFENCE_MAX_TRACES"] = str(max_traces)
         env.update(settings or {})  # OTEL_TRACEFENCE_* settings of this run
-        if checkout is not None:
-            env["PYTHONPATH"] = str(checkout)
+        # The checkout asked for, else this file's own: a venv shared by worktrees has another one installed.
+        env["PYTHONPATH"] = str(checkout if checkout is not None else Path(__file__).resolve().parent.parent)
         command = [
             sys.executable, "-m", "otel_tracefence", "serve",
             "--endpoint", "127.0.0.1:0",
