@@ -9,7 +9,10 @@ wait). Nothing here raises into the caller: a failure is logged, counted, and
 the spans are handed on unannotated.
 
 Review writes: a trace whose class needs review is written to the review sink
-before its spans are handed on. When a write fails (the database locked past
+before its spans are handed on. The traces handed on together (those a batch of
+spans decided, or up to ``HAND_ON_TRACES`` the timer decided) have their review
+items written in one transaction (``upsert_many``: one synced commit, not one
+per trace), then their spans are handed on. When a write fails (the database locked past
 its busy timeout, read-only, on a full disk), the item is held in memory
 (bounded by ``config.max_traces``, keyed by trace id, so a newer plan replaces
 the held one) and written again by a retry thread, with a growing pause, until
@@ -56,6 +59,7 @@ P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
 UNPLANNED_EMIT_SPANS = 8192  # spans per emit when traces are handed on without a plan (a stop's deadline)
 UNPLANNED_REVIEW_BATCH = 2000  # their review items per transaction
+HAND_ON_TRACES = 64  # traces the timer (and a flush) decides before handing them on together: one review transaction
 REVIEW_RETRY_PAUSE_S = (0.5, 5.0)  # first and longest pause before held review items are written again
 REVIEW_UPDATE_INTERVAL_S = 5.0  # chunks of a giant trace update its review item at most this often at first...
 REVIEW_UPDATE_MAX_INTERVAL_S = 60.0  # ...the interval doubling after each such write, up to this
@@ -230,6 +234,8 @@ class Fence(Generic[P]):
         with self._wake:
             taken, self._left_by_timer = self._left_by_timer + self.buffer.take_all(), []
         self._owe_at_stop([one[0] for one in taken] + list(unplanned))
+        ready: list[Decided[P] | LateBatch[P]] = []
+        deciding: list[str] = []  # the traces in `ready`: their review items are owed until it is handed on
         for index, one in enumerate(taken):
             if deadline is not None and time.monotonic() >= deadline:
                 _join_unplanned(unplanned, self.buffer.give_up(taken[index:]))
@@ -237,8 +243,13 @@ class Fence(Generic[P]):
             if one[0] in unplanned:  # part of it never read: planning the rest would pass it on less restricted
                 _join_unplanned(unplanned, self.buffer.give_up([one]))
                 continue
-            self.hand_on(self.buffer.decide_taken(one))
-            self._paid_at_stop((one[0],))
+            ready = self._decide_in_turn(ready, one)
+            deciding.append(one[0])
+            if not ready:  # handed on
+                self._paid_at_stop(deciding)
+                deciding = []
+        self.hand_on(ready)
+        self._paid_at_stop(deciding)
         with self._wake:  # a timer still busy when its join timed out leaves the rest of its traces here
             late, self._left_by_timer = self._left_by_timer, []
         _join_unplanned(unplanned, self.buffer.give_up(late))
@@ -293,30 +304,52 @@ class Fence(Generic[P]):
             except Exception as exc:  # noqa: BLE001 - counted; the next turn tries again
                 self.telemetry.error("decision_wait", f"decision_wait failed: {exc!r}", exc)
                 continue
+            ready: list[Decided[P] | LateBatch[P]] = []
             for index, one in enumerate(taken):  # one trace at a time: a stop takes over the rest at once
                 if self._stopped:
                     with self._wake:
                         self._left_by_timer = taken[index:]
-                    return
-                guarded(self.telemetry, "decision_wait", lambda: self.hand_on(self.buffer.decide_taken(one)))
+                    break
+                try:
+                    ready = self._decide_in_turn(ready, one)
+                except Exception as exc:  # noqa: BLE001 - counted; the other traces go on
+                    self.telemetry.error("decision_wait", f"decision_wait failed: {exc!r}", exc)
+            guarded(self.telemetry, "decision_wait", lambda: self.hand_on(ready))
+            if self._stopped:
+                return
+
+    def _decide_in_turn(self, ready: list[Decided[P] | LateBatch[P]], taken: tuple[str, bool, Any]) -> list[Decided[P] | LateBatch[P]]:
+        """Decide one trace taken out of the buffer after ``ready`` (decided, not handed on yet); hand them all on
+        together once they are ``HAND_ON_TRACES``: their review items in one transaction. Returns what is left to
+        hand on (the caller hands it on when it has no trace left to decide)."""
+        ready.extend(self.buffer.decide_taken(taken))
+        if len(ready) < HAND_ON_TRACES:
+            return ready
+        self.hand_on(ready)
+        return []
 
     # -- hand on -----------------------------------------------------------------
     def hand_on(self, ready: Sequence[Decided[P] | LateBatch[P]]) -> None:
-        for item in ready:
-            if isinstance(item, LateBatch):
-                self._hand_on_late(item)
-            else:
-                self._hand_on_decided(item)
+        """Hand on decided traces and late batches: annotate each, write the review items they need all in one
+        transaction (:meth:`_review_many`), then ``emit`` each one's spans, in order: no span is handed on before
+        its trace's review item is written (or held after a failed write)."""
+        reviews: list[tuple[TracePlan, Sequence[P], str]] = []
+        outs = [self._annotated_late(item, reviews) if isinstance(item, LateBatch) else self._annotated_decided(item, reviews) for item in ready]
+        if reviews:
+            guarded(self.telemetry, "review_write", lambda: self._review_many(reviews))
+        for out in outs:
+            if out:
+                guarded(self.telemetry, "emit", lambda out=out: self._emit(out))
 
-    def _hand_on_decided(self, decided: Decided[P]) -> None:
+    def _annotated_decided(self, decided: Decided[P], reviews: list[tuple[TracePlan, Sequence[P], str]]) -> list[P]:
+        """The spans of a decided trace to hand on, annotated; its review item added to ``reviews``."""
         if decided.planned is None:  # planning raised: never passed unannotated, as if it held no tool call
             self.telemetry.error("plan", f"could not plan trace {decided.trace_id}: {decided.error!r}", decided.error)
             self.hand_on_unplanned({decided.trace_id: list(decided.spans)}, reasons.NOT_PLANNED_ERROR)
-            return
+            return []
         originals = [payload for _, payload in decided.spans]
         attrs = self.telemetry.attributes
         self.telemetry.spans_received.add(len(originals), attrs)
-        out = originals
         try:
             plan = decided.planned.plan
             if plan.replay_class is not None:  # a trace with no tool step is passed through untouched
@@ -324,11 +357,11 @@ class Fence(Generic[P]):
                 by_span = annotate.span_attributes(decided.planned, common)
                 out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
                 self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
-                self._review(plan, originals)
+                reviews.append((plan, originals, ""))
+                return out
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("decide", f"could not annotate trace {decided.trace_id}: {exc!r}", exc)
-            out = originals
-        guarded(self.telemetry, "emit", lambda: self._emit(out))
+        return originals
 
     def hand_on_unplanned(self, traces: dict[str, list[tuple[SpanView | None, P]]], reason: str, until: float | None = None) -> None:
         """Hand on spans whose traces were not planned (``reason``: why, a code of ``otel_tracefence.reasons``),
@@ -362,11 +395,10 @@ class Fence(Generic[P]):
             self._paid_at_stop(traces)  # no item is owed
             return
         items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
-        write_many = getattr(self._review_sink, "upsert_many", None) or (lambda batch: [self._review_sink.upsert(p, service_name=n) for p, n in batch])  # type: ignore[union-attr]
         written = 0
         while written < len(items) and (until is None or time.monotonic() < until):
             batch = items[written : written + UNPLANNED_REVIEW_BATCH]
-            if not guarded(self.telemetry, "review_write", lambda: write_many(batch)):
+            if not guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
                 break
             written += len(batch)
             self._paid_at_stop(plan.trace_id for plan, _ in batch)
@@ -400,17 +432,18 @@ class Fence(Generic[P]):
     def _first_service(self, spans: Sequence[tuple[Any, P]]) -> str:
         return next((name for name in (self._service_name(payload) for _, payload in spans) if name), "")
 
-    def _hand_on_late(self, batch: LateBatch[P]) -> None:
-        """Hand on late spans of one trace together: one review write for the batch's plan, one ``emit``."""
+    def _annotated_late(self, batch: LateBatch[P], reviews: list[tuple[TracePlan, Sequence[P], str]]) -> list[P]:
+        """The late spans of one trace to hand on together, annotated; the review write of the batch's plan added to
+        ``reviews`` (unless put off: a chunk of a giant trace, :meth:`_update_review`)."""
         attrs = self.telemetry.attributes
         self.telemetry.spans_received.add(len(batch.spans), attrs)
         self.telemetry.spans_late.add(len(batch.spans), attrs)
         if batch.plan is not None:
             payloads = [late.payload for late in batch.spans]
             if batch.overflowing and batch.previous_class is not None and batch.previous_class in self._review_classes:
-                guarded(self.telemetry, "late", lambda: self._update_review(batch.plan, payloads))
+                guarded(self.telemetry, "late", lambda: self._update_review(batch.plan, payloads, reviews))
             else:
-                guarded(self.telemetry, "late", lambda: self._review(batch.plan, payloads))
+                reviews.append((batch.plan, payloads, ""))
         out = []
         for late in batch.spans:
             payload = late.payload
@@ -423,10 +456,10 @@ class Fence(Generic[P]):
             except Exception as exc:  # noqa: BLE001
                 self.telemetry.error("late", f"could not annotate late span: {exc!r}", exc)
             out.append(payload)
-        guarded(self.telemetry, "emit", lambda: self._emit(out))
+        return out
 
-    def _update_review(self, plan: TracePlan, payloads: Sequence[P]) -> None:
-        """Update an existing review item: at once when the trace's last write is older than
+    def _update_review(self, plan: TracePlan, payloads: Sequence[P], reviews: list[tuple[TracePlan, Sequence[P], str]]) -> None:
+        """Update an existing review item: now (added to ``reviews``) when the trace's last write is older than
         ``REVIEW_UPDATE_INTERVAL_S``, else later (its latest plan, by the writer thread or the next flush)."""
         if self._review_sink is None:
             return
@@ -444,7 +477,7 @@ class Fence(Generic[P]):
             self._updated_at.move_to_end(plan.trace_id)
             while len(self._updated_at) > self._held_max:
                 self._updated_at.popitem(last=False)
-        self._review(plan, payloads)
+        reviews.append((plan, payloads, ""))
 
     def _start_writer(self) -> None:
         # Caller holds _held_lock.
@@ -464,6 +497,7 @@ class Fence(Generic[P]):
             for trace_id in deferred:
                 interval = self._updated_at.get(trace_id, (0.0, REVIEW_UPDATE_INTERVAL_S))[1]
                 self._updated_at[trace_id] = (now, min(2 * interval, REVIEW_UPDATE_MAX_INTERVAL_S))
+        reviews: list[tuple[TracePlan, Sequence[P], str]] = []
         for trace_id, (service, steps) in deferred.items():
             latest = self.buffer.latest_plan(trace_id)
             if latest is None:  # forgotten meanwhile: the steps planned since the last write, fenced (they were late)
@@ -472,43 +506,72 @@ class Fence(Generic[P]):
                 plan = replace(latest, steps=ordered)
             else:
                 plan = with_steps_of(latest, list(steps.values()))
-            guarded(self.telemetry, "late", lambda: self._review(plan, [], service))
+            reviews.append((plan, [], service))
+        if reviews:
+            guarded(self.telemetry, "late", lambda: self._review_many(reviews))
 
-    def _review(self, plan: TracePlan, payloads: Sequence[P], service: str = "") -> None:
+    def _review_many(self, reviews: Sequence[tuple[TracePlan, Sequence[P], str]]) -> None:
+        """Write the review items of ``reviews`` (``(plan, payloads, service name)``: the service name is the first
+        one the payloads give, else the one given) that need review, in one transaction (:meth:`_write_reviews`).
+        Each item counts once in ``tracefence.review.writes``: ``ok`` when written; when the write fails, or the sink
+        is failing already (items are held), each is held for the retry thread (:meth:`_hold_review`)."""
         if self._review_sink is None:
             return
-        service = next((name for name in map(self._service_name, payloads) if name), service)
-        if self._deferred_reviews:  # a write of this trace now takes the steps whose write was put off
-            with self._held_lock:
-                put_off = self._deferred_reviews.pop(plan.trace_id, None)
-            if put_off is not None:
-                plan = with_steps_of(plan, list(put_off[1].values()))
-                service = service or put_off[0]
-        if self._held_reviews and self._hold_review(plan, service, failed=False):
-            return  # the sink is failing: queue behind the held items, never wait on it again
-        # One write at a time, of the trace's latest plan: a late span's plan written by
+        asked: list[tuple[TracePlan, str]] = []
+        for plan, payloads, service in reviews:
+            service = next((name for name in map(self._service_name, payloads) if name), service)
+            if self._deferred_reviews:  # a write of this trace now takes the steps whose write was put off
+                with self._held_lock:
+                    put_off = self._deferred_reviews.pop(plan.trace_id, None)
+                if put_off is not None:
+                    plan = with_steps_of(plan, list(put_off[1].values()))
+                    service = service or put_off[0]
+            if self._held_reviews and self._hold_review(plan, service, failed=False):
+                continue  # the sink is failing: queue behind the held items, never wait on it again
+            asked.append((plan, service))
+        if not asked:
+            return
+        # One write at a time, of each trace's latest plan: a late span's plan written by
         # another thread in between is never overwritten by an older one.
         with self._review_lock:
-            plan = self._latest(plan)
-            if not self._needs_review(plan):
-                return
-            if self._held_reviews and self._hold_review(plan, service, failed=False):
-                return  # a write failed while this one waited for the lock
-            ok = self._write_review(plan, service)
+            batch: list[tuple[TracePlan, str]] = []
+            for plan, service in asked:
+                plan = self._latest(plan)
+                if not self._needs_review(plan):
+                    continue
+                if self._held_reviews and self._hold_review(plan, service, failed=False):
+                    continue  # a write failed while this one waited for the lock
+                batch.append((plan, service))
+            ok = self._write_reviews(batch) if batch else True
         if ok:
-            self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})
-        else:
+            if batch:
+                self.telemetry.review_writes.add(len(batch), {**self.telemetry.attributes, "outcome": "ok"})
+            return
+        for plan, service in batch:
             self._hold_review(plan, service, failed=True)
 
-    def _write_review(self, plan: TracePlan, service: str) -> bool:
+    def _upsert_many(self, batch: Sequence[tuple[TracePlan, str]]) -> None:
+        """``(plan, service name)`` items written in one transaction by the sink's ``upsert_many`` (one ``upsert``
+        each for a sink without it). Raises what the sink raises."""
+        write_many = getattr(self._review_sink, "upsert_many", None)
+        if write_many is not None and len(batch) > 1:
+            write_many(batch)
+            return
+        for plan, service in batch:
+            self._review_sink.upsert(plan, service_name=service)  # type: ignore[union-attr]
+
+    def _write_reviews(self, batch: Sequence[tuple[TracePlan, str]]) -> bool:
+        """Write ``batch`` (:meth:`_upsert_many`); False, counted and logged with the trace ids, when it failed."""
         # Caller holds _review_lock.
         try:
-            self._review_sink.upsert(plan, service_name=service)  # type: ignore[union-attr]
+            self._upsert_many(batch)
             return True
         except Exception as exc:  # noqa: BLE001 - a failing review queue must not stop the spans
+            ids = [plan.trace_id for plan, _ in batch]
+            which = f"item for trace {ids[0]}" if len(ids) == 1 else f"items for {len(ids)} traces ({', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''})"
             self.telemetry.error(
                 "review_write",
-                f"review item for trace {plan.trace_id} not written: {exc!r}; it is held in memory and written again once the review queue takes writes",
+                f"review {which} not written: {exc!r}; held in memory and written again once the review queue takes writes",
                 exc,
             )
             return False
@@ -574,7 +637,7 @@ class Fence(Generic[P]):
                 trace_id, (plan, service, generation) = next(iter(self._held_reviews.items()))
             with self._review_lock:
                 plan = self._latest(plan)
-                ok = self._write_review(plan, service)
+                ok = self._write_reviews([(plan, service)])
             if not ok:
                 return False
             self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})

@@ -25,7 +25,7 @@ from otel_tracefence.pipeline import plan_spans
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, encoded_span_count, lazy_spans, span_key
 from otel_tracefence.service.otlp_spans import (
-    OtlpItem, annotated, held_view, invalid_reason, needs_full_view, planning_view, read_request, set_attributes, split_request,
+    OtlpItem, annotated, held_view, holds_a_key, invalid_reason, needs_full_view, planning_view, read_request, set_attributes, split_request,
     to_request, view_of,
 )
 
@@ -101,6 +101,24 @@ def test_a_producer_label_under_tracefence_is_kept_beside_the_annotation():
     out = Span.FromString(annotated(span.SerializeToString(), EXTRAS[0]))
     assert out == _reference_annotation(span, EXTRAS[0])
     assert [a.key for a in out.attributes] == ["tracefence.effect", "tracefence.replay.class", "tracefence.trace.partial"]
+
+
+_KEY_PARTS = st.sampled_from(["tracefence.", "tracefence.step.", "tracefence.replay.class", "tracefence.step.reasons", "class", "step", "x", ".", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.lists(st.one_of(_KEY_PARTS, st.binary(max_size=6).map(lambda b: b.decode("latin-1"))), max_size=8).map("".join),
+    keys=st.lists(st.lists(_KEY_PARTS, min_size=1, max_size=3).map("".join).filter(bool), min_size=1, max_size=5, unique=True),
+)
+def test_holds_a_key_is_each_key_searched_for(text, keys):
+    """One search for the prefix, then the keys compared where it occurs (docs/DECISIONS.md, 223), says what a search
+    for each key says: whether any key's bytes occur in the span (keys with and without the prefix, overlapping
+    occurrences, a key's text in a value or a name)."""
+    extra = dict.fromkeys(keys, "v")
+    for span in (raw_span(b"\x01" * 16, b"\x02" * 8, name=text).SerializeToString(),
+                 raw_span(b"\x01" * 16, b"\x02" * 8, **{text or "k": text}).SerializeToString()):
+        assert holds_a_key(span, extra) == any(key.encode() in span for key in keys)
 
 
 def test_a_request_read_as_bytes_and_rebuilt_is_the_request_as_received():

@@ -134,6 +134,7 @@ def _worker_service(args: argparse.Namespace):
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service import logs
+    from otel_tracefence.service.gc_settings import tune_for_service
     from otel_tracefence.service.server import TraceFenceService
     from otel_tracefence.service.workers import router_stopping, stop_budget, watch_parent
 
@@ -177,6 +178,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(f"tracefence serve: {exc}", file=sys.stderr)
         service.stop(0)
         return 2
+    tune_for_service()  # the collector of a started service process (docs/DECISIONS.md, 220)
     folder = os.path.dirname(args.worker_of) if worker is not None else ""
     while not received:
         time.sleep(0.2)

@@ -143,30 +143,62 @@ def encoded_attributes(extra: dict[str, Any]) -> bytes:
     return encoded
 
 
-_KEY_BYTES: dict[str, bytes] = {}  # annotation key -> its UTF-8 bytes (the keys are a handful)
+_KEYS_OF: dict[tuple[str, ...], tuple[bytes, ...] | None] = {}  # an annotation's keys -> their bytes (None: one without the prefix)
+_KEYS_OF_MAX = 256
 
 
-def _key_bytes(key: str) -> bytes:
-    found = _KEY_BYTES.get(key)
-    if found is None:
-        found = _KEY_BYTES[key] = key.encode()
+def _prefixed_keys(extra: dict[str, Any]) -> tuple[bytes, ...] | None:
+    """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them does not start with ``ANNOTATION_PREFIX``
+    (every key the fence sets does); kept per tuple of keys (a handful: a step's annotation is a dict of its own,
+    with the same keys as every other step's)."""
+    names = tuple(extra)
+    found = _KEYS_OF.get(names, ())
+    if found == ():
+        found = tuple([key.encode() for key in names])
+        for key_bytes in found:
+            if not key_bytes.startswith(ANNOTATION_PREFIX):
+                found = None
+                break
+        if len(_KEYS_OF) >= _KEYS_OF_MAX:
+            _KEYS_OF.clear()
+        _KEYS_OF[names] = found
     return found
+
+
+def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
+    """True when the UTF-8 bytes of one of ``extra``'s keys occur anywhere in ``span``.
+
+    Every key the fence sets starts with ``ANNOTATION_PREFIX``: a key occurs only where the prefix does, so the
+    span is searched for the prefix (which most spans lack), and each place it occurs is compared with all the keys
+    at once (``bytes.startswith`` with a tuple), not each key searched for in the whole span. A key without the
+    prefix (none the fence sets) is searched for. (``find``, not ``in``: CPython's ``bytes.__contains__`` first
+    tries its argument as an integer, and raises and clears a ``TypeError`` for every ``bytes`` one.)"""
+    keys = _prefixed_keys(extra)
+    if keys is None:
+        for key in extra:
+            if span.find(key.encode()) >= 0:
+                return True
+        return False
+    at = span.find(ANNOTATION_PREFIX)
+    while at >= 0:
+        if span.startswith(keys, at):
+            return True
+        at = span.find(ANNOTATION_PREFIX, at + 1)
+    return False
 
 
 def annotated(span: bytes, extra: dict[str, Any]) -> bytes:
     """The encoded span with ``extra`` attributes set, replacing attributes of the same key.
 
-    A span whose bytes hold none of ``extra``'s keys has no attribute of those keys (a key is encoded as its
-    UTF-8 bytes): the encoding of ``extra`` is appended. Otherwise (a span that passed another fence, or a
-    key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again."""
+    A span whose bytes hold none of ``extra``'s keys (:func:`holds_a_key`) has no attribute of those keys (a key
+    is encoded as its UTF-8 bytes): the encoding of ``extra`` is appended. Otherwise (a span that passed another
+    fence, or a key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again."""
     if not extra:
         return span
-    if ANNOTATION_PREFIX in span:
-        for key in extra:  # only for a span holding "tracefence." (one that passed another fence, mostly)
-            if _key_bytes(key) in span:
-                message = Span.FromString(span)
-                set_attributes(message, extra)
-                return message.SerializeToString()
+    if holds_a_key(span, extra):
+        message = Span.FromString(span)
+        set_attributes(message, extra)
+        return message.SerializeToString()
     return span + encoded_attributes(extra)
 
 
@@ -212,28 +244,54 @@ def needs_full_view(span: bytes) -> bool:
     in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events.
     (One search of the lower-cased bytes for every marker at once: bench/README.md, "Fourth round".)"""
     lowered = span.lower()
-    return _COMMON_MARKER in lowered or _MARKER_SEARCH(lowered) is not None
+    return lowered.find(_COMMON_MARKER) >= 0 or _MARKER_SEARCH(lowered) is not None  # find: see holds_a_key
 
 
-def held_view(item: OtlpItem, sequence: int = 0) -> SpanView:
-    """The view the fence takes a received span with: its ids, name, times, kind and status, without
-    attributes and events (``from_otlp_head``). Sets ``item.full`` (whether planning must read the span in
-    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
+class HeldSpan:
+    """What the fence reads of a received span before its trace is planned: ``trace_id``, ``span_id`` and
+    ``parent_span_id`` as its :class:`SpanView` has them (hex; ``parent_span_id`` ``None`` for a root). The buffer
+    groups spans by trace with it and keeps none for a held span; planning reads the span again
+    (:func:`planning_view`). Compared by those three fields."""
+
+    __slots__ = ("trace_id", "span_id", "parent_span_id")
+
+    def __init__(self, trace_id: str, span_id: str, parent_span_id: str | None) -> None:
+        self.trace_id, self.span_id, self.parent_span_id = trace_id, span_id, parent_span_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HeldSpan):
+            return NotImplemented
+        return (self.trace_id, self.span_id, self.parent_span_id) == (other.trace_id, other.span_id, other.parent_span_id)
+
+    __hash__ = None  # type: ignore[assignment] - compared by value, never a key
+
+    def __repr__(self) -> str:
+        return f"HeldSpan(trace_id={self.trace_id!r}, span_id={self.span_id!r}, parent_span_id={self.parent_span_id!r})"
+
+
+def held_view(item: OtlpItem, sequence: int = 0) -> HeldSpan:
+    """What the fence takes a received span with (:class:`HeldSpan`: its ids, read from its head, whose fields
+    protobuf checks as it parses: a name that is not UTF-8 raises here, as it did when the whole head was read).
+    Sets ``item.full`` (whether planning must read the span in full: :func:`needs_full_view`) and ``item.sequence``.
+    Raises ``DecodeError``."""
+    head = SpanHead.FromString(item.span)
     item.full = needs_full_view(item.span)
     item.sequence = sequence
-    return from_otlp_head(SpanHead.FromString(item.span), sequence)
+    return HeldSpan(head.trace_id.hex(), head.span_id.hex(), head.parent_span_id.hex() or None)
 
 
-def planning_view(view: SpanView | None, item: OtlpItem | None) -> SpanView:
+def planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> SpanView:
     """What planning reads of a span (the fence's ``read_view``), made when its trace is planned: the full view
-    (:func:`full_view`) of a span holding a marker; else ``view``, or, for a held span whose view the buffer did
-    not keep (``None``), the view :func:`held_view` made. A held span so costs its bytes and its item only."""
+    (:func:`full_view`) of a span holding a marker; else the view of its head (``from_otlp_head``: no attributes
+    and events, which plans the same). ``view`` (a :class:`HeldSpan`, or ``None`` for a held span: the buffer keeps
+    none) is read only for a span that is not forwarded (``item`` ``None``): its stand-in view. A held span so costs
+    its bytes and its item only."""
     if item is None:
-        assert view is not None
+        assert isinstance(view, SpanView)
         return view
     if item.full:
         return full_view(item.span, item.sequence)
-    return view if view is not None else from_otlp_head(SpanHead.FromString(item.span), item.sequence)
+    return from_otlp_head(SpanHead.FromString(item.span), item.sequence)
 
 
 _ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
@@ -265,9 +323,12 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     body = SpanBody.FromString(span)
     attributes: dict[str, Any] = {}
     encoded = body.attributes
+    cached = _ATTRIBUTES.get
     for one in encoded:
-        key, value = _attribute(one)
-        attributes[key] = value
+        found = cached(one)  # _attribute's cache read here: most attributes are in it, and a call costs more than the read
+        if found is None:
+            found = _attribute(one)
+        attributes[found[0]] = found[1]
     duplicates = duplicate_keys(_attribute(one)[0] for one in encoded) if len(attributes) != len(encoded) else ()
     events: tuple[SpanEvent, ...] = ()
     if body.events:
@@ -280,7 +341,8 @@ def view_of(span: bytes, sequence: int = 0) -> SpanView:
     :func:`planning_view`): in full when it holds a marker, else without attributes and events, which plans
     the same. Raises ``DecodeError``."""
     item = OtlpItem(None, span)  # type: ignore[arg-type]
-    return planning_view(held_view(item, sequence), item)
+    held_view(item, sequence)
+    return planning_view(None, item)
 
 
 def stand_in(span: Any, problem: str) -> SpanView | None:
@@ -442,6 +504,7 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 
 
 __all__: Sequence[str] = [
-    "ANNOTATION_PREFIX", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view", "invalid_reason",
-    "held_view", "lazy_request", "traces_by_span_id", "under_parent", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes", "split_request", "stand_in", "to_request", "view_of",
+    "ANNOTATION_PREFIX", "HeldSpan", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view",
+    "holds_a_key", "invalid_reason", "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes",
+    "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of",
 ]
