@@ -200,6 +200,9 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         rule = config.rule_for(tool) if tool else None
         paths = [rule.idempotency_key_argument] if rule and rule.idempotency_key_argument else config.idempotency_key_arguments
         key = key_from_arguments(arguments.value, paths)
+        if isinstance(key, MalformedField):
+            malformed.append(key)
+            key = None
     elif isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
     elif not isinstance(key, str):
