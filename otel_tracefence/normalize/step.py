@@ -13,7 +13,7 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
@@ -67,6 +67,16 @@ def _at_length_limit(attributes, keys: tuple, limit: int) -> bool:
 TRUNCATED_RESULT = MalformedField(
     "result", "the result is cut off: its JSON text ends before its value does (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
 )
+
+
+@cython.ccall
+def _has_http_status(attributes) -> bool:
+    """True when the span records an HTTP response status (``conventions.HTTP_STATUS_KEYS``): only then is it asked
+    what request it records (a call per tool span saved)."""
+    for key in HTTP_STATUS_KEYS:
+        if key in attributes:
+            return True
+    return False
 
 
 SERVER_ERROR_RESULT = Result(error="http_status")
@@ -177,9 +187,10 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         key = None
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
-    request = http_request(span)  # a tool span that is an HTTP client span: its own response is read as a child's
-    if request is not None and request.server_error and not notes:
-        status, notes = result_status(status, SERVER_ERROR_RESULT)
+    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response, read as a child's
+        request = http_request(span)
+        if request is not None and request.server_error:
+            status, notes = result_status(status, SERVER_ERROR_RESULT)
     if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
         malformed.append(TRUNCATED_RESULT)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
