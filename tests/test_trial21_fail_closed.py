@@ -229,3 +229,35 @@ def test_the_processor_holds_a_value_as_long_as_the_sdks_attribute_length_limit(
         "execute_tool invoice.create": ["arguments_truncated", "result_truncated"],
         "execute_tool invoice.void": ["write_committed"],
     }
+
+
+# --- 8. a status message with no code; row trace ids in upper case or with white space ----------------------------
+
+
+def test_an_unset_status_with_a_message_is_not_read_as_ok():
+    assert planned("c_status_msg_only.otlp.json") == (
+        REVIEW,
+        [("invoice.create", "review", ["malformed_status", "write_status_unknown", "arguments_not_recorded"],
+          ["status unset with the message 'timeout': what the message says is not read"])],
+    )
+
+
+def test_a_row_trace_id_in_upper_case_is_the_trace_its_lower_case_names():
+    plans, _ = plan_text((TRIAL / "r_traceid_case.ndjson").read_text(), "ndjson", CONFIG)
+    [plan] = plans
+    assert (plan.trace_id, plan.replay_class) == ("5b8efff798038103d269b633813fc60c", REVIEW)
+    assert [(d.step.call_id, d.decision.value, list(d.reasons)) for d in plan.steps] == [
+        ("c1", "conflict", ["idempotency_key_conflict", "result_not_recorded"]),
+        ("c2", "conflict", ["idempotency_key_conflict", "result_not_recorded"]),
+    ]
+
+
+def test_a_row_trace_id_with_white_space_around_it_is_malformed_and_stays_in_its_trace():
+    plans, _ = plan_text((TRIAL / "r_traceid_space.ndjson").read_text(), "ndjson", CONFIG)
+    [plan] = plans
+    assert (plan.trace_id, plan.replay_class) == ("5b8efff798038103d269b633813fc60c", REVIEW)
+    assert [(d.step.call_id, d.decision.value, list(d.reasons), [m.message for m in d.step.malformed]) for d in plan.steps] == [
+        ("c1", "conflict", ["idempotency_key_conflict", "result_not_recorded"], []),
+        ("c2", "review", ["malformed_trace_id", "idempotency_key_conflict", "result_not_recorded"],
+         ["trace_id ' 5b8efff798038103d269b633813fc60c' has white space around it"]),
+    ]

@@ -17,7 +17,7 @@ from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedF
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )
-from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
+from otel_tracefence.normalize.span_view import STATUS_ERROR, STATUS_UNSET, SpanView
 
 DECLARABLE = {"ok": OK, "error": ERROR, "timeout": TIMEOUT, "unknown": STATUS_UNKNOWN}
 _TIMEOUT = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
@@ -65,6 +65,7 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
     return status
 
 
+@cython.ccall
 def observed_status(span: SpanView) -> ToolStatus | MalformedField:
     """The status the span's own record gives (its end, status, exception events, ``error.type``, failure flags),
     whatever ``tracefence.status`` declares. An event named ``exception`` but for case, separators or white space
@@ -90,6 +91,8 @@ def observed_status(span: SpanView) -> ToolStatus | MalformedField:
         if flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
             return MalformedField("status", f"failure flag {key} {flag!r} is not a boolean: whether the call failed cannot be known")
     if span.status_code != STATUS_ERROR and not signs and not flagged:
+        if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
+            return MalformedField("status", f"status unset with the message {span.status_message[:200]!r}: what the message says is not read")
         return OK
     if span.status_message:
         signs.append(span.status_message)
