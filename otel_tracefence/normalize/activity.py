@@ -37,7 +37,7 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, misread_attribute, misread_message,
+    EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, UNDERSTOOD_KEYS, misread_attribute, misread_message,
 )
 from otel_tracefence.normalize.span_view import SpanView
 
@@ -163,7 +163,7 @@ def tool_activity_sign(span: SpanView) -> str | None:
     odd_kind = _kind_not_understood(attributes) if attributes else None
     if odd_kind is not None:
         return odd_kind
-    misread = misread_attribute(attributes) if attributes else None  # a read key misspelt (docs/DECISIONS.md 250)
+    misread = misread_attribute(attributes) if attributes and not attributes.keys() <= UNDERSTOOD_KEYS else None  # DECISIONS 250
     if misread is not None:
         return f"its {misread_message(*misread)}"
     if not has_known_kind(attributes) and not _named_kind(span.name):

@@ -339,6 +339,10 @@ TRACEFENCE_ANNOTATION_KEYS = (
 TRACEFENCE_NAMESPACE = "tracefence"  # folded
 _KEY_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+$")
 _UNDOTTED_READ_KEYS = ("tool_arguments", "tool_response")  # older pydantic-ai: keys with no namespace
+# Keys producers write as their own that fold to a read key: understood as what they are, not as a misspelling.
+FOLD_TWINS_IN_USE = frozenset({
+    "agent_name",  # pydantic-ai's agent span, beside gen_ai.agent.name
+})
 
 
 def fold_key(key: str) -> str:
@@ -382,7 +386,7 @@ _MISREAD_CACHE_SIZE = 4096
 @cython.ccall
 def _resembled(key: str) -> str | None:
     """:func:`misread_key`, uncached."""
-    if key in READ_KEYS:
+    if key in READ_KEYS or key in FOLD_TWINS_IN_USE:
         return None
     folded = fold_key(key)
     found = FOLDED_READ_KEYS.get(folded)
@@ -408,22 +412,24 @@ def misread_key(key: str) -> str | None:
     return found
 
 
-_UNDERSTOOD: set[str] = set()  # keys misread_key found nothing wrong with (bounded as _MISREAD is)
+UNDERSTOOD_KEYS: set[str] = set()
+"""Keys :func:`misread_key` found nothing wrong with (bounded as its cache is). A caller on the hot path tests
+``attributes.keys() <= UNDERSTOOD_KEYS`` (C-level, no call) before calling :func:`misread_attribute`."""
 
 
 def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first attribute key of ``attributes`` that :func:`misread_key` flags, with the key it resembles; ``None``
     when there is none. Called for every span that is read: a span whose keys were all seen before and found
     understood costs one C-level ``issuperset`` (no call per key)."""
-    if attributes.keys() <= _UNDERSTOOD:  # a keys view against the set: no set built, no call per key
+    if attributes.keys() <= UNDERSTOOD_KEYS:  # a keys view against the set: no set built, no call per key
         return None
     for key in attributes:
         found = misread_key(key)
         if found is not None:
             return key, found
-    if len(_UNDERSTOOD) >= _MISREAD_CACHE_SIZE:
-        _UNDERSTOOD.clear()
-    _UNDERSTOOD.update(attributes)
+    if len(UNDERSTOOD_KEYS) >= _MISREAD_CACHE_SIZE:
+        UNDERSTOOD_KEYS.clear()
+    UNDERSTOOD_KEYS.update(attributes)
     return None
 
 

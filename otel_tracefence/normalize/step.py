@@ -13,7 +13,7 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
@@ -159,12 +159,11 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if span.duplicate_keys:
         keys = ", ".join(repr(k) for k in span.duplicate_keys)
         malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
-    misread = misread_attribute(attributes)  # a key read only after folding is not understood (DECISIONS 250)
+    misread = None if attributes.keys() <= UNDERSTOOD_KEYS else misread_attribute(attributes)  # DECISIONS 250
     if misread is not None:
         malformed.append(MalformedField("attributes", misread_message(*misread)))
-    lost = dropped_data(span)
-    if lost is not None:
-        malformed.append(lost)
+    if span.dropped_attributes or span.dropped_events:  # DECISIONS 252
+        malformed.append(dropped_data(span))
     tool = tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
