@@ -12,6 +12,8 @@ ARGUMENTS_TRUNCATED = "arguments_truncated"  # JSON arguments cut off (an attrib
 RESULT_TRUNCATED = "result_truncated"  # a JSON result cut off
 UNRECOGNIZED_TOOL_SPAN = "unrecognized_tool_span"  # tool activity no known convention reads
 REQUESTED_CALL_UNREAD = "requested_call_unread"  # a model's recorded output holds a tool call that could not be read
+SPAN_DATA_DROPPED = "span_data_dropped"  # the span says it dropped attributes or events (a span limit): not read as complete
+STATUS_EVIDENCE_CONFLICT = "status_evidence_conflict"  # tracefence.status=ok declared on a span whose own record says it failed
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"

@@ -506,6 +506,8 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.REQUESTED_CALL_UNREAD,
         reasons.EFFECT_HINTS_CONFLICT,
         reasons.CHILD_SPAN_UNREAD,
+        reasons.SPAN_DATA_DROPPED,
+        reasons.STATUS_EVIDENCE_CONFLICT,
         reasons.IDEMPOTENCY_KEY_CONFLICT,
         reasons.CALL_ID_EXECUTED_MORE_THAN_ONCE,
         reasons.IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE,

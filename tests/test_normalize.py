@@ -342,7 +342,6 @@ TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "invoice.cr
         ({}, {"status": "ok"}, ToolStatus.OK),
         ({}, {"status": "unset", "end": None}, ToolStatus.UNKNOWN),
         ({}, {"status": "error", "end": None, "events": (exception("ValueError"),)}, ToolStatus.UNKNOWN),
-        ({"tracefence.status": "ok"}, {"status": "error", "events": (exception("TimeoutError"),)}, ToolStatus.OK),
         ({"tracefence.status": "timeout"}, {"status": "unset"}, ToolStatus.TIMEOUT),
     ],
 )
@@ -350,6 +349,12 @@ def test_status_rules(extra, kwargs, expected):
     step = step_of(span({**TOOL, **extra}, **kwargs))
     assert step.status is expected
     assert step.malformed == ()
+
+
+def test_a_declared_ok_the_span_contradicts_is_held_not_taken():
+    """It was taken before (the declaration won); DECISIONS 255."""
+    step = step_of(span({**TOOL, "tracefence.status": "ok"}, status="error", events=(exception("TimeoutError"),)))
+    assert (step.status, [m.reason_code for m in step.malformed]) == (ToolStatus.UNKNOWN, ["status_evidence_conflict"])
 
 
 def test_invalid_declared_status_is_malformed_and_unknown():

@@ -20,7 +20,9 @@ tool activity"). A span looks like tool activity when:
   ``openinference.span.kind`` holds a value OpenInference does not define (``FUNCTION``),
   or an RPC span's ``rpc.method`` is MCP's ``tools/call`` (an MCP call without ``mcp.*``):
   a value the conventions do not define is not understood, so it is held, never read as
-  some value and never passed (docs/DECISIONS.md 190, 203). Checked whatever else the span holds.
+  some value and never passed (docs/DECISIONS.md 190, 203). Checked whatever else the span holds;
+* or an attribute key is one the conventions read only after folding (``gen_ai.Operation.name``),
+  or an unknown ``tracefence.*`` key (``conventions.misread_key``, docs/DECISIONS.md 250).
 
 An agent, chain or model span that merely mentions a tool (DESIGN.md) has a known
 kind and is left out by the first test. A tool-like span with a recognized tool step
@@ -37,7 +39,8 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS,
+    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, UNDERSTOOD_KEYS, misread_attribute,
+    misread_message,
 )
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.textfold import folded_word, visible
@@ -193,6 +196,9 @@ def tool_activity_sign(span: SpanView) -> str | None:
     odd_kind = _kind_not_understood(attributes) if attributes else None
     if odd_kind is not None:
         return odd_kind
+    misread = misread_attribute(attributes) if attributes and not attributes.keys() <= UNDERSTOOD_KEYS else None  # DECISIONS 250
+    if misread is not None:
+        return f"its {misread_message(*misread)}"
     if not has_known_kind(attributes) and not _named_kind(span.name):
         if span.name and _tool_token(span.name):
             return f"its name {span.name!r}"

@@ -14,6 +14,7 @@ nothing else.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Mapping
 
 import cython
@@ -297,10 +298,11 @@ def call_id(attributes: Mapping[str, Any]) -> str | None:
 OTHER_READ_KEYS = (
     "db.system", "db.system.name", "messaging.system", "rpc.system", "llm.request.type", "error.type", "exception.type",
     "gen_ai.response.finish_reasons", "llm.response.finish_reason", "langfuse.observation.type",
+    "traceloop.entity.name", "rpc.method",
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
 # "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
-READ_WORDS = ("tool", "function", "exception")
+READ_WORDS = ("tool", "function", "exception", "tracefence")
 
 
 def _read_markers() -> frozenset[str]:
@@ -332,3 +334,115 @@ READ_MARKERS: frozenset[str] = _read_markers()
 reads starts with one of these namespaces, every word it looks for is here). A span whose text holds none of
 them, compared case-insensitively, is planned the same with no attributes and no events: the service reads
 such a span without them (``span_view.from_otlp_head``). tests/test_service_bytes.py proves it on every case."""
+
+
+# -- Keys misspelt: a key the normalizer does not read that is one it reads once folded (docs/DECISIONS.md 250) --------
+# The attributes this module's export step writes (annotate.py; a span planned by another fence carries them): with
+# TRACEFENCE_INPUTS, every key of the tracefence.* namespace. Any other key of it is not understood.
+TRACEFENCE_ANNOTATION_KEYS = (
+    "tracefence.replay.class", "tracefence.step.decision", "tracefence.step.reasons", "tracefence.step.related_call_ids",
+    "tracefence.step.effect", "tracefence.step.status", "tracefence.step.attempt_of", "tracefence.plan.schema_version",
+    "tracefence.trace.partial", "tracefence.trace.late", "tracefence.trace.reasons",
+)
+TRACEFENCE_NAMESPACE = "tracefence"  # folded
+_KEY_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+$")
+_UNDOTTED_READ_KEYS = ("tool_arguments", "tool_response")  # older pydantic-ai: keys with no namespace
+# Keys producers write as their own that fold to a read key: understood as what they are, not as a misspelling.
+FOLD_TWINS_IN_USE = frozenset({
+    "agent_name",  # pydantic-ai's agent span, beside gen_ai.agent.name
+})
+
+
+def fold_key(key: str) -> str:
+    """``key`` case-folded, without the separators ``.``, ``_``, ``-``, white space and Unicode format characters
+    (category ``Cf``: zero-width spaces, joiners, marks): ``"tracefence.Status "`` and ``"tracefence_status"`` fold to
+    ``"tracefencestatus"``."""
+    return "".join(ch for ch in key.casefold() if ch not in "._-" and not ch.isspace() and unicodedata.category(ch) != "Cf")
+
+
+def _read_keys() -> frozenset[str]:
+    """Every attribute key (and span event name) named in this module's upper-case constants: the strings shaped
+    like a dotted key, and :data:`_UNDOTTED_READ_KEYS`."""
+    found: set[str] = set(_UNDOTTED_READ_KEYS)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if _KEY_SHAPE.match(value):
+                found.add(value)
+        elif isinstance(value, (tuple, list, set, frozenset)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+
+    for name, value in list(globals().items()):
+        if name.isupper() and not name.startswith("_") and not name.endswith("PATTERN"):
+            walk(value)
+    return frozenset(found)
+
+
+READ_KEYS: frozenset[str] = _read_keys()
+"""The attribute keys the normalizer reads (exactly as written)."""
+FOLDED_READ_KEYS: dict[str, str] = {fold_key(key): key for key in sorted(READ_KEYS)}
+""":func:`fold_key` of each of :data:`READ_KEYS` -> that key."""
+_MISREAD: dict[str, Any] = {}  # key -> the read key it resembles, or None: keys repeat across spans (bounded below)
+_MISREAD_CACHE_SIZE = 4096
+
+
+@cython.ccall
+def _resembled(key: str) -> str | None:
+    """:func:`misread_key`, uncached."""
+    if key in READ_KEYS or key in FOLD_TWINS_IN_USE:
+        return None
+    folded = fold_key(key)
+    found = FOLDED_READ_KEYS.get(folded)
+    if found is not None:
+        return found
+    if folded.startswith(TRACEFENCE_NAMESPACE) and key not in TRACEFENCE_ANNOTATION_KEYS:
+        return "tracefence.*"  # our own namespace: every key of it is known
+    return None
+
+
+@cython.ccall
+def misread_key(key: str) -> str | None:
+    """The key the normalizer reads that ``key`` is but for case, separators, white space or format characters, or
+    ``"tracefence.*"`` for a key of that namespace (folded) that is none of its keys; ``None`` for any other key
+    (one it reads, or one it has no reason to read). Cached per key: one dict lookup for a key seen before."""
+    found = _MISREAD.get(key, _MISREAD)
+    if found is not _MISREAD:
+        return found
+    found = _resembled(key)
+    if len(_MISREAD) >= _MISREAD_CACHE_SIZE:
+        _MISREAD.clear()  # bounded: keys holding ids must not grow it for ever
+    _MISREAD[key] = found
+    return found
+
+
+UNDERSTOOD_KEYS: set[str] = set()
+"""Keys :func:`misread_key` found nothing wrong with (bounded as its cache is). A caller on the hot path tests
+``attributes.keys() <= UNDERSTOOD_KEYS`` (C-level, no call) before calling :func:`misread_attribute`."""
+
+
+def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first attribute key of ``attributes`` that :func:`misread_key` flags, with the key it resembles; ``None``
+    when there is none. Called for every span that is read: a span whose keys were all seen before and found
+    understood costs one C-level ``issuperset`` (no call per key)."""
+    if attributes.keys() <= UNDERSTOOD_KEYS:  # a keys view against the set: no set built, no call per key
+        return None
+    for key in attributes:
+        found = misread_key(key)
+        if found is not None:
+            return key, found
+    if len(UNDERSTOOD_KEYS) >= _MISREAD_CACHE_SIZE:
+        UNDERSTOOD_KEYS.clear()
+    UNDERSTOOD_KEYS.update(attributes)
+    return None
+
+
+def misread_message(key: str, resembles: str) -> str:
+    """Why an attribute key is not understood (a reason's message)."""
+    if resembles == "tracefence.*":
+        return f"attribute key {key!r} is in the tracefence namespace but is none of its keys: not understood"
+    return f"attribute key {key!r} is {resembles!r} only after folding case, separators and white space: not understood, not read as it"

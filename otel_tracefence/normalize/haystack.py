@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from otel_tracefence.canonical import JSONTextError, parse_json_text
 from otel_tracefence.normalize import conventions as cv
-from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
+from otel_tracefence.normalize.span_view import SpanView
 
 
 def _json(value: Any) -> Any:
@@ -93,12 +93,11 @@ def tool_calls(span: SpanView) -> list[SpanView]:
         if "arguments" in call:
             call_attributes["gen_ai.tool.call.arguments"] = call["arguments"]
         result = results.get(str(call_id)) if call_id not in (None, "") else None
-        status = span.status_code
         if result is not None:
             if "result" in result:
                 call_attributes["gen_ai.tool.call.result"] = result["result"]
-            if result.get("error") is True:
-                status = STATUS_ERROR
+            if result.get("error") is not None:  # read as the span attribute is: only a boolean says (DECISIONS 253)
+                call_attributes[cv.FAILURE_FLAG_KEYS[0]] = result["error"]
         views.append(
             SpanView(
                 trace_id=span.trace_id,
@@ -109,7 +108,7 @@ def tool_calls(span: SpanView) -> list[SpanView]:
                 parent_is_remote=span.parent_is_remote,
                 start_time_unix_nano=span.start_time_unix_nano,
                 end_time_unix_nano=span.end_time_unix_nano,
-                status_code=status,
+                status_code=span.status_code,
                 status_message=span.status_message,
                 sequence=span.sequence,
             )

@@ -58,6 +58,10 @@ class SpanView:
     ``status_code`` is ``"unset"``, ``"ok"`` or ``"error"``. ``sequence`` is the
     span's position in its source (file order), used only to break ties. ``kind``
     is the span kind's name in lower case (``"client"``, ``"server"``, ...).
+    ``dropped_attributes`` / ``dropped_events``: how many attributes and events the producer says it dropped
+    (OTLP's ``dropped_*_count``, the SDK's span limits): a span that lost some is not read as complete.
+    ``value_length_limit``: the length the producer cuts string attribute values to (the SDK's
+    ``max_attribute_length``), ``None`` when there is none or it is not known (OTLP does not carry it).
     ``unreadable`` is ``(field, why)`` for a span whose trace id could be read but
     nothing else (an invalid span id, a field that does not parse): it stands in its
     trace as a ``review`` step, since it may have been a tool call.
@@ -78,6 +82,9 @@ class SpanView:
     duplicate_keys: tuple[str, ...] = ()  # attribute keys the span carried more than once (OTLP allows it on the wire)
     kind: str = KIND_UNSPECIFIED
     unreadable: tuple[str, str] | None = None  # (field, why): a span that could not be read, standing in its trace
+    dropped_attributes: int = 0  # attributes the producer dropped (OTLP dropped_attributes_count; an SDK span limit)
+    dropped_events: int = 0  # events the producer dropped (OTLP dropped_events_count)
+    value_length_limit: int | None = None  # the producer's attribute value length limit, when known (the SDK's span limits)
 
     def __repr__(self) -> str:
         return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
@@ -127,8 +134,8 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
     field, with no attributes (one shared empty read-only mapping), no events and no duplicate keys.
 
     ``span``: anything with the OTLP ``Span`` fields ``trace_id``, ``span_id``, ``parent_span_id``, ``name``,
-    ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``) and
-    ``flags`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
+    ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``), ``flags``,
+    ``dropped_attributes_count`` and ``dropped_events_count`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
     the normalizer reads nothing else of such a span (tests/test_service_bytes.py compares the plans).
     :func:`from_otlp` and the service's full view of span bytes (``otlp_spans.full_view``) pass the ``attributes``
     (a dict), ``events`` and ``duplicate_keys`` they read: every OTLP view takes the span's other fields by this one rule.
@@ -150,6 +157,8 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
         sequence,
         duplicate_keys=duplicate_keys,
         kind=_OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
+        dropped_attributes=span.dropped_attributes_count,
+        dropped_events=span.dropped_events_count,
     )
 
 
@@ -236,10 +245,14 @@ def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | No
             attributes = inner
         else:
             attributes = _attributes_of(bounded, span)
+        lost_attributes, lost_events = getattr(bounded, "dropped", 0), getattr(events, "dropped", 0)  # BoundedAttributes, BoundedList
+        length_limit = getattr(bounded, "max_value_len", None)
     else:
         context, parent, status, events = span.context, span.parent, span.status, span.events
         name, start, end, kind = span.name, span.start_time, span.end_time, span.kind
         attributes = sdk_attributes(span)
+        lost_attributes, lost_events = getattr(span, "dropped_attributes", 0), getattr(span, "dropped_events", 0)
+        length_limit = getattr(getattr(span, "_attributes", None), "max_value_len", None)
     try:  # trace_id_hex and span_id_hex, inline: three calls fewer for every span the agent ends
         if isinstance(context, tuple):  # SpanContext: (trace_id, span_id, is_remote, ...), read by index
             if span_hexes is not None and trace_hexes is not None:
@@ -284,4 +297,8 @@ def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | No
         sequence,
         (),
         _SDK_KIND_BY_ID.get(id(kind), KIND_UNSPECIFIED),
+        None,
+        lost_attributes or 0,
+        lost_events or 0,
+        length_limit if type(length_limit) is int else None,
     )

@@ -12,11 +12,12 @@ from typing import Any
 
 import cython
 
+from otel_tracefence import reasons
 from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
 from otel_tracefence.normalize.conventions import (
-    CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS,
+    CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )
-from otel_tracefence.normalize.span_view import STATUS_ERROR, SpanView
+from otel_tracefence.normalize.span_view import STATUS_ERROR, STATUS_UNSET, SpanView
 
 DECLARABLE = {"ok": OK, "error": ERROR, "timeout": TIMEOUT, "unknown": STATUS_UNKNOWN}
 _TIMEOUT = re.compile(TIMEOUT_PATTERN, re.IGNORECASE)
@@ -41,26 +42,77 @@ def classify_failure(signs: list[str]) -> ToolStatus:
     return ERROR
 
 
+EXCEPTION_EVENT = "exception"  # the semantic conventions' event name (exact: "Exception" is not it)
+
+
 def span_status(span: SpanView) -> ToolStatus | MalformedField:
     """The status of a tool span (DESIGN.md, normalized step, ``status``); a failure flag a convention
-    sets on the span (``conventions.FAILURE_FLAG_KEYS``) counts as an error status."""
+    sets on the span (``conventions.FAILURE_FLAG_KEYS``) counts as an error status when it is boolean ``true``,
+    and makes the status malformed when it is anything but a boolean (docs/DECISIONS.md 253).
+
+    A declared ``tracefence.status`` decides, except that a declared ``ok`` on a span whose own record says
+    otherwise (status error, an exception event, ``error.type``, a failure flag, no end) is malformed, reason
+    ``status_evidence_conflict``, naming both (docs/DECISIONS.md 255)."""
+    declared = span.attributes.get(TRACEFENCE_STATUS)
+    if declared is None:
+        return observed_status(span)
+    status = parse_declared(declared)
+    if status is OK:
+        observed = observed_status(span)
+        if observed is not OK:
+            return MalformedField("status", f"tracefence.status 'ok' is declared, but the span records {_evidence(span, observed)}",
+                                  reason=reasons.STATUS_EVIDENCE_CONFLICT)
+    return status
+
+
+@cython.ccall
+def observed_status(span: SpanView) -> ToolStatus | MalformedField:
+    """The status the span's own record gives (its end, status, exception events, ``error.type``, failure flags),
+    whatever ``tracefence.status`` declares. An event named ``exception`` but for case, separators or white space
+    (``Exception``) is not understood: the status is malformed (docs/DECISIONS.md 256)."""
     attributes = span.attributes
-    declared = attributes.get(TRACEFENCE_STATUS)
-    if declared is not None:
-        return parse_declared(declared)
     if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
         return STATUS_UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
-    signs = [str(e.attributes.get("exception.type", "")) for e in span.events if e.name == "exception"]
+    signs = []
+    for event in span.events:
+        if event.name == EXCEPTION_EVENT:
+            signs.append(str(event.attributes.get("exception.type", "")))
+        elif fold_key(event.name) == EXCEPTION_EVENT:
+            return MalformedField("status", f"span event {event.name!r} is {EXCEPTION_EVENT!r} only after folding case, separators and white space: not understood")
     error_type = attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
     flagged = False
     for key in FAILURE_FLAG_KEYS:  # a loop, not any(): a generator here is a coroutine object per span
-        if attributes.get(key) is True:
+        flag = attributes.get(key)
+        if flag is True:
             flagged = True
             break
+        if flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
+            return MalformedField("status", f"failure flag {key} {flag!r} is not a boolean: whether the call failed cannot be known")
     if span.status_code != STATUS_ERROR and not signs and not flagged:
+        if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
+            return MalformedField("status", f"status unset with the message {span.status_message[:200]!r}: what the message says is not read")
         return OK
     if span.status_message:
         signs.append(span.status_message)
     return classify_failure(signs)
+
+
+def _evidence(span: SpanView, observed: ToolStatus | MalformedField) -> str:
+    """What the span's own record says against a declared ``ok`` (for the reason's message)."""
+    if isinstance(observed, MalformedField):
+        return observed.message
+    if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
+        return "no end (or an end before its start): how the call ended is not recorded"
+    found = []
+    if span.status_code == STATUS_ERROR:
+        found.append(f"status error{f' ({span.status_message!r})' if span.status_message else ''}")
+    if any(event.name == EXCEPTION_EVENT for event in span.events):
+        found.append("an exception event")
+    if span.attributes.get("error.type") is not None:
+        found.append(f"error.type {span.attributes['error.type']!r}")
+    for key in FAILURE_FLAG_KEYS:
+        if span.attributes.get(key) is True:
+            found.append(f"{key} true")
+    return f"{', '.join(found)}: {observed._value_}"

@@ -13,13 +13,15 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (
-    TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, tool_name,
+    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
+from otel_tracefence.normalize.http import http_request
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
+from otel_tracefence.normalize.values import TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
 
 
 @cython.ccall
@@ -51,9 +53,35 @@ def result_stability(declared, tool: str, config: TraceFenceConfig) -> tuple[boo
     return (rule is None or rule.result != "unstable"), None
 
 
+@cython.ccall
+def _at_length_limit(attributes, keys: tuple, limit: int) -> bool:
+    """True when one of ``keys`` holds a string exactly ``limit`` long (or longer): the producer's SDK cuts a
+    string attribute value to its length limit, so such a value may have been cut (docs/DECISIONS.md 257)."""
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, str) and len(value) >= limit:
+            return True
+    return False
+
+
 TRUNCATED_RESULT = MalformedField(
     "result", "the result is cut off: its JSON text ends before its value does (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
 )
+
+
+@cython.ccall
+def _has_http_status(attributes) -> bool:
+    """True when the span records an HTTP response status (``conventions.HTTP_STATUS_KEYS``): only then is it asked
+    what request it records (a call per tool span saved)."""
+    for key in HTTP_STATUS_KEYS:
+        if key in attributes:
+            return True
+    return False
+
+
+SERVER_ERROR_RESULT = Result(error="http_status")
+"""What an HTTP response of 500 to 599 says of a call's result (``http.py``): an error, read by :func:`result_status`
+whether the response is the tool span's own or a request's below it (docs/DECISIONS.md 254)."""
 
 
 @cython.ccall
@@ -70,6 +98,21 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
 # a span refused for its trace id, standing in the trace of the parent it names (docs/DECISIONS.md 207).
 CHILD_SPAN_FIELD = "child_span"
 UNREADABLE_FIELD_REASONS = {CHILD_SPAN_FIELD: reasons.CHILD_SPAN_UNREAD}
+
+
+@cython.ccall
+def dropped_data(span: SpanView) -> MalformedField | None:
+    """``None`` for a span that dropped nothing; else why it cannot be read as complete (reason ``span_data_dropped``,
+    naming the counts): attributes or events a span limit dropped may have been the ones that mark a tool call,
+    its status or its effect (docs/DECISIONS.md 252)."""
+    if not span.dropped_attributes and not span.dropped_events:
+        return None
+    return MalformedField(
+        "span",
+        f"span {span.span_id} ({span.name!r}) dropped {span.dropped_attributes} attribute(s) and {span.dropped_events} event(s) "
+        "(a span limit?): what it lost cannot be read",
+        reason=reasons.SPAN_DATA_DROPPED,
+    )
 
 
 @cython.ccall
@@ -122,6 +165,11 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if span.duplicate_keys:
         keys = ", ".join(repr(k) for k in span.duplicate_keys)
         malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
+    misread = None if attributes.keys() <= UNDERSTOOD_KEYS else misread_attribute(attributes)  # DECISIONS 250
+    if misread is not None:
+        malformed.append(MalformedField("attributes", misread_message(*misread)))
+    if span.dropped_attributes or span.dropped_events:  # DECISIONS 252
+        malformed.append(dropped_data(span))
     tool = tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
@@ -133,6 +181,9 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed.append(status)
         status = STATUS_UNKNOWN
     arguments = span_arguments(attributes, config.limits, span.events)
+    length_limit = span.value_length_limit
+    if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
+        arguments = TRUNCATED_ARGUMENTS
     if arguments.malformed is not None:
         malformed.append(arguments.malformed)
     key = _idempotency_key(span, tool, arguments.value, config)
@@ -141,7 +192,11 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         key = None
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
-    if result.truncated:
+    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response, read as a child's
+        request = http_request(span)
+        if request is not None and request.server_error:
+            status, notes = result_status(status, SERVER_ERROR_RESULT)
+    if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
         malformed.append(TRUNCATED_RESULT)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:

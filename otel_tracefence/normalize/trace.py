@@ -24,9 +24,9 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
 from otel_tracefence.normalize.status import span_status
-from otel_tracefence.normalize.step import result_status, span_to_step
+from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import Result, kept_arguments, span_arguments
+from otel_tracefence.normalize.values import kept_arguments, span_arguments
 
 
 @dataclass(slots=True)
@@ -289,6 +289,8 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig, reas
     status = span_status(span)
     if reason == reasons.REQUESTED_CALL_UNREAD:
         why = f"span {span.span_id} ({span.name!r}) requested tool calls that could not be read: {sign}"
+    elif reason == reasons.SPAN_DATA_DROPPED:
+        why = sign
     else:
         why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
     return ToolStep(
@@ -373,7 +375,7 @@ def _request_failure(step: ToolStep, server_error: bool, lost: ToolStatus | None
     its result; a request that ended in error with no response (``lost``: its span's status) leaves an ok step's
     outcome unknown. ``{}`` when nothing changes."""
     if server_error:
-        status, notes = result_status(step.status, Result(error="http_status"))
+        status, notes = result_status(step.status, SERVER_ERROR_RESULT)
         return {"status": status, "notes": step.notes + notes} if notes else {}
     if lost is not None and step.status is OK:
         return {"status": lost, "notes": step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,)}
@@ -530,6 +532,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
     covered = tool_ids | above_steps
     talking_spans = {id(span) for span in talking}  # the spans themselves (ids may clash), alive until the end
     for span in stepless:
+        if span.dropped_attributes or span.dropped_events:  # it may have lost what marks a tool call: held (DECISIONS 252)
+            result.steps.append(_unrecognized_step(span, dropped_data(span).message, config, reasons.SPAN_DATA_DROPPED))
+            continue
         # A quiet span (trace.quiet) recorded no output and holds no requested call: nothing of it can be unread.
         why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking) if id(span) in talking_spans else None
         if why is not None:  # wherever the span is, whatever else the trace holds

@@ -119,7 +119,9 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
 
 @cython.ccall
 def _looks_like_json(text: str) -> bool:
-    return text.lstrip()[:1] in ("{", "[")
+    """True when ``text`` starts as a JSON object, array or string does: such text that does not parse is cut off
+    (a string too: ``"sess_0123`` is a value an attribute length limit cut; docs/DECISIONS.md 257)."""
+    return text.lstrip()[:1] in ("{", "[", '"')
 
 
 def _event_value(events: Sequence[SpanEvent], table: Sequence[tuple[str, str]]) -> Any:
@@ -239,7 +241,7 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
         except (JSONTextError, RecursionError):
             return None, False, parsed
     if not isinstance(value, (dict, list)):
-        return None, False, parsed
+        return None, False, NOT_PARSED  # a JSON string: read as the text it is, as before it was parsed
     shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)
     shape = error_shape(value, shapes)
     return (f"{shape.key}" if shape is not None else None), False, parsed
@@ -314,8 +316,10 @@ def kept_result(result: Result | None, config: TraceFenceConfig) -> str | None:
     return redact_result_text(result.value, config.redaction)
 
 
-def key_from_arguments(value: Any, paths: list[str]) -> str | None:
-    """The first configured argument field (dotted path) holding a string or integer key."""
+def key_from_arguments(value: Any, paths: list[str]) -> str | MalformedField | None:
+    """The first configured argument field (dotted path) holding a string or integer key; a field found holding
+    anything else but ``null`` (an object, an array, a boolean, a float, an empty string) is a key that cannot be
+    read: ``MalformedField("idempotency_key", ...)`` (docs/DECISIONS.md 251)."""
     if not isinstance(value, dict):
         return None
     for path in paths:
@@ -329,4 +333,6 @@ def key_from_arguments(value: Any, paths: list[str]) -> str | None:
             return node
         if isinstance(node, int) and not isinstance(node, bool):
             return str(node)
+        if node is not None:
+            return MalformedField("idempotency_key", f"idempotency key argument {path!r} holds {type(node).__name__} {node!r:.80}, not a non-empty string or an integer")
     return None

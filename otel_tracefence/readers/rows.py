@@ -144,6 +144,20 @@ def _not_unicode(name: str, value: str) -> MalformedField:
     return MalformedField(name, f"{name} {value!r} holds a lone surrogate: not Unicode text"[:300])
 
 
+def row_trace_id(text: str) -> tuple[str, MalformedField | None]:
+    """A row's trace id as the trace it names: hex digits in lower case (``5B8E...`` is the trace OTLP writes
+    ``5b8e...``), white space around it taken off and the row malformed for it, as a field name misspelt by white
+    space is (docs/DECISIONS.md 183, 258): the row stays in the trace it names and is held."""
+    stripped = text.strip()
+    bad = MalformedField("trace_id", f"trace_id {text!r} has white space around it"[:300]) if stripped != text else None
+    if stripped and all(ch in _HEX_DIGITS for ch in stripped):
+        stripped = stripped.lower()
+    return stripped, bad
+
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
 def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
     """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
     row, malformed = _one_spelling(row)
@@ -158,6 +172,10 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     elif isinstance(trace_id, str) and not is_unicode(trace_id):
         malformed.append(_not_unicode("trace_id", trace_id))
         trace_id = printable(trace_id)
+    elif isinstance(trace_id, str):
+        trace_id, bad = row_trace_id(trace_id)
+        if bad is not None:
+            malformed.append(bad)
     call_id = _text(row, "call_id")
     if call_id is _ABSENT:
         call_id = _text(row, "id")
@@ -202,6 +220,9 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         rule = config.rule_for(tool) if tool else None
         paths = [rule.idempotency_key_argument] if rule and rule.idempotency_key_argument else config.idempotency_key_arguments
         key = key_from_arguments(arguments.value, paths)
+        if isinstance(key, MalformedField):
+            malformed.append(key)
+            key = None
     elif isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
     elif not isinstance(key, str):

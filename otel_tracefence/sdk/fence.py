@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_tracefence import annotate
@@ -23,10 +24,21 @@ def _copy_readable(span: ReadableSpan, own: Mapping[str, Any] | None, extra: dic
     (one C-level copy, given to the new object as its own: cheaper than updating a fresh one), only the
     attributes replaced (:func:`annotate.merged`, inline: this runs once for every span handed on)."""
     fields = span.__dict__.copy()
-    fields["_attributes"] = {**own, **extra} if own else dict(extra)
+    merged = {**own, **extra} if own else dict(extra)
+    dropped = getattr(fields["_attributes"], "dropped", 0)
+    fields["_attributes"] = _keeping_dropped(merged, dropped) if dropped else merged
     copy = _new_readable(ReadableSpan)
     copy.__dict__ = fields
     return copy
+
+
+def _keeping_dropped(attributes: dict[str, Any], dropped: int) -> BoundedAttributes:
+    """``attributes`` in a read-only ``BoundedAttributes`` (no limit) saying ``dropped`` attributes were dropped: the
+    copy of a span a span limit cut keeps its ``dropped_attributes`` (a plain dict would report 0; DECISIONS 252)."""
+    bounded = BoundedAttributes(attributes=attributes, immutable=False)
+    bounded.dropped = dropped
+    bounded._immutable = True
+    return bounded
 
 
 def copy_with(span: ReadableSpan, extra: dict[str, Any], attributes: Mapping[str, Any] | None = None) -> ReadableSpan:

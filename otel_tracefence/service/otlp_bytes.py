@@ -13,8 +13,8 @@ are those of ``opentelemetry/proto/collector/trace/v1/trace_service.proto`` and
 * ``ScopeSpans``: ``scope`` 1, ``spans`` 2, ``schema_url`` 3;
 * ``SpanHead``, a ``Span`` without its attributes, events and links: ``trace_id`` 1,
   ``span_id`` 2, ``parent_span_id`` 4, ``name`` 5, ``kind`` 6, ``start_time_unix_nano`` 7,
-  ``end_time_unix_nano`` 8, ``status`` 15 (``message`` 2, ``code`` 3), ``flags`` 16
-  (every other field is skipped, and kept as an unknown field). Enums are ``int32``:
+  ``end_time_unix_nano`` 8, ``status`` 15 (``message`` 2, ``code`` 3), ``flags`` 16,
+  ``dropped_attributes_count`` 10, ``dropped_events_count`` 12 (every other field is skipped, and kept as an unknown field). Enums are ``int32``:
   the same varint on the wire, and OTLP's enums are open (an unknown value reads as itself);
 * ``SpanBody``, a ``SpanHead`` with ``attributes`` 9 and ``events`` 11 as ``repeated bytes`` (each
   ``KeyValue`` and ``Event`` left encoded).
@@ -63,6 +63,7 @@ def _message_classes() -> dict[str, type]:
     for name, number, kind in (
         ("trace_id", 1, F.TYPE_BYTES), ("span_id", 2, F.TYPE_BYTES), ("parent_span_id", 4, F.TYPE_BYTES), ("name", 5, F.TYPE_STRING),
         ("kind", 6, F.TYPE_INT32), ("start_time_unix_nano", 7, F.TYPE_FIXED64), ("end_time_unix_nano", 8, F.TYPE_FIXED64), ("flags", 16, F.TYPE_FIXED32),
+        ("dropped_attributes_count", 10, F.TYPE_UINT32), ("dropped_events_count", 12, F.TYPE_UINT32),
     ):
         span.field.add(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
     span.field.add(name="status", number=15, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=f".{_PACKAGE}.Status")
