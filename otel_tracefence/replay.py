@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from otel_tracefence import reasons as rc
 from otel_tracefence.canonical import canonicalize, parse_json_text, sha256_text
-from otel_tracefence.model import Decision, TracePlan
+from otel_tracefence.model import Decision, ReplayClass, TracePlan
 from otel_tracefence.schema import DECISION
 
 __all__ = [
@@ -374,18 +374,29 @@ def _one_trace_id(path: str | Path, given: str, trace_ids: Iterable[str]) -> str
     raise ValueError(f"{path}: trace id prefix {given!r} matches {len(matches)} traces with tool steps: {', '.join(matches[:5])}{', ...' if len(matches) > 5 else ''}; give more of the id")
 
 
-def _traces_with_late_spans(text: str) -> set[str]:
-    """The trace ids of an OTLP/JSON ``text`` some of whose spans carry ``tracefence.trace.late`` (any value but
-    ``false``: a value not understood fails closed); empty for rows, which carry no span attributes."""
-    from otel_tracefence.annotate import TRACE_LATE
+def _recorded_classes(text: str) -> dict[str, ReplayClass]:
+    """By trace id, the most restrictive ``tracefence.replay.class`` an OTLP/JSON ``text``'s spans record (a file a
+    door wrote; a value that is no class reads as ``review``); empty for rows, which carry no span attributes."""
+    from otel_tracefence.annotate import REPLAY_CLASS
     from otel_tracefence.pipeline import group_request
     from otel_tracefence.readers.detect import detect_format
     from otel_tracefence.readers.otlp_json import read_otlp_json
 
     if detect_format(text) != "otlp-json":
-        return set()
-    traces = group_request(read_otlp_json(text).request)
-    return {trace_id for trace_id, views in traces.items() if any(view.attributes.get(TRACE_LATE, False) is not False for view in views)}
+        return {}
+    found: dict[str, ReplayClass] = {}
+    for trace_id, views in group_request(read_otlp_json(text).request).items():
+        for view in views:
+            if REPLAY_CLASS in view.attributes:
+                value = view.attributes[REPLAY_CLASS]
+                said = ReplayClass(value) if value in _CLASS_VALUES else ReplayClass.REVIEW
+                if trace_id not in found or said.rank > found[trace_id].rank:
+                    found[trace_id] = said
+    return found
+
+
+_CLASS_VALUES = frozenset(c.value for c in ReplayClass)
+_ALLOWS = {ReplayMode.DYNAMIC: ReplayClass.DYNAMIC, ReplayMode.INJECTED: ReplayClass.INJECTED}  # the most restrictive class a mode takes
 
 
 class ReplayGuard:
@@ -458,9 +469,14 @@ class ReplayGuard:
 
         ``trace_id`` may be left out when the file holds one trace with tool steps; it is taken in any letter
         case, or as a prefix only one of the file's traces with tool steps has, as ``tracefence review show``
-        takes it (docs/DECISIONS.md 272). A trace some of whose spans carry ``tracefence.trace.late = true`` (a
-        file the service, the processor or the exporter wrote: spans that came after their trace was decided)
-        is planned partial, so the guard refuses it (docs/DECISIONS.md 271).
+        takes it (docs/DECISIONS.md 272). A trace some of whose spans carry ``tracefence.trace.late``,
+        ``tracefence.trace.partial`` (any value but ``false``) or ``tracefence.trace.reasons`` (a file the service,
+        the processor or the exporter wrote: spans that came after their trace was decided, a trace decided before
+        it was complete or not planned) is planned partial (``tracefence plan``'s rule,
+        :func:`otel_tracefence.cli.plan.incomplete`), so the guard refuses it (docs/DECISIONS.md 271, 287); and
+        with ``check``, a trace whose spans record a ``tracefence.replay.class`` more restrictive than ``mode`` takes
+        is refused, whatever the re-plan says (the door that wrote the file saw what the file may not hold: spans it
+        refused, a review item; docs/DECISIONS.md 287).
         ``config`` (a :class:`~otel_tracefence.config.TraceFenceConfig`) supplies the
         tool rules; results are read raw (never redacted: they are injected byte
         for byte, in memory only). Raises :class:`ValueError` when the trace is not
@@ -484,9 +500,17 @@ class ReplayGuard:
             (plan,) = with_steps.values()
         else:
             plan = with_steps[_one_trace_id(path, trace_id, with_steps)]
-        if plan.trace_id in _traces_with_late_spans(text):
-            plan = replace(plan, partial=True)
-        return cls(plan, mode=mode, check=check, window=window)
+        guard = cls(plan, mode=mode, check=check, window=window)  # the re-plan's own refusals first: they name the step
+        recorded = _recorded_classes(text).get(plan.trace_id)
+        if check and recorded is not None and recorded.rank > _ALLOWS[guard.mode].rank:
+            raise NonReplayableTraceError(
+                f"{guard.mode.value} replay refused: trace {plan.trace_id}'s spans record the class {recorded.value} "
+                f"(tracefence.replay.class), more restrictive than the {guard.mode.value} replay mode takes: the door that wrote this file "
+                f"planned it with what the file may not hold (spans it refused, late spans, a review item). "
+                f"See its review item (tracefence review show {plan.trace_id}).",
+                step=None, mode=guard.mode, trace_id=plan.trace_id,
+            )
+        return guard
 
     @classmethod
     def from_review_item(cls, item: Any, *, mode: ReplayMode | str = ReplayMode.INJECTED, check: bool = True, window: int = 1) -> "ReplayGuard":

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from otel_tracefence.annotate import TRACE_PARTIAL
+from otel_tracefence.annotate import TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
@@ -114,11 +114,22 @@ def plan_text(
 def incomplete(views: Sequence[SpanView]) -> bool:
     """True when the file shows the trace in ``views`` is not whole, so its plan is flagged partial
     (``TracePlan.partial``, the flag the service and the processor set on a trace decided before its root
-    came): a span names a parent span id no span of the trace has (its root or a span between is missing),
-    or a span carries ``tracefence.trace.partial = true`` (a file the service wrote: the flag it gave is
-    kept). docs/DECISIONS.md 205."""
+    came): a span names a parent span id no other span of the trace has (its root or a span between is missing;
+    a span naming itself as its parent has none), or a span carries ``tracefence.trace.partial``,
+    ``tracefence.trace.late`` (any value but ``false``: a value not understood fails closed) or
+    ``tracefence.trace.reasons`` (a file a door wrote: what it said of the trace is kept). docs/DECISIONS.md 205, 287."""
     ids = {view.span_id for view in views}
-    return any((view.parent_span_id and view.parent_span_id not in ids) or view.attributes.get(TRACE_PARTIAL) is True for view in views)
+    for view in views:
+        parent = view.parent_span_id
+        if parent and (parent not in ids or parent == view.span_id):
+            return True
+        attributes = view.attributes
+        if attributes and any(attributes.get(key, False) not in (False, [], ()) for key in FLAGS_OF_AN_INCOMPLETE_TRACE):
+            return True
+    return False
+
+
+FLAGS_OF_AN_INCOMPLETE_TRACE = (TRACE_PARTIAL, TRACE_LATE, TRACE_REASONS)
 
 
 def on_malformed_default(fmt: str) -> str:

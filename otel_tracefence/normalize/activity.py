@@ -57,6 +57,13 @@ NON_TOOL_KINDS = {
     "langfuse.observation.type": frozenset({"span", "generation", "agent", "chain", "retriever", "evaluator", "embedding", "guardrail", "event"}),
     "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
     "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
+    # The Vercel AI SDK's operation ids other than its tool span's (ai.toolCall): its call and model spans
+    # (AI SDK Core, "Telemetry", "Collected Data"), lower-cased as they are compared.
+    "ai.operationId": frozenset({
+        "ai.generatetext", "ai.generatetext.dogenerate", "ai.streamtext", "ai.streamtext.dostream", "ai.generateobject",
+        "ai.generateobject.dogenerate", "ai.streamobject", "ai.streamobject.dostream", "ai.embed", "ai.embed.doembed", "ai.embedmany",
+        "ai.embedmany.doembed",
+    }),
 }
 # OpenLLMetry model spans, MCP method spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
 # semantic conventions): their presence alone names the span's kind.

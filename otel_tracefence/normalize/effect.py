@@ -16,6 +16,7 @@ from otel_tracefence.normalize.conventions import (
 )
 
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
+MCP_HINT_KEYS = (*MCP_READ_ONLY_HINT_KEYS, *MCP_DESTRUCTIVE_HINT_KEYS)
 
 
 @cython.ccall
@@ -57,7 +58,12 @@ def _hints(attributes: Mapping[str, Any]) -> list[tuple[Effect, EffectSource, st
 def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | MalformedField | None:
     """The effect the span's hints give, and their source; a :class:`MalformedField` (reason
     ``effect_hints_conflict``) when two hints give different effects: contradictory hints are held,
-    never resolved by order (docs/DECISIONS.md 189); ``None`` without hints."""
+    never resolved by order (docs/DECISIONS.md 189), and (reason ``malformed_effect``) when an MCP hint is not a
+    boolean (``"true"``, ``1``); ``None`` without hints."""
+    for key in MCP_HINT_KEYS:  # MCP's tool annotations are booleans (MCP specification, ToolAnnotations)
+        value = attributes.get(key)
+        if value is not None and not isinstance(value, bool):
+            return MalformedField("effect", f"effect hint {key}={value!r} is not a boolean: not read as either (docs/DECISIONS.md 287)")
     hints = _hints(attributes)
     if not hints:
         return None
