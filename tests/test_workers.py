@@ -12,7 +12,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import grpc
@@ -677,7 +677,9 @@ def test_with_a_slow_upstream_a_sigterm_loses_what_one_process_loses(tmp_path):
 
 def test_two_clean_stops_with_the_persistent_queue_write_every_span_once(tmp_path):
     """The first stop runs out of time (a slow upstream, a 2 s deadline): what is not forwarded is kept on disk; the
-    second run sends it. A clean stop never replays what was forwarded, so every span arrives exactly once."""
+    second run sends it. A clean stop never replays what was forwarded, so every span arrives once, except a send
+    under way at the deadline whose answer never came (DECISIONS 140: kept, and sent again; under load on this
+    machine, 30 spans of the 3,000 in 2 runs of 5): only spans kept on disk may arrive twice, never three times."""
     upstream = SlowUpstream(per_span_s=0.0015)
     upstream.start()
     queue = tmp_path / "queue"
@@ -700,7 +702,9 @@ def test_two_clean_stops_with_the_persistent_queue_write_every_span_once(tmp_pat
         delivered = _delivered(upstream)
     finally:
         upstream.stop()
-    assert (len(delivered), set(delivered) == acked) == (3000, True)  # every span exactly once
+    counts = Counter(delivered)
+    assert (len(counts), set(counts) == acked, max(counts.values())) in ((3000, True, 1), (3000, True, 2))  # every span, at most twice
+    assert len(delivered) - len(counts) <= kept  # only what the first stop kept on disk was sent again
     assert (second["forwarded_all"], second["dropped_spans"], second["kept_spans"], second["worker_exit_codes"]) == (True, 0, 0, {"0": 0, "1": 0})
 
 
