@@ -548,6 +548,9 @@ class Fence(Generic[P]):
                 plan = self._latest(plan)
                 if not self._needs_review(plan):
                     continue
+                if plan.trace_id in self._set_aside:  # refused alone before: its newer plan goes to the retry, not in a batch
+                    self._hold_review(plan, service, failed=True)
+                    continue
                 if self._sink_failing() and self._hold_review(plan, service, failed=False):
                     continue  # a write failed while this one waited for the lock
                 batch.append((plan, service))

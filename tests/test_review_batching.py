@@ -42,13 +42,14 @@ class RecordingSink:
         pass
 
 
-def traces(count: int, first: int = 0) -> list[tuple[Any, Any, bool]]:
+def traces(count: int, first: int = 0, late: bool = False) -> list[tuple[Any, Any, bool]]:
     """``count`` traces (a tool span, then its root), from the ``first``-th, as the service's fence takes them:
-    ``(view, item, local root)``."""
+    ``(view, item, local root)``; ``late``: one more tool span of each instead (a late step of a decided trace)."""
     spans = []
     for t in range(first, first + count):
         trace_id, root = bytes([1, t + 1]) + bytes(14), bytes([2, t + 1]) + bytes(6)
-        spans += [raw_tool_span(trace_id, bytes([3, t + 1]) + bytes(6), "payments.charge", "write", parent=root), raw_span(trace_id, root, "invoke_agent")]
+        tool = raw_tool_span(trace_id, bytes([4 if late else 3, t + 1]) + bytes(6), "payments.charge", "write", parent=root)
+        spans += [tool] if late else [tool, raw_span(trace_id, root, "invoke_agent")]
     items, refused = otlp_spans.read_request(otlp_spans.lazy_request(raw_request(*spans, service_name="billing-agent")))
     assert not refused
     views = [otlp_spans.held_view(item, n) for n, item in enumerate(items)]
@@ -166,8 +167,10 @@ def test_an_item_the_database_refuses_alone_is_set_aside_and_the_items_behind_it
         )
     ]
     assert errors(reader, "review_refused") == 1
-    made.add_batch(traces(5, first=5))  # not queued behind the refused item: written at once, in one transaction
-    assert stored(tmp_path / "review.db") == set(trace_ids(10)) - {poison}
+    log.clear()
+    made.add_batch(traces(1, first=2, late=True) + traces(5, first=5))  # a late step of the refused trace, and new traces
+    # The new items are not queued behind the refused one, nor written in a transaction with it: written at once.
+    assert log == [("emit", 2)] * 5 + [("emit", 1)] and stored(tmp_path / "review.db") == set(trace_ids(10)) - {poison}
     made.flush()  # refused again: still held, not logged again
     assert len(refusals(caplog)) == 1 and errors(reader, "review_refused") == 1
     assert review_writes(reader) == {"failed": 5, "ok": 9}
