@@ -378,7 +378,8 @@ class Fence(Generic[P]):
         (:func:`annotate.unplanned_attributes`), whatever it holds, ``UNPLANNED_EMIT_SPANS`` spans per ``emit``;
         then one review item per trace (its id, class ``review``, partial, no step: an existing item keeps its
         steps), ``UNPLANNED_REVIEW_BATCH`` per transaction (the sink's ``upsert_many``) until ``until``
-        (``time.monotonic()``). Items not written by then, or whose write failed, are counted and logged with
+        (``time.monotonic()``); a transaction that fails is written again one item at a time, and two failures in a
+        row end the writes. Items not written by then, or whose write failed, are counted and logged with
         their trace ids. ``traces``: ``(view or None, payload)`` by trace id (hex). Never raises; a span that
         cannot be annotated is handed on as it came, counted as an error."""
         extra = annotate.unplanned_attributes(reason)
@@ -404,21 +405,28 @@ class Fence(Generic[P]):
             self._paid_at_stop(traces)  # no item is owed
             return
         items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
-        written = 0
-        while written < len(items) and (until is None or time.monotonic() < until):
-            batch = items[written : written + UNPLANNED_REVIEW_BATCH]
-            if not guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
-                break
-            written += len(batch)
-            self._paid_at_stop(plan.trace_id for plan, _ in batch)
+        written, at, one_by_one_until, in_a_row = 0, 0, 0, 0
+        lost: list[str] = []
+        while at < len(items) and in_a_row < 2 and (until is None or time.monotonic() < until):
+            batch = items[at : at + (1 if at < one_by_one_until else UNPLANNED_REVIEW_BATCH)]
+            if guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
+                written, in_a_row = written + len(batch), 0
+                self._paid_at_stop(plan.trace_id for plan, _ in batch)
+            elif len(batch) > 1:  # a failed transaction: its items one at a time, so that one refused item fails alone
+                one_by_one_until = at + len(batch)
+                continue
+            else:  # refused alone, or the sink refuses writes: two failures in a row end the writes (DECISIONS 290)
+                lost.append(batch[0][0].trace_id)
+                in_a_row += 1
+            at += len(batch)
         self.telemetry.review_writes.add(written, {**attrs, "outcome": "ok"})
-        lost = [plan.trace_id for plan, _ in items[written:]]
+        lost += [plan.trace_id for plan, _ in items[at:]]
         if lost:
             self.telemetry.review_writes.add(len(lost), {**attrs, "outcome": "dropped"})
             self.telemetry.errors.add(1, {**attrs, "error.type": "review_dropped"})
             shown = ", ".join(lost[:100]) + (f" and {len(lost) - 100} more" if len(lost) > 100 else "")
             _log.error(
-                "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written in time and are lost; "
+                "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written (in time, or refused) and are lost; "
                 "their spans went on as review: traces %s", attrs[COMPONENT], len(lost), reason, shown,
             )  # fmt: skip
 

@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.fence import HAND_ON_TRACES, Fence
 from otel_tracefence.review.store import SQLiteReviewStore
@@ -209,3 +210,24 @@ def test_a_retry_pass_against_a_failing_sink_ends_at_its_second_failure(caplog):
     log.clear()
     made.flush()  # the next pass starts with the items not tried yet
     assert log == [("upsert", trace_ids(4)[2], "billing-agent"), ("upsert", trace_ids(4)[3], "billing-agent")]
+
+
+def test_traces_handed_on_unplanned_at_a_stop_lose_only_the_item_the_database_refuses(tmp_path, caplog):
+    """DECISIONS 290, at a stop's deadline (the fail-closed hand-on of 195): the failed transaction is written again
+    one item at a time, so only the refused item is lost, logged by trace id."""
+    caplog.set_level(logging.WARNING, logger="otel_tracefence")
+    ids = trace_ids(5)
+    made, reader = fence(poisoned_store(tmp_path / "review.db", ids[1]), [])  # type: ignore[arg-type]
+    unplanned: dict[str, list] = {}
+    for view, item, _ in traces(5):
+        unplanned.setdefault(view.trace_id, []).append((view, item))
+    made.hand_on_unplanned(unplanned, reasons.NOT_PLANNED_AT_SHUTDOWN, until=time.monotonic() + 30)
+    assert stored(tmp_path / "review.db") == set(ids) - {ids[1]}
+    assert review_writes(reader) == {"ok": 4, "dropped": 1}
+    assert [r.getMessage() for r in caplog.records if "are lost" in r.getMessage()] == [
+        (
+            "tracefence service: 1 review item(s) of traces handed on without a plan (not_planned_at_shutdown) were not written "
+            f"(in time, or refused) and are lost; their spans went on as review: traces {ids[1]}"
+        )
+    ]
+    made.shutdown()
