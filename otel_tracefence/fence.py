@@ -16,9 +16,14 @@ per trace), then their spans are handed on. When a write fails (the database loc
 its busy timeout, read-only, on a full disk), the item is held in memory
 (bounded by ``config.max_traces``, keyed by trace id, so a newer plan replaces
 the held one) and written again by a retry thread, with a growing pause, until
-the sink takes it; while items are held, later ones queue behind them without
+the sink takes it, one write per item (a failed transaction never fails its
+items again together); while items are held, later ones queue behind them without
 waiting on the sink, so the spans' path waits on a failing database at most
-once, for one busy timeout. ``flush`` and ``shutdown`` try once more; what is
+once, for one busy timeout. An item the sink refuses alone (it takes the others
+in the same retry pass: a constraint, a trigger) is set aside: still held and
+tried on every retry, logged once with its trace id and the error, and no
+longer making later items queue (``tracefence.errors``
+``error.type=review_refused``). ``flush`` and ``shutdown`` try once more; what is
 still held at shutdown, or pushed out past the bound, is lost, counted
 (``tracefence.review.writes`` ``outcome=dropped``) and logged with its trace
 ids. ``tracefence.review.writes`` counts traces: ``ok`` written (at once or on
@@ -146,6 +151,9 @@ class Fence(Generic[P]):
         self._review_lock = threading.Lock()  # one write at a time (see _review)
         # Review items whose write failed, oldest first: trace id -> (plan, service name, generation).
         self._held_reviews: OrderedDict[str, tuple[TracePlan, str, int]] = OrderedDict()
+        # The held items the sink refused alone (it took another item in the same retry pass), trace id -> None,
+        # under _held_lock; always a subset of _held_reviews' keys (DECISIONS 290).
+        self._set_aside: dict[str, None] = {}
         self._held_lock = threading.Lock()
         # During a stop's flush: the traces whose review item the stop may still owe (taken, not yet handed on with
         # their item written), trace id -> None in order, under _held_lock; read by owed_at_stop (DECISIONS 209).
@@ -280,6 +288,7 @@ class Fence(Generic[P]):
         with self._held_lock:
             lost = list(self._held_reviews)
             self._held_reviews.clear()
+            self._set_aside.clear()
         if lost:  # logged whatever was logged before: the last word on what the review queue lacks
             self.telemetry.review_writes.add(len(lost), {**self.telemetry.attributes, "outcome": "dropped"})
             self.telemetry.errors.add(1, {**self.telemetry.attributes, "error.type": "review_dropped"})
@@ -369,7 +378,8 @@ class Fence(Generic[P]):
         (:func:`annotate.unplanned_attributes`), whatever it holds, ``UNPLANNED_EMIT_SPANS`` spans per ``emit``;
         then one review item per trace (its id, class ``review``, partial, no step: an existing item keeps its
         steps), ``UNPLANNED_REVIEW_BATCH`` per transaction (the sink's ``upsert_many``) until ``until``
-        (``time.monotonic()``). Items not written by then, or whose write failed, are counted and logged with
+        (``time.monotonic()``); a transaction that fails is written again one item at a time, and two failures in a
+        row end the writes. Items not written by then, or whose write failed, are counted and logged with
         their trace ids. ``traces``: ``(view or None, payload)`` by trace id (hex). Never raises; a span that
         cannot be annotated is handed on as it came, counted as an error."""
         extra = annotate.unplanned_attributes(reason)
@@ -395,21 +405,28 @@ class Fence(Generic[P]):
             self._paid_at_stop(traces)  # no item is owed
             return
         items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
-        written = 0
-        while written < len(items) and (until is None or time.monotonic() < until):
-            batch = items[written : written + UNPLANNED_REVIEW_BATCH]
-            if not guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
-                break
-            written += len(batch)
-            self._paid_at_stop(plan.trace_id for plan, _ in batch)
+        written, at, one_by_one_until, in_a_row = 0, 0, 0, 0
+        lost: list[str] = []
+        while at < len(items) and in_a_row < 2 and (until is None or time.monotonic() < until):
+            batch = items[at : at + (1 if at < one_by_one_until else UNPLANNED_REVIEW_BATCH)]
+            if guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
+                written, in_a_row = written + len(batch), 0
+                self._paid_at_stop(plan.trace_id for plan, _ in batch)
+            elif len(batch) > 1:  # a failed transaction: its items one at a time, so that one refused item fails alone
+                one_by_one_until = at + len(batch)
+                continue
+            else:  # refused alone, or the sink refuses writes: two failures in a row end the writes (DECISIONS 290)
+                lost.append(batch[0][0].trace_id)
+                in_a_row += 1
+            at += len(batch)
         self.telemetry.review_writes.add(written, {**attrs, "outcome": "ok"})
-        lost = [plan.trace_id for plan, _ in items[written:]]
+        lost += [plan.trace_id for plan, _ in items[at:]]
         if lost:
             self.telemetry.review_writes.add(len(lost), {**attrs, "outcome": "dropped"})
             self.telemetry.errors.add(1, {**attrs, "error.type": "review_dropped"})
             shown = ", ".join(lost[:100]) + (f" and {len(lost) - 100} more" if len(lost) > 100 else "")
             _log.error(
-                "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written in time and are lost; "
+                "tracefence %s: %d review item(s) of traces handed on without a plan (%s) were not written (in time, or refused) and are lost; "
                 "their spans went on as review: traces %s", attrs[COMPONENT], len(lost), reason, shown,
             )  # fmt: skip
 
@@ -526,7 +543,7 @@ class Fence(Generic[P]):
                 if put_off is not None:
                     plan = with_steps_of(plan, list(put_off[1].values()))
                     service = service or put_off[0]
-            if self._held_reviews and self._hold_review(plan, service, failed=False):
+            if self._sink_failing() and self._hold_review(plan, service, failed=False):
                 continue  # the sink is failing: queue behind the held items, never wait on it again
             asked.append((plan, service))
         if not asked:
@@ -539,11 +556,14 @@ class Fence(Generic[P]):
                 plan = self._latest(plan)
                 if not self._needs_review(plan):
                     continue
-                if self._held_reviews and self._hold_review(plan, service, failed=False):
+                if plan.trace_id in self._set_aside:  # refused alone before: its newer plan goes to the retry, not in a batch
+                    self._hold_review(plan, service, failed=True)
+                    continue
+                if self._sink_failing() and self._hold_review(plan, service, failed=False):
                     continue  # a write failed while this one waited for the lock
                 batch.append((plan, service))
-            ok = self._write_reviews(batch) if batch else True
-        if ok:
+            failure = self._write_reviews(batch) if batch else None
+        if failure is None:
             if batch:
                 self.telemetry.review_writes.add(len(batch), {**self.telemetry.attributes, "outcome": "ok"})
             return
@@ -560,12 +580,13 @@ class Fence(Generic[P]):
         for plan, service in batch:
             self._review_sink.upsert(plan, service_name=service)  # type: ignore[union-attr]
 
-    def _write_reviews(self, batch: Sequence[tuple[TracePlan, str]]) -> bool:
-        """Write ``batch`` (:meth:`_upsert_many`); False, counted and logged with the trace ids, when it failed."""
+    def _write_reviews(self, batch: Sequence[tuple[TracePlan, str]]) -> Exception | None:
+        """Write ``batch`` (:meth:`_upsert_many`); None when written, else what the sink raised, counted and logged
+        (at most once a minute) with the trace ids."""
         # Caller holds _review_lock.
         try:
             self._upsert_many(batch)
-            return True
+            return None
         except Exception as exc:  # noqa: BLE001 - a failing review queue must not stop the spans
             ids = [plan.trace_id for plan, _ in batch]
             which = f"item for trace {ids[0]}" if len(ids) == 1 else f"items for {len(ids)} traces ({', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''})"
@@ -574,7 +595,7 @@ class Fence(Generic[P]):
                 f"review {which} not written: {exc!r}; held in memory and written again once the review queue takes writes",
                 exc,
             )
-            return False
+            return exc
 
     def _latest(self, plan: TracePlan) -> TracePlan:
         """The trace's latest plan, keeping any step of ``plan`` it lacks."""
@@ -584,15 +605,20 @@ class Fence(Generic[P]):
     def _needs_review(self, plan: TracePlan) -> bool:
         return plan.replay_class is not None and plan.replay_class.value in self._review_classes
 
+    def _sink_failing(self) -> bool:
+        """True while an item is held that the sink did not refuse alone: later items queue behind it. Items set
+        aside (:meth:`_write_held_reviews`) alone do not make later ones queue (DECISIONS 290)."""
+        return len(self._held_reviews) > len(self._set_aside)
+
     def _hold_review(self, plan: TracePlan, service: str, *, failed: bool) -> bool:
         """Keep a review item whose write ``failed``, or that would queue behind held ones, for the retry
-        thread. False (nothing done) when it would queue but nothing is held any more."""
+        thread. False (nothing done) when it would queue but the sink is not failing any more."""
         plan = self._latest(plan)
         if not self._needs_review(plan):
             return True
         dropped: list[str] = []
         with self._held_lock:
-            if not failed and not self._held_reviews:
+            if not failed and not self._sink_failing():
                 return False
             known = self._held_reviews.pop(plan.trace_id, None)
             if known is not None:
@@ -601,6 +627,7 @@ class Fence(Generic[P]):
             self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
             while len(self._held_reviews) > self._held_max:
                 dropped.append(self._held_reviews.popitem(last=False)[0])
+                self._set_aside.pop(dropped[-1], None)
             self._start_writer()
         if known is None:
             self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "failed"})
@@ -626,23 +653,63 @@ class Fence(Generic[P]):
             pause = min(pause * 2, REVIEW_RETRY_PAUSE_S[1])
 
     def _write_held_reviews(self) -> bool:
-        """Write the held review items, oldest first, stopping at the first failure; True once none is held."""
+        """One retry pass: write each item held at its start once, one write each, those not set aside first,
+        oldest first; True once none is held.
+
+        An item whose write fails goes to the back of the queue; the pass ends at the second failure in a row (the
+        sink refuses writes, not one item: a down sink costs the pass two busy timeouts). The items that failed in a
+        pass that wrote another one were refused alone: they are set aside (kept held, tried again on every pass,
+        no longer making later items queue), counted once each in ``tracefence.errors`` ``error.type=review_refused``
+        and logged once each with their trace id and the error (DECISIONS 290)."""
+        with self._held_lock:
+            order = [t for t in self._held_reviews if t not in self._set_aside] + list(self._set_aside)
         written = 0
-        while True:
-            with self._held_lock:
-                if not self._held_reviews:
-                    if written:
-                        _log.warning("tracefence %s: the review queue takes writes again: wrote %d held item(s)", self.telemetry.attributes[COMPONENT], written)
-                    return True
-                trace_id, (plan, service, generation) = next(iter(self._held_reviews.items()))
-            with self._review_lock:
-                plan = self._latest(plan)
-                ok = self._write_reviews([(plan, service)])
-            if not ok:
-                return False
-            self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})
-            written += 1
+        failed: dict[str, Exception] = {}
+        in_a_row = 0
+        for trace_id in order:
             with self._held_lock:
                 held = self._held_reviews.get(trace_id)
-                if held is not None and held[2] == generation:  # not replaced by a newer plan meanwhile
+            if held is None:
+                continue
+            plan, service, generation = held
+            with self._review_lock:
+                failure = self._write_reviews([(self._latest(plan), service)])
+            with self._held_lock:
+                now = self._held_reviews.get(trace_id)
+                if failure is None and now is not None and now[2] == generation:  # not replaced by a newer plan meanwhile
                     del self._held_reviews[trace_id]
+                    self._set_aside.pop(trace_id, None)
+                elif failure is not None and now is not None:
+                    self._held_reviews.move_to_end(trace_id)
+            if failure is None:
+                self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "ok"})
+                written += 1
+                in_a_row = 0
+                continue
+            failed[trace_id] = failure
+            in_a_row += 1
+            if in_a_row == 2:
+                break
+        if written:
+            self._set_aside_refused(failed)
+            _log.warning("tracefence %s: the review queue takes writes again: wrote %d held item(s)", self.telemetry.attributes[COMPONENT], written)
+        with self._held_lock:
+            return not self._held_reviews
+
+    def _set_aside_refused(self, failed: dict[str, Exception]) -> None:
+        """Set aside the held items of ``failed`` (trace id -> what the sink raised) the sink refused while it took
+        another; each newly set aside is counted and logged once, in one line."""
+        with self._held_lock:
+            new = {t: exc for t, exc in failed.items() if t in self._held_reviews and t not in self._set_aside}
+            self._set_aside.update(dict.fromkeys(new))
+        if not new:
+            return
+        self.telemetry.errors.add(len(new), {**self.telemetry.attributes, "error.type": "review_refused"})
+        shown = "; ".join(f"trace {t}: {exc!r}" for t, exc in list(new.items())[:20]) + (f"; and {len(new) - 20} more" if len(new) > 20 else "")
+        _log.error(
+            "tracefence %s: the review queue refuses %d item(s) while it takes others: %s; kept held and tried again on every retry (at most %.0f s apart), lost at stop if still refused",
+            self.telemetry.attributes[COMPONENT],
+            len(new),
+            shown,
+            REVIEW_RETRY_PAUSE_S[1],
+        )
