@@ -51,7 +51,7 @@ from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
-from otel_tracefence.normalize.trace import late_request, late_requests, quiet
+from otel_tracefence.normalize.trace import late_request, late_requests, quiet, untied_request
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
@@ -547,7 +547,8 @@ class TraceBuffer(Generic[P]):
     ) -> tuple[str, ToolStep | None]:
         """What a late span that records no tool step changes in its trace (``steps`` and ``added`` changed in place),
         as ``(kind, its own step or None)``: an HTTP request right below a step that is a dispatch or failed fences
-        that step (``"attempt"``, counted as :func:`_fence_step` counts); requested calls no step records are steps
+        that step (``"attempt"``, counted as :func:`_fence_step` counts); one tied to no step is a ``review`` step of
+        its own (``"step"``, ``late_request_untied``) in a trace with tool steps; requested calls no step records are steps
         of their own (``"request"``; ``"step"`` when the span's output holds calls that cannot be read: the step
         standing for them is the span's). ``("plain", None)`` when it changes nothing (docs/DECISIONS.md 270)."""
         owner = by_span.get(read.parent_span_id) if read.parent_span_id else None
@@ -558,6 +559,14 @@ class TraceBuffer(Generic[P]):
                 return "plain", None  # a safe request that did not fail changes nothing
             _fence_step(remembered, steps, owner, step, dispatch=dispatch)
             return "attempt", None
+        # A dispatch or failed request tied to no step (spans in between are not remembered): its own step, fenced,
+        # unless the trace has no tool step it could belong to (docs/DECISIONS.md 295).
+        untied = untied_request(read, self._config) if owner is None and remembered.replay_class is not None else None
+        if untied is not None:
+            steps.append(untied)
+            added.append(untied)
+            remembered.late_step_span_ids.add(untied.span_id)
+            return "step", untied
         requested = late_requests(read, steps, self._config)
         for step in requested:
             steps.append(step)
