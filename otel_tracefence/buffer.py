@@ -319,6 +319,23 @@ class TraceBuffer(Generic[P]):
                 out.append(self._late_batch(trace_id, spans[start : start + cap]))
         return out
 
+    def traces_holding(self, span_ids: set[str], span_id_of: Callable[[SpanView | None, P], str]) -> dict[str, list[str]]:
+        """``{span id: [trace id, ...]}``: for each of ``span_ids`` (hex), the traces held or remembered (decided,
+        their span ids kept) that hold a span with that id, held ones first; a span id is unique only within a trace,
+        so there may be more than one. ``span_id_of(view or None, payload)``: the id of a held span (the buffer keeps
+        no view of most). Traces remembered by id and class only (forgotten) keep no span ids: never found. Reads
+        every held span (one look-up per remembered trace): for rare callers (docs/DECISIONS.md 296)."""
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            for trace_id, held in self._held.items():
+                for span_id in {span_id_of(view, payload) for view, payload in held.spans} & span_ids:
+                    found.setdefault(span_id, []).append(trace_id)
+            for trace_id, remembered in self._decided.items():
+                for span_id in remembered.span_ids & span_ids:
+                    if trace_id not in found.get(span_id, ()):  # an overflowing trace is held (a chunk) and remembered
+                        found.setdefault(span_id, []).append(trace_id)
+        return found
+
     def latest_plan(self, trace_id: str) -> TracePlan | None:
         """The trace's latest plan (late spans included), while it is remembered."""
         with self._lock:
@@ -492,7 +509,8 @@ class TraceBuffer(Generic[P]):
                     talking.append((len(kinds), read))
                 kinds.append((view, payload, "plain", None))
                 continue
-            owner = by_span.get(view.parent_span_id) if view.parent_span_id else None
+            # A stand-in for a refused span is a step of its own, never an attempt: what it was is not known (296).
+            owner = by_span.get(view.parent_span_id) if view.parent_span_id and read.unreadable is None else None
             if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
                 _fence_step(remembered, steps, owner, steps[owner], dispatch=True)
                 kinds.append((view, payload, "attempt", None))
