@@ -51,7 +51,7 @@ from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
-from otel_tracefence.normalize.trace import late_request, late_requests, quiet
+from otel_tracefence.normalize.trace import late_request, late_requests, quiet, untied_request
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
@@ -319,6 +319,23 @@ class TraceBuffer(Generic[P]):
                 out.append(self._late_batch(trace_id, spans[start : start + cap]))
         return out
 
+    def traces_holding(self, span_ids: set[str], span_id_of: Callable[[SpanView | None, P], str]) -> dict[str, list[str]]:
+        """``{span id: [trace id, ...]}``: for each of ``span_ids`` (hex), the traces held or remembered (decided,
+        their span ids kept) that hold a span with that id, held ones first; a span id is unique only within a trace,
+        so there may be more than one. ``span_id_of(view or None, payload)``: the id of a held span (the buffer keeps
+        no view of most). Traces remembered by id and class only (forgotten) keep no span ids: never found. Reads
+        every held span (one look-up per remembered trace): for rare callers (docs/DECISIONS.md 296)."""
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            for trace_id, held in self._held.items():
+                for span_id in {span_id_of(view, payload) for view, payload in held.spans} & span_ids:
+                    found.setdefault(span_id, []).append(trace_id)
+            for trace_id, remembered in self._decided.items():
+                for span_id in remembered.span_ids & span_ids:
+                    if trace_id not in found.get(span_id, ()):  # an overflowing trace is held (a chunk) and remembered
+                        found.setdefault(span_id, []).append(trace_id)
+        return found
+
     def latest_plan(self, trace_id: str) -> TracePlan | None:
         """The trace's latest plan (late spans included), while it is remembered."""
         with self._lock:
@@ -492,7 +509,8 @@ class TraceBuffer(Generic[P]):
                     talking.append((len(kinds), read))
                 kinds.append((view, payload, "plain", None))
                 continue
-            owner = by_span.get(view.parent_span_id) if view.parent_span_id else None
+            # A stand-in for a refused span is a step of its own, never an attempt: what it was is not known (296).
+            owner = by_span.get(view.parent_span_id) if view.parent_span_id and read.unreadable is None else None
             if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
                 _fence_step(remembered, steps, owner, steps[owner], dispatch=True)
                 kinds.append((view, payload, "attempt", None))
@@ -547,7 +565,8 @@ class TraceBuffer(Generic[P]):
     ) -> tuple[str, ToolStep | None]:
         """What a late span that records no tool step changes in its trace (``steps`` and ``added`` changed in place),
         as ``(kind, its own step or None)``: an HTTP request right below a step that is a dispatch or failed fences
-        that step (``"attempt"``, counted as :func:`_fence_step` counts); requested calls no step records are steps
+        that step (``"attempt"``, counted as :func:`_fence_step` counts); one tied to no step is a ``review`` step of
+        its own (``"step"``, ``late_request_untied``) in a trace with tool steps; requested calls no step records are steps
         of their own (``"request"``; ``"step"`` when the span's output holds calls that cannot be read: the step
         standing for them is the span's). ``("plain", None)`` when it changes nothing (docs/DECISIONS.md 270)."""
         owner = by_span.get(read.parent_span_id) if read.parent_span_id else None
@@ -558,6 +577,14 @@ class TraceBuffer(Generic[P]):
                 return "plain", None  # a safe request that did not fail changes nothing
             _fence_step(remembered, steps, owner, step, dispatch=dispatch)
             return "attempt", None
+        # A dispatch or failed request tied to no step (spans in between are not remembered): its own step, fenced,
+        # unless the trace has no tool step it could belong to (docs/DECISIONS.md 295).
+        untied = untied_request(read, self._config) if owner is None and remembered.replay_class is not None else None
+        if untied is not None:
+            steps.append(untied)
+            added.append(untied)
+            remembered.late_step_span_ids.add(untied.span_id)
+            return "step", untied
         requested = late_requests(read, steps, self._config)
         for step in requested:
             steps.append(step)

@@ -16,6 +16,7 @@ SPAN_DATA_DROPPED = "span_data_dropped"  # the span says it dropped attributes o
 STATUS_EVIDENCE_CONFLICT = "status_evidence_conflict"  # tracefence.status=ok declared on a span whose own record says it failed
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
+LATE_REQUEST_UNTIED = "late_request_untied"  # a late HTTP/RPC dispatch or failure whose parent is no remembered step span
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"

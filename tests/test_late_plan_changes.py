@@ -241,3 +241,57 @@ def test_service_late_write_with_its_dispatches_in_one_export_is_read_whole(tmp_
     finally:
         client.shutdown()
         service.stop(grace_s=0)
+
+
+# -- late requests the buffer cannot tie to a step (s21 trial T2; docs/DECISIONS.md 295) ----------------------
+
+
+def _decided_with_middleware(tracer: Any, *, posted: bool) -> tuple[Any, Any]:
+    """An agent turn whose write step holds a ``middleware`` span (and, with ``posted``, the POST it sent below it),
+    all ended before the root: ``(root, middleware span)``."""
+    root = tracer.start_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"})
+    with trace.use_span(root, end_on_exit=False):
+        step = tracer.start_span(f"execute_tool {WRITE['gen_ai.tool.name']}", attributes=WRITE)
+        middleware = tracer.start_span("middleware", context=trace.set_span_in_context(step))
+        if posted:
+            _post(tracer, middleware, 200)
+        middleware.end()
+        step.end()
+    root.end()
+    return root, middleware
+
+
+# The untied request's own step: a POST is a write by its method (hinted), its arguments are not recorded.
+UNTIED = {
+    "failed": ["late_request_untied", "write_error", "decided_before_complete", "arguments_not_recorded"],
+    "second-dispatch": ["late_request_untied", "decided_before_complete", "result_not_recorded", "arguments_not_recorded"],
+}
+
+
+@pytest.mark.parametrize("case", ["failed", "second-dispatch"])
+def test_service_late_request_below_a_span_between_it_and_the_step_fails_closed(tmp_path, upstream, case):
+    """A late POST below a span that is below the write step (not its direct child): the buffer does not remember
+    the span between, so the request is tied to no step. Before, the trace stayed ``injected`` with no item
+    (planned on time it is review: ``write_error``, or ``write_dispatched_more_than_once``); now the request is a
+    review step of its own, ``late_request_untied``, fenced, and the trace is review with its item."""
+    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service.start()
+    client = Client(service.port, batch=True)
+    try:
+        root, middleware = _decided_with_middleware(client.tracer, posted=case == "second-dispatch")
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        early = 4 if case == "second-dispatch" else 3
+        assert client.send().name == "SUCCESS"
+        assert {r.tf[CLASS] for r in upstream.wait_spans(early, trace_id)} == {"injected"}
+        _post(client.tracer, middleware, 503 if case == "failed" else 200)
+        assert client.send().name == "SUCCESS"
+        late = upstream.wait_spans(early + 1, trace_id)[early:]
+        assert [(r.name, r.tf[CLASS], r.tf[LATE], r.tf[PARTIAL]) for r in late] == [("POST", "review", True, True)]
+        post_id = format(client.sent.get_finished_spans()[-1].get_span_context().span_id, "016x")
+        assert _steps(service.store, trace_id) == {
+            "call_1": (pb.DECISION_SKIP, ["write_committed"]),
+            post_id: (pb.DECISION_REVIEW, UNTIED[case]),
+        }
+    finally:
+        client.shutdown()
+        service.stop(grace_s=0)

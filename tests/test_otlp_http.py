@@ -453,6 +453,25 @@ def test_a_json_span_whose_trace_id_cannot_be_read_holds_the_trace_of_the_parent
     assert "it names span d1d1d1d1d1d1d1d1 of this trace as its parent" in item.plan.steps[0].step.malformed[0].message
 
 
+def test_a_json_span_whose_trace_id_cannot_be_read_holds_the_trace_of_a_parent_sent_earlier(serve, upstream) -> None:
+    """s21 trial T2 (DECISIONS 296), the OTLP/JSON path: the parent came in the request before, its trace still held
+    (decision wait 300 ms); the refused span stands in that trace as ``child_span_unread``, not in none."""
+    service = serve(decision_wait_ms=300)
+    trace = "c2" * 16
+    parent = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": trace, "spanId": "d1" * 8, "name": "invoke_agent", "startTimeUnixNano": "1", "endTimeUnixNano": "3",
+         "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}]}]}]}
+    orphan = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "zz" + trace[2:], "spanId": "d2" * 8, "parentSpanId": "d1" * 8, "name": "execute_tool charge", "startTimeUnixNano": "2"}]}]}]}  # fmt: skip
+    assert post(service, json.dumps(parent).encode(), JSON).status_code == 200
+    response = post(service, json.dumps(orphan).encode(), JSON)
+    assert (response.status_code, response.json()["partialSuccess"]["rejectedSpans"]) == (200, "1")
+    assert [r.tf["tracefence.replay.class"] for r in upstream.wait_spans(1)] == ["review"]
+    item = wait_for(lambda: service.store.get(trace), what="the review item")
+    assert [(s.step.call_id, s.decision, list(s.reasons)) for s in item.plan.steps] == [
+        ("d2d2d2d2d2d2d2d2", 3, ["child_span_unread", "effect_unknown", "arguments_not_recorded"])]  # 3: review
+
+
 def test_json_bodies_with_misspelt_or_doubled_keys_are_refused_or_held(serve, upstream) -> None:
     """Round 5 trial (DECISIONS 180, 181): a container OTLP/JSON does not define, or given in both spellings, refuses
     the body (400, naming it) instead of 200 {}; a span giving its trace id twice stands in both traces, one span rejected."""

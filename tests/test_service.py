@@ -985,3 +985,37 @@ def test_a_real_exporter_refused_for_intake_room_retries_and_gets_through(serve,
     sender.join(timeout=15)
     assert result == [SpanExportResult.SUCCESS]
     upstream.wait_spans(3, trace_id, timeout=15)
+
+
+@pytest.mark.parametrize("parent_trace", ["held", "decided"])
+def test_a_span_refused_for_its_trace_id_holds_the_trace_of_a_parent_sent_earlier(serve, upstream, parent_trace):
+    # s21 trial T2 (DECISIONS 296): the parent came in an earlier request; its trace is still held (decision wait
+    # 300 ms, as the trial's serve) or was decided already. Before, the refused write stood in no trace and the
+    # trace was handed on (static here, injected in the trial) with no item; now it stands in the trace holding its parent (child_span_unread).
+    service = serve(decision_wait_ms=300)
+    trace_id = bytes.fromhex("a1" * 16)
+    agent, create = bytes.fromhex("a0" * 7 + "01"), bytes.fromhex("a0" * 7 + "02")
+    early = [
+        raw_span(trace_id, agent, "invoke_agent a", **{"gen_ai.operation.name": "invoke_agent"}),
+        raw_tool_span(trace_id, create, "invoice.create", effect="write", parent=agent),
+    ]
+    orphan = raw_tool_span(b"\x01" * 15, bytes.fromhex("a0" * 7 + "03"), "payments.charge", effect="write", status="error", parent=create)
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    with channel:
+        assert not stub.Export(raw_request(*early), timeout=5).HasField("partial_success")
+        if parent_trace == "decided":
+            assert {r.tf["tracefence.replay.class"] for r in upstream.wait_spans(2, trace_id.hex())} == {"static"}
+        response = stub.Export(raw_request(orphan), timeout=5)
+    assert response.partial_success.rejected_spans == 1
+    received = upstream.wait_spans(2, trace_id.hex())
+    item = wait_for(lambda: service.store.get(trace_id.hex()), what="the review item")
+    assert pb.ReplayClass.Name(item.plan.replay_class) == "REPLAY_CLASS_REVIEW"
+    fenced = ["effect_unknown", "decided_before_complete"] if parent_trace == "decided" else ["effect_unknown"]
+    assert sorted((s.step.call_id, pb.Decision.Name(s.decision), list(s.reasons), [m.message for m in s.step.malformed]) for s in item.plan.steps) == [
+        ("a0a0a0a0a0a0a002", "DECISION_SKIP", ["write_committed", "result_not_recorded", "arguments_not_recorded"], []),
+        ("a0a0a0a0a0a0a003", "DECISION_REVIEW", ["child_span_unread", *fenced, "arguments_not_recorded"],
+         ["span a0a0a0a0a0a0a003 could not be read: trace_id must be 16 bytes and not all zero, and it names span a0a0a0a0a0a0a002 "
+          "of this trace as its parent: this trace may have lost a tool call"]),
+    ]
+    if parent_trace == "held":
+        assert {r.tf["tracefence.replay.class"] for r in received} == {"review"}

@@ -289,7 +289,7 @@ def _unrecognized_step(span: SpanView, sign: str, config: TraceFenceConfig, reas
     status = span_status(span)
     if reason == reasons.REQUESTED_CALL_UNREAD:
         why = f"span {span.span_id} ({span.name!r}) requested tool calls that could not be read: {sign}"
-    elif reason == reasons.SPAN_DATA_DROPPED:
+    elif reason in (reasons.SPAN_DATA_DROPPED, reasons.LATE_REQUEST_UNTIED):
         why = sign
     else:
         why = f"span {span.span_id} ({span.name!r}) looks like tool activity ({sign}), but no known convention reads it"
@@ -398,6 +398,24 @@ def late_request(span: SpanView, step: ToolStep) -> tuple[ToolStep, bool] | None
         return None
     changes = _request_failure(step, request.server_error, _lost_status(span) if request.failed else None)
     return (replace(step, **changes) if changes else step), request.unsafe
+
+
+def untied_request(span: SpanView, config: TraceFenceConfig | ConfigReading) -> ToolStep | None:
+    """For a span that arrived after its trace was decided and whose parent is no remembered step span: the
+    ``review`` step standing for it (``late_request_untied``) when it records an HTTP (or RPC) request that is a
+    dispatch (an unsafe method) or failed (a 5xx, or no response), else ``None``. The request may belong to a step
+    through spans in between, which the buffer does not remember: it cannot be tied, so it is not passed
+    (docs/DECISIONS.md 295)."""
+    request = http_request(span)
+    if request is None or not (request.unsafe or request.server_error or request.failed):
+        return None
+    what = "dispatched" if request.unsafe else "failed"
+    why = (
+        f"span {span.span_id} ({span.name!r}) came after its trace was decided and {what} a request "
+        f"({request.method} {request.url or 'to a URL not recorded'}) that could not be tied to a step: "
+        f"its parent {span.parent_span_id or '(none)'} is no step span remembered"
+    )
+    return _unrecognized_step(span, why, read_config(config), reasons.LATE_REQUEST_UNTIED)
 
 
 def late_requests(span: SpanView, steps: Sequence[ToolStep], config: TraceFenceConfig | ConfigReading) -> list[ToolStep]:

@@ -32,7 +32,7 @@ from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_u
 from otel_tracefence.readers.otlp_json import read_otlp_json_request
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, SpanHead, encoded_span_count
-from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, read_request, request_span_count, traces_by_span_id, under_parent
+from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, lazy_request, orphan, read_request, request_span_count, traces_by_span_id, under_parent
 from otel_tracefence.service.span_decoding import sift_undecodable
 
 _log = logging.getLogger("otel_tracefence.service")
@@ -161,6 +161,7 @@ class TraceExport:
             rejected = 0
             first_error = ""
             stand_ins: list[SpanView] = []
+            orphans: list[Orphan] = []  # refused, their parent not in the request: looked up where the buffer is (296)
             for error in unparsed:
                 rejected += not error.repeat  # one span standing in two traces is one span rejected
                 first_error = first_error or f"span {error.span_id}: {error.field}: {error.message}"
@@ -170,13 +171,16 @@ class TraceExport:
             for error, view in refused:
                 rejected += 1
                 first_error = first_error or error
-                if view is not None:
+                if isinstance(view, Orphan):
+                    orphans.append(view)
+                elif view is not None:
                     stand_ins.append(view)
-            stand_ins.extend(_under_parents([e for e in unparsed if e.parent_span_id], accepted))
+            for view in _under_parents([e for e in unparsed if e.parent_span_id], accepted):
+                (orphans if isinstance(view, Orphan) else stand_ins).append(view)
         except BaseException:
             self._intake.release(reservation)
             raise
-        self._check(lambda: self._intake.put(accepted, reservation, source=source))
+        self._check(lambda: self._intake.put(accepted, reservation, source=source, orphans=orphans))
         for view in stand_ins:
             self._intake.stand_in(view)
         response = ExportTraceServiceResponse()
@@ -205,9 +209,10 @@ class TraceExport:
             raise ExportRefused(RefusalKind.RETRY_LATER, str(refusal), retry_delay_s=self._retry_delay_s) from None
 
 
-def _under_parents(orphans: Sequence[InputError], accepted: Sequence[OtlpItem]) -> list[SpanView]:
+def _under_parents(orphans: Sequence[InputError], accepted: Sequence[OtlpItem]) -> list[SpanView | Orphan]:
     """Stand-ins, in their parent's trace, for OTLP/JSON spans refused with no readable trace id whose parent is a span
-    of the request (``otlp_spans.under_parent``, docs/DECISIONS.md 207)."""
+    of the request (``otlp_spans.under_parent``, docs/DECISIONS.md 207); an :class:`Orphan` for each whose parent is
+    not in it (looked up among the traces the buffer holds or remembers, 296)."""
     if not orphans:
         return []
     trace_of = traces_by_span_id(item.span for item in accepted)
@@ -218,7 +223,8 @@ def _under_parents(orphans: Sequence[InputError], accepted: Sequence[OtlpItem]) 
         except ValueError:  # a label such as "#3": the span gave no readable span id
             span_id = b""
         head = SpanHead(parent_span_id=bytes.fromhex(error.parent_span_id), span_id=span_id if len(span_id) == 8 else b"")
-        view = under_parent(head, f"{error.field}: {error.message}", trace_of)
+        problem = f"{error.field}: {error.message}"
+        view = under_parent(head, problem, trace_of) or orphan(head, problem)
         if view is not None:
             views.append(view)
     return views

@@ -19,15 +19,18 @@ late spans of one trace in it are re-planned once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from typing import Sequence
 
 from otel_tracefence.fence import Fence
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.service.otlp_spans import OtlpItem, held_view, to_request
+from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, held_span_id, held_view, to_request
 from otel_tracefence.service.persistent_queue import PersistentQueue
 
+_log = logging.getLogger("otel_tracefence.service")
 SLICE_SPANS = 512  # spans read from one source's request before the next source's turn
 
 
@@ -48,12 +51,13 @@ class IntakeRefusal(Exception):
 
 
 class _Entry:
-    """One queued request: its spans, the room it took, and how many of its spans were read."""
+    """One queued request: its spans, the room it took, how many of its spans were read, and its refused spans whose
+    parent is looked up once its spans are held (``orphans``)."""
 
-    __slots__ = ("items", "reservation", "done")
+    __slots__ = ("items", "reservation", "done", "orphans")
 
-    def __init__(self, items: list[OtlpItem], reservation: Reservation) -> None:
-        self.items, self.reservation, self.done = items, reservation, 0
+    def __init__(self, items: list[OtlpItem], reservation: Reservation, orphans: Sequence[Orphan] = ()) -> None:
+        self.items, self.reservation, self.done, self.orphans = items, reservation, 0, orphans
 
 
 class Intake:
@@ -123,27 +127,31 @@ class Intake:
             self.depth_bytes -= reservation.bytes
             self._cond.notify_all()
 
-    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", *, persisted: bool = False) -> None:
+    def put(
+        self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", *, persisted: bool = False, orphans: Sequence[Orphan] = ()
+    ) -> None:
         """Queue one Export call's valid spans, in the room ``reservation`` took (without one, room is taken now,
         past the bound if need be). ``source``: who sent them (requests of one source are read in order; sources
         take turns). With a persistent queue, the spans are written to it first (``persisted``: they are
         there already, replayed); when that write fails, the room is given back and :class:`IntakeRefusal`
-        is raised (not permanent: the client retries), so nothing unwritten is acknowledged."""
+        is raised (not permanent: the client retries), so nothing unwritten is acknowledged. ``orphans``: the
+        request's spans refused for their trace id whose parent is not in it; once the spans queued before them are
+        held, each stands in every trace the buffer holds or remembers with its parent (:meth:`_adopt`; not persisted)."""
         if reservation is None:
             reservation = Reservation(len(items), 0)
             with self._cond:
                 self.depth += reservation.spans
-        if not items:
+        if not items and not orphans:
             self.release(reservation)
             return
-        if self.persistent is not None and not persisted:
+        if self.persistent is not None and not persisted and items:
             try:
                 self.persistent.append(to_request(items)[0], (item.span for item in items))
             except Exception as exc:  # noqa: BLE001 - a full or unwritable disk: refuse rather than acknowledge
                 self.release(reservation)
                 raise IntakeRefusal(f"the persistent queue cannot take the request ({exc}); retry later", permanent=False) from exc
         with self._cond:
-            self._sources.setdefault(source, deque()).append(_Entry(items, reservation))
+            self._sources.setdefault(source, deque()).append(_Entry(items, reservation, orphans))
             self._cond.notify()
 
     def _run(self) -> None:
@@ -159,6 +167,8 @@ class Intake:
                 self._current = entry
             try:
                 self._hold(entry.items[entry.done : entry.done + SLICE_SPANS])
+                if entry.orphans and entry.done >= len(entry.items):
+                    self._adopt(entry.orphans)
             finally:
                 with self._cond:
                     if entry.done >= len(entry.items) and not self._abandoned and entries and entries[0] is entry:
@@ -194,6 +204,18 @@ class Intake:
         finally:
             if batch:
                 self._fence.add_batch(batch)
+
+    def _adopt(self, orphans: Sequence[Orphan]) -> None:
+        """Stand each of ``orphans`` in every trace the buffer holds or remembers that holds its parent (a span id is
+        unique only within a trace: every such trace may have lost it), as a ``child_span_unread`` step; one that
+        names a parent no such trace holds stands in none (docs/DECISIONS.md 296). Never raises."""
+        try:
+            found = self._fence.buffer.traces_holding({o.parent_span_id for o in orphans}, held_span_id)
+            for o in orphans:
+                for trace_id in found.get(o.parent_span_id, ()):
+                    self._fence.add(o.view(trace_id), None, local_root=False)
+        except Exception:  # noqa: BLE001 - the spans were refused and counted already; the intake goes on
+            _log.exception("could not look up the parents of %d refused span(s)", len(orphans))
 
     def drain(self, timeout_s: float = 30.0) -> int:
         """Hold everything queued, then stop the worker, within ``timeout_s``. Returns the spans not read when the

@@ -372,10 +372,10 @@ def invalid_reason(span: Any) -> str | None:
 _ZERO_TRACE_ID, _ZERO_SPAN_ID = bytes(16), bytes(8)
 
 
-def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | None]]]:
+def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | Orphan | None]]]:
     """The spans of a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` as items, one :class:`Origin` per
-    ``ScopeSpans``, and the refused ones as ``(error, stand-in view or None)``: ids that :func:`invalid_reason`
-    refuses. Raises ``DecodeError`` for a span whose bytes do not decode."""
+    ``ScopeSpans``, and the refused ones as ``(error, a stand-in view, an Orphan, or None)``: ids that :func:`invalid_reason`
+    refuses (an :class:`Orphan` when its trace id cannot be read and its parent is not in the request). Raises ``DecodeError`` for a span whose bytes do not decode."""
     accepted: list[OtlpItem] = []
     refused: list[tuple[str, SpanView | None]] = []
     read_ids = SpanHead.FromString
@@ -396,7 +396,7 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
                 refused.append((f"span {ids.span_id.hex() or '?'}: {problem}", stand_in(ids, problem) or (ids, problem)))
     if any(isinstance(view, tuple) for _, view in refused):  # a span whose trace id cannot be read: rare
         trace_of = traces_by_span_id(item.span for item in accepted)
-        refused = [(error, under_parent(*view, trace_of) if isinstance(view, tuple) else view) for error, view in refused]
+        refused = [(error, (under_parent(*view, trace_of) or orphan(*view)) if isinstance(view, tuple) else view) for error, view in refused]
     return accepted, refused
 
 
@@ -415,9 +415,43 @@ def under_parent(span: Any, problem: str, trace_of: dict[bytes, bytes]) -> SpanV
     trace_id = trace_of.get(parent) if len(parent) == 8 else None
     if trace_id is None:
         return None
-    why = f"{problem}, and it names span {parent.hex()} of this trace as its parent: this trace may have lost a tool call"
-    return SpanView(trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, parent_span_id=parent.hex(),
-                    start_time_unix_nano=span.start_time_unix_nano, unreadable=(CHILD_SPAN_FIELD, why))
+    return _child_view(trace_id.hex(), span.span_id.hex() or "(none)", span.name, parent.hex(), span.start_time_unix_nano, problem)
+
+
+def _child_view(trace_id: str, span_id: str, name: str, parent: str, start_time_unix_nano: int, problem: str) -> SpanView:
+    """The stand-in view, in trace ``trace_id``, of a span refused for ``problem`` that names span ``parent`` of it."""
+    why = f"{problem}, and it names span {parent} of this trace as its parent: this trace may have lost a tool call"
+    return SpanView(trace_id, span_id, name, {}, parent_span_id=parent, start_time_unix_nano=start_time_unix_nano, unreadable=(CHILD_SPAN_FIELD, why))
+
+
+class Orphan:
+    """A span refused because its trace id cannot be read whose parent (``parent_span_id``, hex) is not in its request:
+    the parent may be a span of a trace the buffer holds or remembers, where it then stands (:meth:`view`;
+    docs/DECISIONS.md 296). ``span_id`` is ``"(none)"`` when it cannot be read either."""
+
+    __slots__ = ("span_id", "parent_span_id", "name", "start_time_unix_nano", "problem")
+
+    def __init__(self, span_id: str, parent_span_id: str, name: str, start_time_unix_nano: int, problem: str) -> None:
+        self.span_id, self.parent_span_id, self.name, self.start_time_unix_nano, self.problem = span_id, parent_span_id, name, start_time_unix_nano, problem
+
+    def view(self, trace_id: str) -> SpanView:
+        """Its stand-in view in trace ``trace_id`` (hex), a trace holding its parent: a ``child_span_unread`` step."""
+        return _child_view(trace_id, self.span_id, self.name, self.parent_span_id, self.start_time_unix_nano, self.problem)
+
+
+def orphan(span: Any, problem: str) -> Orphan | None:
+    """The :class:`Orphan` of a span refused for ``problem`` (a :data:`~otel_tracefence.service.otlp_bytes.SpanHead`)
+    whose parent is not in its request; ``None`` when it names no readable parent (8 bytes, not all zero)."""
+    parent = span.parent_span_id
+    if len(parent) != 8 or parent == _ZERO_SPAN_ID:
+        return None
+    return Orphan(span.span_id.hex() or "(none)", parent.hex(), span.name, span.start_time_unix_nano, problem)
+
+
+def held_span_id(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> str:
+    """The span id (hex) of a span the buffer holds as ``(view or None, item)``: the view's, else read from the item's
+    head (only the head is decoded)."""
+    return view.span_id if view is not None else SpanHead.FromString(item.span).span_id.hex()
 
 
 def lazy_request(request: Any) -> Any:
@@ -506,5 +540,5 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 __all__: Sequence[str] = [
     "ANNOTATION_PREFIX", "HeldSpan", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view",
     "holds_a_key", "invalid_reason", "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes",
-    "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of",
+    "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of", "Orphan", "orphan", "held_span_id",
 ]
