@@ -305,16 +305,14 @@ OTHER_READ_KEYS = (
 READ_WORDS = ("tool", "function", "exception", "tracefence")
 
 
-def _read_markers() -> frozenset[str]:
-    """The namespace (the text up to and with its first dot, lower-cased) of every attribute key and event name
-    named in this module's upper-case constants, and :data:`READ_WORDS`."""
-    found: set[str] = set(READ_WORDS)
+def _constant_strings() -> list[str]:
+    """Every string in this module's upper-case constants (tuples, sets and dicts walked, keys and values), as
+    defined when it is called: the keys and words the normalizer reads are named there."""
+    found: list[str] = []
 
     def walk(value: Any) -> None:
         if isinstance(value, str):
-            head, dot, _ = value.partition(".")
-            if dot and head and " " not in value and head.replace("_", "").replace("-", "").isalnum():
-                found.add(head.lower() + ".")
+            found.append(value)
         elif isinstance(value, (tuple, list, set, frozenset)):
             for item in value:
                 walk(item)
@@ -326,6 +324,17 @@ def _read_markers() -> frozenset[str]:
     for name, value in list(globals().items()):
         if name.isupper() and not name.startswith("_") and not name.endswith("PATTERN"):
             walk(value)
+    return found
+
+
+def _read_markers() -> frozenset[str]:
+    """The namespace (the text up to and with its first dot, lower-cased) of every attribute key and event name
+    named in this module's upper-case constants, and :data:`READ_WORDS`."""
+    found: set[str] = set(READ_WORDS)
+    for value in _constant_strings():
+        head, dot, _ = value.partition(".")
+        if dot and head and " " not in value and head.replace("_", "").replace("-", "").isalnum():
+            found.add(head.lower() + ".")
     return frozenset(found)
 
 
@@ -363,24 +372,7 @@ def fold_key(key: str) -> str:
 def _read_keys() -> frozenset[str]:
     """Every attribute key (and span event name) named in this module's upper-case constants: the strings shaped
     like a dotted key, and :data:`_UNDOTTED_READ_KEYS`."""
-    found: set[str] = set(_UNDOTTED_READ_KEYS)
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            if _KEY_SHAPE.match(value):
-                found.add(value)
-        elif isinstance(value, (tuple, list, set, frozenset)):
-            for item in value:
-                walk(item)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(key)
-                walk(item)
-
-    for name, value in list(globals().items()):
-        if name.isupper() and not name.startswith("_") and not name.endswith("PATTERN"):
-            walk(value)
-    return frozenset(found)
+    return frozenset({*_UNDOTTED_READ_KEYS, *(value for value in _constant_strings() if _KEY_SHAPE.match(value))})
 
 
 READ_KEYS: frozenset[str] = _read_keys()
