@@ -14,10 +14,11 @@ nothing else.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any, Mapping
 
 import cython
+
+from otel_tracefence.textfold import folded_word
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
@@ -363,10 +364,10 @@ FOLD_TWINS_IN_USE = frozenset({
 
 
 def fold_key(key: str) -> str:
-    """``key`` case-folded, without the separators ``.``, ``_``, ``-``, white space and Unicode format characters
-    (category ``Cf``: zero-width spaces, joiners, marks): ``"tracefence.Status "`` and ``"tracefence_status"`` fold to
-    ``"tracefencestatus"``."""
-    return "".join(ch for ch in key.casefold() if ch not in "._-" and not ch.isspace() and unicodedata.category(ch) != "Cf")
+    """``key`` as every near-miss is compared (:func:`otel_tracefence.textfold.folded_word`: NFKC, Unicode format
+    characters dropped, case-folded, without the separators ``.``, ``_``, ``-`` and white space):
+    ``"tracefence.Status "`` and ``"tracefence_status"`` fold to ``"tracefencestatus"``."""
+    return folded_word(key)
 
 
 def _read_keys() -> frozenset[str]:
