@@ -701,9 +701,9 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     its timed-out writes. Now it is handed on without a plan, fail closed: every span ``review``, partial, with
     ``tracefence.trace.reasons = ["not_planned_at_shutdown"]``, and a review item for each of its traces. The
     real SDK exporter against a real ``tracefence serve``; a decision wait of ten minutes holds every trace until
-    the stop, whose 1 s cannot plan 2,700 traces with a review write each (8,100 spans: just under the 8,192
-    spans that back-pressure lets wait before any send is measured, DECISIONS 195). With 2 s and 1,500 traces,
-    as first written, the engine of issue 10's fifth round planned them all on this machine."""
+    the stop, 1 s for 2,700 traces with a review write each (8,100 spans: just under the 8,192 spans that
+    back-pressure lets wait before any send is measured, DECISIONS 195), which plans some and hands the rest on,
+    or (a quiet machine, since issue 10's sixth round) plans them all."""
     serve = ServeProcess(
         "--endpoint", "127.0.0.1:0", "--upstream", f"http://127.0.0.1:{upstream.port}", "--review-db", str(tmp_path / "review.db"),
         "--decision-wait-ms", "600000", "--max-wait-ms", "600000",
@@ -720,8 +720,10 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     received = upstream.spans()
     assert Counter(r.span_id for r in received) == Counter(acked)  # every acknowledged span, once
     unplanned = {r.trace_id for r in received if r.tf.get("tracefence.trace.reasons") == ["not_planned_at_shutdown"]}
-    planned = set(traces) - unplanned
-    assert unplanned and planned, "the test needs a stop that plans some traces and not others"
+    # How many the stop plans in its time depends on the machine: on a quiet one this stop's engine and batched
+    # review writes (DECISIONS 221) plan all 2,700, under load some are handed on unplanned. Either way nothing
+    # acknowledged is lost and every trace fails closed with a review item; the unplanned path alone is covered
+    # whatever the machine by test_stop_is_bounded_when_reading_the_intake_is_stuck_and_hands_the_unread_spans_on_as_review.
     for r in received:
         assert r.tf["tracefence.replay.class"] == "review"
         if r.trace_id in unplanned:  # every span of such a trace, tool span or not
@@ -734,7 +736,8 @@ def test_sigterm_with_more_held_than_it_can_plan_in_time_hands_the_rest_on_as_re
     stopped = serve.log("tracefence serve stopped", timeout=1)
     assert (stopped["forwarded_all"], stopped["dropped_spans"]) == (True, 0)
     handed = [e["message"] for e in serve.logs() if "handed on without a plan" in e.get("message", "")]
-    assert handed == [f"tracefence service: {len(unplanned)} trace(s) ({3 * len(unplanned)} spans) handed on without a plan, as review (not_planned_at_shutdown)"]
+    assert handed == ([f"tracefence service: {len(unplanned)} trace(s) ({3 * len(unplanned)} spans) handed on without a plan, as review (not_planned_at_shutdown)"]
+                      if unplanned else [])  # fmt: skip
     assert "Traceback" not in serve.stderr()
 
 
