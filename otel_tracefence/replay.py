@@ -374,28 +374,6 @@ def _one_trace_id(path: str | Path, given: str, trace_ids: Iterable[str]) -> str
     raise ValueError(f"{path}: trace id prefix {given!r} matches {len(matches)} traces with tool steps: {', '.join(matches[:5])}{', ...' if len(matches) > 5 else ''}; give more of the id")
 
 
-def _recorded_classes(text: str) -> dict[str, ReplayClass]:
-    """By trace id, the most restrictive ``tracefence.replay.class`` an OTLP/JSON ``text``'s spans record (a file a
-    door wrote; a value that is no class reads as ``review``); empty for rows, which carry no span attributes."""
-    from otel_tracefence.annotate import REPLAY_CLASS
-    from otel_tracefence.pipeline import group_request
-    from otel_tracefence.readers.detect import detect_format
-    from otel_tracefence.readers.otlp_json import read_otlp_json
-
-    if detect_format(text) != "otlp-json":
-        return {}
-    found: dict[str, ReplayClass] = {}
-    for trace_id, views in group_request(read_otlp_json(text).request).items():
-        for view in views:
-            if REPLAY_CLASS in view.attributes:
-                value = view.attributes[REPLAY_CLASS]
-                said = ReplayClass(value) if value in _CLASS_VALUES else ReplayClass.REVIEW
-                if trace_id not in found or said.rank > found[trace_id].rank:
-                    found[trace_id] = said
-    return found
-
-
-_CLASS_VALUES = frozenset(c.value for c in ReplayClass)
 _ALLOWS = {ReplayMode.DYNAMIC: ReplayClass.DYNAMIC, ReplayMode.INJECTED: ReplayClass.INJECTED}  # the most restrictive class a mode takes
 
 
@@ -475,8 +453,9 @@ class ReplayGuard:
         it was complete or not planned) is planned partial (``tracefence plan``'s rule,
         :func:`otel_tracefence.cli.plan.incomplete`), so the guard refuses it (docs/DECISIONS.md 271, 287); and
         with ``check``, a trace whose spans record a ``tracefence.replay.class`` more restrictive than ``mode`` takes
-        is refused, whatever the re-plan says (the door that wrote the file saw what the file may not hold: spans it
-        refused, a review item; docs/DECISIONS.md 287).
+        is refused, whatever its steps allow (the door that wrote the file saw what the file may not hold: spans it
+        refused, a review item; the plan takes that class, :func:`otel_tracefence.cli.plan.recorded_class`,
+        docs/DECISIONS.md 287, 355).
         ``config`` (a :class:`~otel_tracefence.config.TraceFenceConfig`) supplies the
         tool rules; results are read raw (never redacted: they are injected byte
         for byte, in memory only). Raises :class:`ValueError` when the trace is not
@@ -501,12 +480,13 @@ class ReplayGuard:
         else:
             plan = with_steps[_one_trace_id(path, trace_id, with_steps)]
         guard = cls(plan, mode=mode, check=check, window=window)  # the re-plan's own refusals first: they name the step
-        recorded = _recorded_classes(text).get(plan.trace_id)
-        if check and recorded is not None and recorded.rank > _ALLOWS[guard.mode].rank:
+        if check and plan.replay_class is not None and plan.replay_class.rank > _ALLOWS[guard.mode].rank:
+            # Only the class its spans record puts a plan past what its steps allow (cli.plan.recorded_class).
             raise NonReplayableTraceError(
-                f"{guard.mode.value} replay refused: trace {plan.trace_id}'s spans record the class {recorded.value} "
-                f"(tracefence.replay.class), more restrictive than the {guard.mode.value} replay mode takes: the door that wrote this file "
-                f"planned it with what the file may not hold (spans it refused, late spans, a review item). "
+                f"{guard.mode.value} replay refused: trace {plan.trace_id} is planned {plan.replay_class.value}, more restrictive "
+                f"than the {guard.mode.value} replay mode takes, though its steps in this file allow it: its spans record that class "
+                f"(tracefence.replay.class, or a tracefence.plan.schema_version this version does not know). The door that wrote "
+                f"this file planned it with what the file may not hold (spans it refused, late spans, a review item). "
                 f"See its review item (tracefence review show {plan.trace_id}).",
                 step=None, mode=guard.mode, trace_id=plan.trace_id,
             )

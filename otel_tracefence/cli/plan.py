@@ -7,9 +7,9 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from otel_tracefence.annotate import TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
+from otel_tracefence.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Decision, ReplayClass, TracePlan
+from otel_tracefence.model import SCHEMA_VERSION, Decision, ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.pipeline import group_request, plan_spans, plan_steps
 from otel_tracefence.readers.detect import FORMATS, detect_format
@@ -95,9 +95,10 @@ def plan_text(
                 view = SpanView(error.trace_id, error.span_id, "", {}, sequence=error.line, unreadable=(error.field, error.message))
                 traces.setdefault(error.trace_id, []).append(view)
         plans = []
+        notes = warnings if warnings is not None else []
         for trace_id, views in progress(sorted(traces.items()), len(traces)):
             planned = plan_spans(trace_id, views, config, partial=incomplete(views))
-            plans.append(planned.plan)
+            plans.append(_bound_by_record(planned.plan, views, read.span_lines, notes))
             for d in planned.plan.steps:
                 errors.extend(
                     InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
@@ -124,12 +125,58 @@ def incomplete(views: Sequence[SpanView]) -> bool:
         if parent and (parent not in ids or parent == view.span_id):
             return True
         attributes = view.attributes
-        if attributes and any(attributes.get(key, False) not in (False, [], ()) for key in FLAGS_OF_AN_INCOMPLETE_TRACE):
+        if attributes and any(key in attributes and attributes[key] is not False for key in FLAGS_OF_AN_INCOMPLETE_TRACE):
             return True
     return False
 
 
 FLAGS_OF_AN_INCOMPLETE_TRACE = (TRACE_PARTIAL, TRACE_LATE, TRACE_REASONS)
+_CLASS_VALUES = frozenset(c.value for c in ReplayClass)
+
+
+def recorded_class(views: Sequence[SpanView]) -> tuple[ReplayClass, SpanView, str] | None:
+    """The most restrictive class a door recorded on the trace in ``views`` (a file the service, the processor or the
+    exporter wrote), with the first span recording it and why, as a message; ``None`` when no span records one.
+
+    A span's ``tracefence.replay.class`` is its class; a value that is no class (``"REVIEW"``, ``["review"]``, ``3``)
+    reads as ``review``, and so does any ``tracefence.plan.schema_version`` but this version's (a plan written by a
+    schema this version does not know: its annotations cannot be read). The one rule behind ``tracefence plan`` and
+    :meth:`otel_tracefence.replay.ReplayGuard.from_file` (docs/DECISIONS.md 287, 355).
+    """
+    found: tuple[ReplayClass, SpanView, str] | None = None
+    for view in views:
+        attributes = view.attributes
+        if not attributes:
+            continue
+        if PLAN_SCHEMA_VERSION in attributes and attributes[PLAN_SCHEMA_VERSION] != SCHEMA_VERSION:
+            said = (ReplayClass.REVIEW, view, f"its spans record {PLAN_SCHEMA_VERSION}={attributes[PLAN_SCHEMA_VERSION]!r}, "
+                    f"a plan schema this version (schema {SCHEMA_VERSION}) does not know, so what they record cannot be read")
+        elif REPLAY_CLASS in attributes:
+            value = attributes[REPLAY_CLASS]
+            cls = ReplayClass(value) if isinstance(value, str) and value in _CLASS_VALUES else ReplayClass.REVIEW
+            said = (cls, view, f"its spans record the class {cls.value} ({REPLAY_CLASS}={value!r})")
+        else:
+            continue
+        if found is None or said[0].rank > found[0].rank:
+            found = said
+    return found
+
+
+def _bound_by_record(plan: TracePlan, views: Sequence[SpanView], lines: dict[str, int], notes: list[InputError]) -> TracePlan:
+    """``plan`` with the class its spans record (:func:`recorded_class`) when that is more restrictive than its own,
+    and a note saying so in ``notes``: the door that wrote the file planned the trace with what the file may not hold
+    (a span it refused, late spans, a review item), so a re-plan never passes it as safer (docs/DECISIONS.md 355)."""
+    recorded = recorded_class(views)
+    if recorded is None:
+        return plan
+    cls, view, why = recorded
+    if plan.replay_class is not None and cls.rank <= plan.replay_class.rank:
+        return plan
+    own = plan.replay_class.value if plan.replay_class is not None else "none (no tool step)"
+    message = (f"trace {plan.trace_id}: {why}; its steps here give {own}: planned {cls.value}, as the door that wrote "
+               f"the file planned it (see its review item)")
+    notes.append(InputError(lines.get(view.span_id, 0), REPLAY_CLASS, message, view.span_id, planned=True))
+    return replace(plan, replay_class=cls)
 
 
 def on_malformed_default(fmt: str) -> str:
@@ -245,5 +292,7 @@ def fail_on_line(plan: TracePlan, fail_on: str) -> str:
     shown = [f"{code} (call {table.cell(call_id)})" for code, call_id in list(firsts.items())[:FAIL_ON_REASONS]]
     if len(firsts) > FAIL_ON_REASONS:
         shown.append(f"+{len(firsts) - FAIL_ON_REASONS} more")
+    if not shown:  # no step puts it there: its spans record the class (recorded_class)
+        shown.append(f"recorded by the door that wrote the file ({REPLAY_CLASS})")
     partial = " (partial)" if plan.partial else ""
     return f"fail-on {fail_on}: trace {table.cell(plan.trace_id) if plan.trace_id else '(none)'}: class {cls.value}{partial}: {', '.join(shown)}"

@@ -434,6 +434,20 @@ def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def misread_own_key(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first attribute key of ``attributes`` in the ``tracefence`` namespace (folded) that :func:`misread_key`
+    flags (``tracefence.Replay.Class``, ``tracefence.trace.Partial``, ``tracefence.stauts``), with the key it
+    resembles; ``None`` when there is none. Such a key holds a span's trace wherever the span is
+    (docs/DECISIONS.md 250, 356): ours are all known. Costs one C-level ``issuperset`` for a span of known keys."""
+    if attributes.keys() <= UNDERSTOOD_KEYS:
+        return None
+    for key in attributes:
+        found = misread_key(key)
+        if found is not None and found.startswith(TRACEFENCE_NAMESPACE):
+            return key, found
+    return None
+
+
 def misread_message(key: str, resembles: str) -> str:
     """Why an attribute key is not understood (a reason's message)."""
     if resembles == "tracefence.*":

@@ -14,7 +14,8 @@ from otel_tracefence.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker, tool_name,
+    EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker,
+    misread_message, misread_own_key, tool_name,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
@@ -552,6 +553,10 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
     for span in stepless:
         if span.dropped_attributes or span.dropped_events:  # it may have lost what marks a tool call: held (DECISIONS 252)
             result.steps.append(_unrecognized_step(span, dropped_data(span).message, config, reasons.SPAN_DATA_DROPPED))
+            continue
+        own_key = misread_own_key(span.attributes)
+        if own_key is not None:  # a tracefence.* key not understood, wherever the span is (DECISIONS 250, 356)
+            result.steps.append(_unrecognized_step(span, misread_message(*own_key), config))
             continue
         # A quiet span (trace.quiet) recorded no output and holds no requested call: nothing of it can be unread.
         why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking) if id(span) in talking_spans else None
