@@ -49,7 +49,7 @@ from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from otel_tracefence import reasons
 from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import Decision, ReplayClass, StepDecision, ToolStep, TracePlan
+from otel_tracefence.model import Decision, MalformedField, ReplayClass, StepDecision, ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
 from otel_tracefence.normalize.trace import late_request, late_requests, quiet, untied_request
 from otel_tracefence.pipeline import PlannedTrace, plan_spans
@@ -88,6 +88,26 @@ def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str], late_
             codes = (reasons.DECIDED_BEFORE_COMPLETE,) + tuple(c for c in decision.reasons if c not in reasons.NOT_FENCING)
             decisions.append(replace(decision, decision=Decision.REVIEW, reasons=codes))
     return replace(plan, steps=tuple(decisions), replay_class=class_of(decisions), partial=True)
+
+
+def span_digest(view: SpanView) -> int:
+    """A hash of a step's span as planning reads it (1 to 2**30 - 1): every field of its view but its ``sequence``
+    (the arrival order), so two views the normalizer takes for one span (a redelivered copy,
+    ``normalize.trace._same_span``) have the same digest, and a span that differs in name, attributes, status, times,
+    events or parent almost surely has another. Remembered for the spans that hold a step (other spans remember 0):
+    a late span under a remembered id is a redelivery only when its digest is the remembered one (docs/DECISIONS.md
+    357). A value that is not hashable (an OTLP array) counts by its ``repr``."""
+    head = (view.name, view.parent_span_id, view.start_time_unix_nano, view.end_time_unix_nano, view.status_code, view.status_message,
+            view.kind, view.unreadable, view.dropped_attributes, view.dropped_events)  # fmt: skip
+    content = hash((head, _hashable(view.attributes), tuple((e.name, _hashable(e.attributes)) for e in view.events)))
+    return (content & 0x3FFFFFFF) or 1  # never 0: 0 is what a span holding no step remembers
+
+
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+def _hashable(attributes: Any) -> tuple:
+    return tuple((key, value if type(value) in _PLAIN else repr(value)) for key, value in attributes.items()) if attributes else ()
 
 
 def most_restrictive(a: str | None, b: str | None) -> str | None:
@@ -151,7 +171,7 @@ class _Remembered:
     replay_class: str | None
     steps: list[ToolStep]  # the latest max_spans_per_trace steps at most: what a re-plan sees beside a batch
     plan: TracePlan | None = None  # the trace's latest plan
-    span_ids: set[str] = field(default_factory=set)  # every span seen: a redelivered one is not a new call
+    span_ids: dict[str, int] = field(default_factory=dict)  # every span seen -> span_digest if it holds a step, else 0: a redelivered one is not a new call
     late_step_span_ids: set[str] = field(default_factory=set)  # steps recorded (or dispatched again) by late spans
     dispatched: set[str] = field(default_factory=set)  # steps (span ids) with dispatch attempt spans seen
     overflow: bool = False  # decided on max_spans_per_trace before its root ended: later spans are held in chunks
@@ -331,7 +351,7 @@ class TraceBuffer(Generic[P]):
                 for span_id in {span_id_of(view, payload) for view, payload in held.spans} & span_ids:
                     found.setdefault(span_id, []).append(trace_id)
             for trace_id, remembered in self._decided.items():
-                for span_id in remembered.span_ids & span_ids:
+                for span_id in remembered.span_ids.keys() & span_ids:
                     if trace_id not in found.get(span_id, ()):  # an overflowing trace is held (a chunk) and remembered
                         found.setdefault(span_id, []).append(trace_id)
         return found
@@ -415,7 +435,7 @@ class TraceBuffer(Generic[P]):
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
             self._remember(  # and no longer being planned, under the same lock
-                trace_id, planned.plan, {view.span_id for view, _ in spans}, dispatched=set(planned.normalized.attempt_of.values()),
+                trace_id, planned.plan, _digests(spans, planned), dispatched=set(planned.normalized.attempt_of.values()),
                 overflow=overflow, root_ended=held.deadline is not None,
             )
         except Exception as exc:  # noqa: BLE001 - a bug must not lose the trace's spans
@@ -464,7 +484,7 @@ class TraceBuffer(Generic[P]):
                 return LateBatch(trace_id, [Late(view, payload, fenced, None, None, True) for view, payload in spans], None)
 
     def _remember(
-        self, trace_id: str, plan: TracePlan, span_ids: set[str], late_steps: set[str] | None = None, dispatched: set[str] | None = None,
+        self, trace_id: str, plan: TracePlan, span_ids: dict[str, int], late_steps: set[str] | None = None, dispatched: set[str] | None = None,
         *, overflow: bool = False, root_ended: bool = False,
     ) -> None:
         with self._lock:
@@ -496,21 +516,32 @@ class TraceBuffer(Generic[P]):
         kinds: list[tuple[SpanView, P, str, Any]] = []  # (view, payload, kind, step or known decision)
         talking: list[tuple[int, SpanView]] = []  # (index in kinds, view read) of spans read after the batch's steps
         for view, payload in spans:
-            if view.span_id in remembered.span_ids:
-                # Redelivered (a client or collector retry): the same call, never a second execution.
-                kinds.append((view, payload, "again", known.get(view.span_id)))
-                continue
-            remembered.span_ids.add(view.span_id)
             read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
             step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
-            if step is None:  # a request below a step, or a model span asking for calls, may change the plan too
+            digest = span_digest(read) if step is not None else 0
+            seen = remembered.span_ids.get(view.span_id)
+            if seen == digest:
+                # Redelivered (a client or collector retry): the same call, never a second execution.
+                kinds.append((view, payload, "again", known.get(view.span_id)))
+                continue
+            remembered.span_ids[view.span_id] = digest
+            if seen is not None:  # another span under a decided span's id: not a redelivery (DECISIONS 357)
+                step, clashed = self._clash(view.span_id, step, remembered, steps, by_span)
+                if step is None:
+                    kinds.append((view, payload, "attempt" if clashed else "plain", None))
+                    changed = changed or clashed
+                    continue
+            elif step is None:  # a request below a step, or a model span asking for calls, may change the plan too
                 if not quiet(read):
                     talking.append((len(kinds), read))
                 kinds.append((view, payload, "plain", None))
                 continue
-            # A stand-in for a refused span is a step of its own, never an attempt: what it was is not known (296).
-            owner = by_span.get(view.parent_span_id) if view.parent_span_id and read.unreadable is None else None
+            # A stand-in for a refused span is a step of its own, never an attempt: what it was is not known (296);
+            # so is a step under a clashing id, as in time (normalize_trace, DECISIONS 357).
+            # A span that dropped data is held as its own step wherever it is, as in time (DECISIONS 252, 358).
+            whole = read.unreadable is None and seen is None and not read.dropped_attributes and not read.dropped_events
+            owner = by_span.get(view.parent_span_id) if view.parent_span_id and whole else None
             if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
                 _fence_step(remembered, steps, owner, steps[owner], dispatch=True)
                 kinds.append((view, payload, "attempt", None))
@@ -560,6 +591,19 @@ class TraceBuffer(Generic[P]):
                 out.append(Late(view, payload, kept, None, None, partial))
         return LateBatch(trace_id, out, plan, previous, remembered.overflow)
 
+    def _clash(
+        self, span_id: str, step: ToolStep | None, remembered: _Remembered, steps: list[ToolStep], by_span: dict[str, int]
+    ) -> tuple[ToolStep | None, bool]:
+        """A late span under the id of a span seen before that is not that span: as in time (``normalize_trace``,
+        ``_distinct_spans``), the remembered step with that id, if any, is malformed at ``span_id`` (fenced), and so
+        is the late span's own ``step``, if any; returns that step and whether a remembered step was changed."""
+        bad = MalformedField("span_id", f"span id {span_id} is carried by a span that came after its trace was decided and is not the span "
+                                        "seen before under that id (not a redelivery): which call the id names cannot be known")  # fmt: skip
+        at = by_span.get(span_id)
+        if at is not None:
+            _fence_step(remembered, steps, at, replace(steps[at], malformed=steps[at].malformed + (bad,)), dispatch=False)
+        return (replace(step, malformed=step.malformed + (bad,)) if step is not None else None), at is not None
+
     def _late_activity(
         self, read: SpanView, remembered: _Remembered, steps: list[ToolStep], by_span: dict[str, int], added: list[ToolStep]
     ) -> tuple[str, ToolStep | None]:
@@ -597,6 +641,14 @@ class TraceBuffer(Generic[P]):
             return "plain", None
         own = next((step for step in requested if step.span_id == read.span_id), None)
         return ("step", own) if own is not None else ("request", None)
+
+
+def _digests(spans: list[tuple[SpanView, Any]], planned: PlannedTrace) -> dict[str, int]:
+    """Every span id of a decided trace -> :func:`span_digest` of the span when it holds a step (a plan step or a
+    dispatch attempt), else 0: hashing only the few step spans keeps the cost off the many others."""
+    holding = {d.step.span_id for d in planned.plan.steps}
+    holding.update(planned.normalized.attempt_of)
+    return {view.span_id: span_digest(view) if view.span_id in holding else 0 for view, _ in spans}
 
 
 def _fence_step(remembered: _Remembered, steps: list[ToolStep], index: int, step: ToolStep, *, dispatch: bool) -> None:

@@ -94,3 +94,61 @@ def test_a_tracefence_key_not_understood_on_a_span_above_a_step_holds_the_trace(
     assert f"(attribute key {key!r} is " in held[0].step.malformed[0].message
     with pytest.raises(NonReplayableTraceError, match="is held for review"):
         ReplayGuard.from_file(path, mode="dynamic")
+
+
+# -- 4 and 7: the buffer's late path (every door: processor, exporter, service) -----------------------------------------
+
+from otel_tracefence.buffer import Decided, LateBatch, TraceBuffer  # noqa: E402
+from otel_tracefence.normalize import SpanView  # noqa: E402
+
+LATE_TRACE = "c3" * 16
+WRITE = {"gen_ai.operation.name": "execute_tool", "tracefence.effect": "write"}
+
+
+def _view(span_id: str, name: str, attributes: dict, parent: str | None = "aa" * 8, **fields: Any) -> SpanView:
+    return SpanView(LATE_TRACE, span_id, name, attributes, parent_span_id=parent, start_time_unix_nano=1, end_time_unix_nano=2, **fields)
+
+
+def _decided_buffer() -> tuple[TraceBuffer, list]:
+    """A trace decided as it stands: its root and a committed write `invoice.create` (span bb..), `injected`."""
+    buffer: TraceBuffer = TraceBuffer(TraceFenceConfig(), decision_wait_ms=0)
+    write = _view("bb" * 8, "execute_tool invoice.create", {**WRITE, "gen_ai.tool.name": "invoice.create", "gen_ai.tool.call.id": "k1",
+                  "gen_ai.tool.call.arguments": '{"a": 1}', "gen_ai.tool.call.result": '{"id": "i1"}'})  # fmt: skip
+    out = buffer.add_batch([(write, None, False), (_view("aa" * 8, "invoke_agent", {"gen_ai.operation.name": "invoke_agent"}, None), None, True)])
+    (decided,) = [o for o in out if isinstance(o, Decided)]
+    assert decided.planned.plan.replay_class.value == "injected"
+    return buffer, [write]
+
+
+def _late(buffer: TraceBuffer, view: SpanView) -> LateBatch:
+    (batch,) = buffer.add_batch([(view, None, False)])
+    assert isinstance(batch, LateBatch)
+    return batch
+
+
+def test_a_late_span_reusing_a_decided_span_id_with_other_content_is_no_redelivery() -> None:
+    # The trial's dupid_late.py: a timed-out payments.charge under the committed write's span id came late and was
+    # annotated with the remembered class (injected), no review item; in time the same gives review malformed_span_id.
+    buffer, (write,) = _decided_buffer()
+    again = _late(buffer, write)  # a true redelivery: the same span again
+    assert (again.plan, again.spans[0].replay_class) == (None, "injected")
+    timeout = _view("bb" * 8, "execute_tool payments.charge", {**WRITE, "gen_ai.tool.name": "payments.charge", "gen_ai.tool.call.id": "k2",
+                    "gen_ai.tool.call.arguments": '{"amt": 5}', "error.type": "timeout"}, status_code="ERROR")  # fmt: skip
+    batch = _late(buffer, timeout)
+    assert batch.plan is not None and batch.plan.replay_class.value == "review" and batch.spans[0].replay_class == "review"
+    assert [(d.step.tool, d.decision.value, d.reasons) for d in batch.plan.steps] == [
+        ("invoice.create", "review", ("malformed_span_id", "decided_before_complete")),
+        ("payments.charge", "review", ("malformed_span_id", "write_timeout", "decided_before_complete")),
+    ]
+
+
+@pytest.mark.parametrize("dropped", [{"dropped_attributes": 4}, {"dropped_events": 1}])
+def test_a_late_span_that_dropped_data_holds_its_trace_as_in_time(dropped: dict) -> None:
+    # The trial's late.py rows dropped_*: a late plain span that dropped attributes or events changed nothing
+    # (class kept injected); in time it is review span_data_dropped (DECISIONS 252).
+    buffer, _ = _decided_buffer()
+    batch = _late(buffer, _view("dd" * 8, "work", {"x": 1}, parent="bb" * 8, **dropped))
+    assert batch.plan is not None and batch.spans[0].replay_class == "review"
+    held = [(d.step.span_id, d.decision.value, d.reasons[:2]) for d in batch.plan.steps if d.step.span_id == "dd" * 8]
+    assert held == [("dd" * 8, "review", ("span_data_dropped", "effect_unknown"))]
+

@@ -332,9 +332,22 @@ def quiet(span: SpanView) -> bool:
 
 def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     """For a span seen alone (one that arrived after its trace was decided): the ``review`` step
-    standing for it when it looks like tool activity no convention reads (``activity.py``)."""
+    standing for it when it dropped attributes or events (:func:`dropped_step`, as in its trace), or looks like
+    tool activity no convention reads (``activity.py``)."""
+    held = dropped_step(span, config)
+    if held is not None:
+        return held
     sign = tool_activity_sign(span)
     return _unrecognized_step(span, sign, config) if sign is not None else None
+
+
+def dropped_step(span: SpanView, config: TraceFenceConfig | ConfigReading) -> ToolStep | None:
+    """The ``review`` step (``span_data_dropped``) standing for a span that is no step and says it dropped attributes
+    or events, wherever it is in its trace and whenever it comes: what it lost may be what made it a tool span
+    (docs/DECISIONS.md 252, 358); ``None`` for a span that dropped nothing."""
+    if not span.dropped_attributes and not span.dropped_events:
+        return None
+    return _unrecognized_step(span, dropped_data(span).message, config, reasons.SPAN_DATA_DROPPED)
 
 
 @cython.ccall
@@ -551,8 +564,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
     covered = tool_ids | above_steps
     talking_spans = {id(span) for span in talking}  # the spans themselves (ids may clash), alive until the end
     for span in stepless:
-        if span.dropped_attributes or span.dropped_events:  # it may have lost what marks a tool call: held (DECISIONS 252)
-            result.steps.append(_unrecognized_step(span, dropped_data(span).message, config, reasons.SPAN_DATA_DROPPED))
+        held = dropped_step(span, config)  # it may have lost what marks a tool call: held (DECISIONS 252)
+        if held is not None:
+            result.steps.append(held)
             continue
         own_key = misread_own_key(span.attributes)
         if own_key is not None:  # a tracefence.* key not understood, wherever the span is (DECISIONS 250, 356)
