@@ -152,3 +152,38 @@ def test_a_late_span_that_dropped_data_holds_its_trace_as_in_time(dropped: dict)
     held = [(d.step.span_id, d.decision.value, d.reasons[:2]) for d in batch.plan.steps if d.step.span_id == "dd" * 8]
     assert held == [("dd" * 8, "review", ("span_data_dropped", "effect_unknown"))]
 
+
+# -- 13: the review CLI and `tools --db` on a database with one bad item -------------------------------------------------
+
+import sqlite3  # noqa: E402
+
+from otel_tracefence.review import SQLiteReviewStore  # noqa: E402
+from tests.test_cli_review import _plan as _review_plan  # noqa: E402
+
+GOOD, BAD = "2c" * 16, "ec" * 16
+
+
+@pytest.mark.parametrize("stored, why", [(b"\xff\xff\xff", "its bytes do not decode"), ("not a blob", "stored as str, not as the bytes of a ReviewItem")])
+def test_one_unreadable_review_item_is_named_and_the_others_are_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stored: object, why: str
+) -> None:
+    # One corrupt blob made `review list` and `tools --db` fail with DecodeError and list nothing; an item stored as
+    # text made `show` fail with TypeError.
+    db = tmp_path / "review.db"
+    with SQLiteReviewStore(db) as store:
+        store.upsert(_review_plan(GOOD))
+        store.upsert(_review_plan(BAD))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE review_items SET item = ? WHERE trace_id = ?", (stored, BAD))
+    named = f"the review item of trace {BAD} cannot be read ({why}"
+    assert main(["review", "--db", str(db), "list"]) == 2
+    out, err = capsys.readouterr()
+    assert GOOD in out and BAD not in out
+    assert err.startswith(f"tracefence review list: {db}: {named}") and err.rstrip().endswith("): skipped")
+    assert main(["review", "--db", str(db), "show", BAD[:6]]) == 2
+    assert capsys.readouterr().err.startswith(f"tracefence review show: {db}: {named}")
+    assert main(["review", "--db", str(db), "show", GOOD]) == 0
+    capsys.readouterr()
+    assert main(["tools", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "payments.charge" in out and err.startswith(f"tracefence tools: {db}: {named}")

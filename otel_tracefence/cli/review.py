@@ -80,7 +80,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "review",
         help="list, show and resolve the traces held for review",
-        description="Read and resolve the review queue. Exit 0 on success, 2 for a missing database, an unknown trace id or a bad argument.",
+        description="Read and resolve the review queue. Exit 0 on success, 2 for a missing database, an unknown trace id, a bad argument, "
+        "or an item that cannot be read (list shows the others and names it on standard error).",
     )
     parser.add_argument("--db", default=None, help=f"review database (default: ${DB_ENV} or review_db in the config file, else {DEFAULT_DB})")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default): for people; json: one ReviewItem per line (canonical protobuf JSON)")
@@ -125,7 +126,8 @@ class ReviewSource(Protocol):
     """What the commands need of the queue: a review store (SQLite, PostgreSQL), or :class:`ApiSource` over gRPC."""
 
     def list(
-        self, *, state: int | None, replay_classes: Iterable[ReplayClass], service_name: str | None, page_size: int, page_token: str
+        self, *, state: int | None, replay_classes: Iterable[ReplayClass], service_name: str | None, page_size: int, page_token: str,
+        skipped: list | None = None,
     ) -> tuple[list[pb.ReviewItem], str]: ...
 
     def get(self, trace_id: str) -> pb.ReviewItem | None: ...
@@ -207,7 +209,8 @@ class ApiSource:
                 raise ValueError(exc.details()) from None
             raise
 
-    def list(self, *, state, replay_classes, service_name, page_size, page_token):
+    def list(self, *, state, replay_classes, service_name, page_size, page_token, skipped=None):
+        """A page from the API; ``skipped`` is not filled: the server leaves out items it cannot read and logs them."""
         from otel_tracefence.schema import REPLAY_CLASS
 
         request = pb.ListReviewItemsRequest(
@@ -328,7 +331,7 @@ def _rpc_problem(exc: Any, token: str | None, ca_file: str | None) -> str:
 def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     """Run the action against ``source``; ``where`` (the file or the endpoint) leads error messages."""
     if args.review_action == "list":
-        return _list(args, source)
+        return _list(args, source, where)
     trace_id, problem = _unique_trace_id(source, args.trace_id)
     if trace_id is None:
         return _fail(args, f"{where}: {problem}")
@@ -353,9 +356,10 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     return EXIT_OK
 
 
-def _list(args: argparse.Namespace, store: ReviewSource) -> int:
+def _list(args: argparse.Namespace, store: ReviewSource, where: str) -> int:
     remaining = args.limit or None  # None: every item
     items: list[pb.ReviewItem] = []
+    skipped: list = []  # items that cannot be read (review.store.UnreadableItem): the others are listed
     token = ""
     while remaining is None or remaining > 0:
         page, token = store.list(
@@ -364,6 +368,7 @@ def _list(args: argparse.Namespace, store: ReviewSource) -> int:
             service_name=args.service,
             page_size=MAX_PAGE_SIZE if remaining is None else min(MAX_PAGE_SIZE, remaining),
             page_token=token,
+            skipped=skipped,
         )
         if args.format == "json":
             for item in page:  # streamed page by page: a large queue is never held whole
@@ -376,7 +381,9 @@ def _list(args: argparse.Namespace, store: ReviewSource) -> int:
             break
     if args.format == "table":
         print(render_list(items) if items else "no review items")
-    return EXIT_OK
+    for unreadable in skipped:
+        _fail(args, f"{where}: {unreadable}: skipped")
+    return EXIT_ERROR if skipped else EXIT_OK
 
 
 def _json(item: pb.ReviewItem) -> str:

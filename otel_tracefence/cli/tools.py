@@ -188,9 +188,10 @@ def calls_in_files(paths: Sequence[str], input_format: str, config: TraceFenceCo
     return calls
 
 
-def calls_in_db(path: str) -> Iterator[Call]:
+def calls_in_db(path: str, skipped: list | None = None) -> Iterator[Call]:
     """Every step of every item's plan in the review database at ``path`` (open and resolved items),
-    by trace id.
+    by trace id. ``skipped``: when given, items that cannot be read are left out and appended to it
+    (:class:`~otel_tracefence.review.store.UnreadableItem`); else the first raises.
 
     Raises :class:`FileNotFoundError` when there is no database there, :class:`sqlite3.Error` or
     :class:`~otel_tracefence.review.store.ReviewStoreError` when it cannot be read.
@@ -207,7 +208,7 @@ def calls_in_db(path: str) -> Iterator[Call]:
     with open_review_store(path, create=False) as store:
         token = ""
         while True:
-            items, token = store.list(page_size=MAX_PAGE_SIZE, page_token=token)
+            items, token = store.list(page_size=MAX_PAGE_SIZE, page_token=token, skipped=skipped)
             plans.extend(item.plan for item in items)
             if not token:
                 break
@@ -231,9 +232,10 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     if bool(args.files) == bool(args.db):
         return _fail("give trace files (FILE...) or a review database (--db DB), not both and not neither")
     warn: list[str] = []
+    skipped: list = []  # review items that cannot be read: the others are summarized, and the exit is 2
     if args.db:
         try:
-            calls = list(calls_in_db(args.db))
+            calls = list(calls_in_db(args.db, skipped))
         except FileNotFoundError:
             return _fail(f"{display_target(args.db)}: no review database there")
         except (ReviewStoreError, sqlite3.Error, OSError) as exc:
@@ -254,4 +256,6 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(render(summaries))
     else:
         print("no tool steps")
-    return EXIT_OK
+    for unreadable in skipped:
+        _fail(f"{display_target(args.db)}: {unreadable}: skipped")
+    return EXIT_ERROR if skipped else EXIT_OK

@@ -82,6 +82,7 @@ class ReviewStore(Protocol):
         service_name: str | None = None,
         page_size: int = 100,
         page_token: str = "",
+        skipped: builtins.list | None = None,
     ) -> tuple[builtins.list[pb.ReviewItem], str]: ...
 
     def close(self) -> None: ...

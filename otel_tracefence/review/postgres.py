@@ -36,7 +36,7 @@ from otel_tracefence.review import rules
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.open import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
-from otel_tracefence.review.store import ReviewStoreError
+from otel_tracefence.review.store import ReviewStoreError, UnreadableItem, read_item, read_page
 
 try:
     import psycopg
@@ -248,7 +248,7 @@ class PostgresReviewStore:
     def get(self, trace_id: str) -> pb.ReviewItem | None:
         """The item for ``trace_id``, or ``None`` when the queue has none."""
         row = self._run(lambda conn: conn.execute("SELECT item FROM review_items WHERE trace_id = %s", (trace_id,)).fetchone())
-        return None if row is None else pb.ReviewItem.FromString(row[0])
+        return None if row is None else read_item(row[0], trace_id)
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
@@ -291,14 +291,14 @@ class PostgresReviewStore:
         service_name: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
+        skipped: builtins.list[UnreadableItem] | None = None,
     ) -> tuple[builtins.list[pb.ReviewItem], str]:
         """As :meth:`SQLiteReviewStore.list <otel_tracefence.review.store.SQLiteReviewStore.list>`; the
         page tokens are the same."""
         query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
         sql, params = query.statement("%s")
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall())
-        items = [pb.ReviewItem.FromString(row[2]) for row in rows[: query.page_size]]
-        return items, query.next_token([(row[0], row[1]) for row in rows])
+        return read_page(rows, query.page_size, skipped), query.next_token([(row[0], row[1]) for row in rows])
 
     def close(self) -> None:
         """Close the pool (idempotent). Later calls raise :class:`ReviewStoreError`."""

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from google.protobuf.message import DecodeError
+
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.model import ReplayClass, TracePlan
 from otel_tracefence.review import rules
@@ -88,6 +90,42 @@ _DDL_EVENTS = (
 class ReviewStoreError(Exception):
     """The file cannot be used as a review database (not SQLite, another schema, a newer
     schema version, WAL unavailable), or the store is closed. The message names the file."""
+
+
+class UnreadableItem(ReviewStoreError):
+    """A stored review item that cannot be read: its ``item`` column does not decode as a ``tracefence.v1.ReviewItem``
+    or holds no bytes at all (text, a number). ``trace_id`` names its row; the other rows are unaffected."""
+
+    def __init__(self, trace_id: str, why: str) -> None:
+        super().__init__(f"the review item of trace {trace_id} cannot be read ({why})")
+        self.trace_id = trace_id
+
+
+def read_item(blob: object, trace_id: str) -> pb.ReviewItem:
+    """The ``ReviewItem`` stored for ``trace_id`` (the ``item`` column's value, bytes). Raises :class:`UnreadableItem`
+    naming the row when it is no bytes or does not decode. The one reader of stored items for both stores' reads."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise UnreadableItem(trace_id, f"stored as {type(blob).__name__}, not as the bytes of a ReviewItem")
+    try:
+        return pb.ReviewItem.FromString(bytes(blob))
+    except DecodeError as exc:
+        raise UnreadableItem(trace_id, f"its bytes do not decode: {exc}") from None
+
+
+def read_page(rows: Sequence[Sequence[object]], page_size: int, skipped: builtins.list[UnreadableItem] | None) -> builtins.list[pb.ReviewItem]:
+    """The items of a page's first ``page_size`` rows (``updated_ns, trace_id, item``, as
+    :meth:`~otel_tracefence.review.paging.ListQuery.statement` selects them). A row that cannot be read
+    (:func:`read_item`) is left out and appended to ``skipped``, so one bad row hides none of the others;
+    with ``skipped`` ``None`` it raises :class:`UnreadableItem`."""
+    items: builtins.list[pb.ReviewItem] = []
+    for row in rows[:page_size]:
+        try:
+            items.append(read_item(row[2], str(row[1])))
+        except UnreadableItem as exc:
+            if skipped is None:
+                raise
+            skipped.append(exc)
+    return items
 
 
 class SQLiteReviewStore:
@@ -330,7 +368,7 @@ class SQLiteReviewStore:
         """The item for ``trace_id``, or ``None`` when the queue has none."""
         with self._lock:
             row = self._connection().execute("SELECT item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
-        return None if row is None else pb.ReviewItem.FromString(row[0])
+        return None if row is None else read_item(row[0], trace_id)
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
@@ -376,6 +414,7 @@ class SQLiteReviewStore:
         service_name: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
+        skipped: builtins.list[UnreadableItem] | None = None,
     ) -> tuple[builtins.list[pb.ReviewItem], str]:
         """One page of items, most recently updated first (ties: trace id, descending).
 
@@ -391,6 +430,9 @@ class SQLiteReviewStore:
         item's (updated time, trace id), so a pass never repeats an item; an item
         updated during the pass moves to the front and shows in the next pass.
 
+        ``skipped``: when given, an item that cannot be read is left out of the page and appended to it
+        (:func:`read_page`); else it raises :class:`UnreadableItem`.
+
         Raises :class:`ValueError` for an unknown state or class, a page size
         below 1, or a token this store did not issue for these filters
         (:func:`otel_tracefence.review.paging.list_query`).
@@ -399,8 +441,7 @@ class SQLiteReviewStore:
         sql, params = query.statement("?")
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()
-        items = [pb.ReviewItem.FromString(row[2]) for row in rows[: query.page_size]]
-        return items, query.next_token([(row[0], row[1]) for row in rows])
+        return read_page(rows, query.page_size, skipped), query.next_token([(row[0], row[1]) for row in rows])
 
     def close(self) -> None:
         """Close the connection (idempotent). Later calls raise :class:`ReviewStoreError`."""
