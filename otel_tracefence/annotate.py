@@ -42,6 +42,9 @@ def span_attributes(planned: PlannedTrace, common: dict[str, Any] | None = None)
     Tool spans get their step's decision, reasons, related call ids, effect and
     status; a dispatch attempt gets the span id of the step it belongs to.
     Spans not listed get :func:`trace_attributes` only (``common``: that, when the caller has it already).
+    Different spans under one span id (each step malformed at ``span_id``) are also listed by ``(span id,
+    sequence)``, each with its own step's attributes, and :data:`CLASHING` is then a key: read them with
+    :func:`attributes_of` (docs/DECISIONS.md 360).
     """
     if common is None:
         common = trace_attributes(planned.plan)
@@ -52,19 +55,15 @@ def span_attributes(planned: PlannedTrace, common: dict[str, Any] | None = None)
         step = decision.step
         if not step.span_id:
             continue  # a call the model requested that no span records: it lives in the plan only
+        if step.malformed and any(f.field == "span_id" for f in step.malformed):  # one of several spans under one id
+            by_span[(step.span_id, step.sequence)] = _step_attributes(common, decision)  # type: ignore[index]
+            by_span[CLASHING] = common  # type: ignore[index]
         earlier = by_span.get(step.span_id)
         if earlier is not None and _DECISION_RANK[earlier[STEP_DECISION]] >= _DECISION_RANK[decision.decision._value_]:
             # One span that ran several calls (a Haystack ToolInvoker): it carries its most restrictive step.
             _merge_lists(earlier, decision)
             continue
-        by_span[step.span_id] = {
-            **common,
-            STEP_DECISION: decision.decision._value_,
-            STEP_REASONS: list(decision.reasons),
-            STEP_RELATED_CALL_IDS: list(decision.related_call_ids),
-            STEP_EFFECT: step.effect._value_,
-            STEP_STATUS: step.status._value_,
-        }
+        by_span[step.span_id] = _step_attributes(common, decision)
         if earlier is not None:
             _merge_lists(by_span[step.span_id], None, earlier)
     for attempt, owner in planned.normalized.attempt_of.items():
@@ -73,6 +72,30 @@ def span_attributes(planned: PlannedTrace, common: dict[str, Any] | None = None)
 
 
 _DECISION_RANK = {"replay": 0, "skip": 1, "review": 2, "conflict": 3}
+CLASHING: Any = ("clashing",)
+"""A key of :func:`span_attributes`' result when some spans share one span id: look them up with :func:`attributes_of`."""
+
+
+def attributes_of(by_span: dict[Any, dict[str, Any]], span_id: str, sequence: int, common: dict[str, Any]) -> dict[str, Any]:
+    """The attributes for the span ``span_id`` that arrived ``sequence``-th, from :func:`span_attributes`' result: its
+    own step's when several spans share its id (each span its own step, never another's), else the id's."""
+    if CLASHING in by_span:
+        own = by_span.get((span_id, sequence))
+        if own is not None:
+            return own
+    return by_span.get(span_id, common)
+
+
+def _step_attributes(common: dict[str, Any], decision: StepDecision) -> dict[str, Any]:
+    step = decision.step
+    return {
+        **common,
+        STEP_DECISION: decision.decision._value_,
+        STEP_REASONS: list(decision.reasons),
+        STEP_RELATED_CALL_IDS: list(decision.related_call_ids),
+        STEP_EFFECT: step.effect._value_,
+        STEP_STATUS: step.status._value_,
+    }
 
 
 def _merge_lists(into: dict[str, Any], decision: StepDecision | None, other: dict[str, Any] | None = None) -> None:

@@ -364,7 +364,10 @@ class Fence(Generic[P]):
             if plan.replay_class is not None:  # a trace with no tool step is passed through untouched
                 common = annotate.trace_attributes(plan)
                 by_span = annotate.span_attributes(decided.planned, common)
-                out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
+                if annotate.CLASHING in by_span:  # spans sharing one span id: each its own step's (DECISIONS 360)
+                    out = [self._annotate(payload, view, annotate.attributes_of(by_span, view.span_id, view.sequence, common)) for view, payload in decided.spans]
+                else:
+                    out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
                 self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 reviews.append((plan, originals, ""))
                 return out

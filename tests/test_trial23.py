@@ -187,3 +187,31 @@ def test_one_unreadable_review_item_is_named_and_the_others_are_listed(
     assert main(["tools", "--db", str(db)]) == 2
     out, err = capsys.readouterr()
     assert "payments.charge" in out and err.startswith(f"tracefence tools: {db}: {named}")
+
+
+# -- 14: in time, spans sharing one span id each carry their own step's annotations --------------------------------------
+
+from otel_tracefence.fence import Fence  # noqa: E402
+
+
+def test_spans_sharing_a_span_id_each_carry_their_own_steps_annotations() -> None:
+    # The trial's dupid.py request a: a committed invoice.create and a timed-out payments.charge under one span id.
+    # serve wrote one merged set on both: invoice.create got payments.charge's write_timeout, both `status ok`.
+    emitted: list = []
+    fence: Fence = Fence(TraceFenceConfig(), emit=emitted.extend, annotate_span=lambda payload, view, extra: (view.name, extra),
+                         service_name=lambda payload: "", component="test", review_sink=None, decision_wait_ms=0)  # fmt: skip
+    ok = _view("bb" * 8, "execute_tool invoice.create", {**WRITE, "gen_ai.tool.name": "invoice.create", "gen_ai.tool.call.id": "k1",
+               "gen_ai.tool.call.arguments": '{"a": 1}', "gen_ai.tool.call.result": '{"id": "i1"}'}, sequence=1)  # fmt: skip
+    timeout = _view("bb" * 8, "execute_tool payments.charge", {**WRITE, "gen_ai.tool.name": "payments.charge", "gen_ai.tool.call.id": "k2",
+                    "gen_ai.tool.call.arguments": '{"amt": 5}', "error.type": "timeout"}, status_code="ERROR", sequence=2)  # fmt: skip
+    for view in (ok, timeout):
+        fence.add(view, view, local_root=False)
+    root = _view("aa" * 8, "invoke_agent", {"gen_ai.operation.name": "invoke_agent"}, None, sequence=3)
+    fence.add(root, root, local_root=True)
+    steps = {name: (extra["tracefence.step.decision"], extra["tracefence.step.reasons"], extra["tracefence.step.status"], extra["tracefence.step.effect"])
+             for name, extra in emitted if "tracefence.step.decision" in extra}  # fmt: skip
+    assert steps == {
+        "execute_tool invoice.create": ("review", ["malformed_span_id"], "ok", "write"),
+        "execute_tool payments.charge": ("review", ["malformed_span_id", "write_timeout"], "timeout", "write"),
+    }
+    assert {extra["tracefence.replay.class"] for _, extra in emitted} == {"review"}
