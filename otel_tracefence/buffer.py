@@ -519,8 +519,9 @@ class TraceBuffer(Generic[P]):
             read = view if self._read_view is None else self._read_view(view, payload)
             # Tool activity no convention reads fails closed when late too.
             step = span_to_step(read, self._config) or unread_activity_step(read, self._config)
-            digest = span_digest(read) if step is not None else 0
             seen = remembered.span_ids.get(view.span_id)
+            # Hashed when it holds a step, or its id's span did (a model span standing for calls it could not read).
+            digest = span_digest(read) if step is not None or seen else 0
             if seen == digest:
                 # Redelivered (a client or collector retry): the same call, never a second execution.
                 kinds.append((view, payload, "again", known.get(view.span_id)))
