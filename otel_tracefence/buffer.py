@@ -99,7 +99,11 @@ def span_digest(view: SpanView) -> int:
     357). A value that is not hashable (an OTLP array) counts by its ``repr``."""
     head = (view.name, view.parent_span_id, view.start_time_unix_nano, view.end_time_unix_nano, view.status_code, view.status_message,
             view.kind, view.unreadable, view.dropped_attributes, view.dropped_events)  # fmt: skip
-    content = hash((head, _hashable(view.attributes), tuple((e.name, _hashable(e.attributes)) for e in view.events)))
+    attributes, events = view.attributes, view.events
+    try:  # most values are str, int, float or bool: hashed as they are
+        content = hash((head, tuple(attributes.items()) if attributes else (), tuple((e.name, tuple(e.attributes.items())) for e in events) if events else ()))
+    except TypeError:  # a list (an OTLP array) or a map: its repr stands for it
+        content = hash((head, _hashable(attributes), tuple((e.name, _hashable(e.attributes)) for e in events)))
     return (content & 0x3FFFFFFF) or 1  # never 0: 0 is what a span holding no step remembers
 
 
