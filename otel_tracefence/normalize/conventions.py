@@ -177,6 +177,13 @@ OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0
 OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
+# The Vercel AI SDK's model spans (ai.generateText.doGenerate, ai.streamText.doStream, and the ai.generateText /
+# ai.streamText spans around them) record the calls the model asked for as JSON text of
+# [{"toolCallId", "toolName", "args" (JSON text, AI SDK 4) or "input" (AI SDK 5)}] ("Telemetry", AI SDK Core), its
+# output in these keys when recordOutputs is on (the default), and its finish reason ("tool-calls") apart.
+VERCEL_TOOL_CALLS_KEY = "ai.response.toolCalls"
+VERCEL_OUTPUT_KEYS = (VERCEL_TOOL_CALLS_KEY, "ai.response.text")
+VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
 
 
 @cython.ccall
