@@ -163,3 +163,14 @@ def test_a_result_that_says_the_call_timed_out_or_was_cancelled_is_an_error(resu
                                     "Error: TimeoutError('billing API did not answer within 10 s')"])  # fmt: skip
 def test_a_result_that_says_success_or_nests_a_status_deeper_is_committed(result: str) -> None:
     assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == ("injected", [("invoice.create", "skip", ("write_committed",))])
+
+
+# --- 4. a tool span's own 5xx with no HTTP method (343) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [{"http.response.status_code": 504}, {"http.status_code": "503"}])
+def test_a_tool_spans_own_server_error_with_no_method_is_an_error_in_its_result(status: dict) -> None:
+    # DECISIONS 254 read the tool span's own response only when it recorded a method too.
+    plan = _plan(_write(**{"gen_ai.tool.call.result": "{\"ok\": 1}", **status}))
+    assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_in_result"))])
+    assert plan.steps[0].step.status.value == "error"

@@ -93,3 +93,14 @@ def http_request(span: SpanView) -> HttpRequest | None:
         target = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
         return HttpRequest(RPC_METHOD, f"{system}:{target}", None, span.status_code == STATUS_ERROR)
     return None
+
+
+def own_response(span: SpanView) -> HttpRequest | None:
+    """The HTTP exchange a tool span records as its own: :func:`http_request`'s, or, for a span that records a
+    response status and no method, one whose method is not known (``""``): the status alone says how the server
+    answered (docs/DECISIONS.md 343). ``None`` for a server span, or a span that records neither."""
+    request = http_request(span)
+    if request is not None or span.kind == KIND_SERVER:
+        return request
+    status = _status(span.attributes)
+    return HttpRequest("", None, status) if status is not None else None
