@@ -174,3 +174,35 @@ def test_a_tool_spans_own_server_error_with_no_method_is_an_error_in_its_result(
     plan = _plan(_write(**{"gen_ai.tool.call.result": "{\"ok\": 1}", **status}))
     assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_in_result"))])
     assert plan.steps[0].step.status.value == "error"
+
+
+# --- 5. a key one letter from the tracefence namespace, or drawn with look-alike letters (344) ---------------------
+
+
+@pytest.mark.parametrize("key", ["tracefense.status", "trаcefence.status", "tracfence.status", "ttracefence.status", "tracefеnce.status"])
+def test_a_key_one_letter_from_the_tracefence_namespace_or_with_a_look_alike_letter_holds_its_step(key: str) -> None:
+    # tracefense.status (a typo) and trаcefence.status (a Cyrillic а) were ignored: the timed-out write passed.
+    (decision,) = _plan(_write(**{key: "timeout"})).steps
+    assert (decision.decision.value, decision.reasons) == ("review", ("malformed_attributes",))
+    assert decision.step.malformed[0].message == (f"attribute key {key!r} is in the tracefence namespace (or one letter from it) but is none of its "
+                                                  "keys: not understood")  # fmt: skip
+
+
+@pytest.mark.parametrize("key", ["trace.id", "tracestate", "traceloop.entity.path", "fence.height", "user.name"])
+def test_keys_further_from_the_namespace_are_not_flagged(key: str) -> None:
+    assert _decisions(_plan(_write(**{key: "x"}))) == ("injected", [("invoice.create", "skip", ("write_committed",))])
+
+
+def test_every_key_one_letter_from_the_namespace_holds_a_read_marker() -> None:
+    # The service reads a span holding no read marker without its attributes (conventions.READ_MARKERS): a typo of the
+    # namespace on such a span must still be seen there, as plan and the processor see it.
+    from otel_tracefence.normalize.conventions import READ_MARKERS, misread_key
+
+    letters = "abcdefghijklmnopqrstuvwxyz_а"
+    word = "tracefence"
+    typos = {word[:i] + c + word[i + 1 :] for i in range(len(word)) for c in letters} | {word[:i] + word[i + 1 :] for i in range(len(word))}
+    typos |= {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in letters}
+    for typo in typos - {word}:
+        key = f"{typo}.status"
+        assert misread_key(key) is not None, key
+        assert any(marker in key.lower() for marker in READ_MARKERS), key

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import cython
 
-from otel_tracefence.textfold import folded_word
+from otel_tracefence.textfold import folded_word, unconfused
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
@@ -310,7 +310,8 @@ OTHER_READ_KEYS = (
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
 # "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
-READ_WORDS = ("tool", "function", "exception", "tracefence")
+# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344).
+READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence")
 
 
 def _constant_strings() -> list[str]:
@@ -402,7 +403,29 @@ def _resembled(key: str) -> str | None:
         return found
     if folded.startswith(TRACEFENCE_NAMESPACE) and key not in TRACEFENCE_ANNOTATION_KEYS:
         return "tracefence.*"  # our own namespace: every key of it is known
+    near = folded if key.isascii() else fold_key(unconfused(key))  # trаcefence.status, a Cyrillic а (DECISIONS 344)
+    if (near.startswith(TRACEFENCE_NAMESPACE) and key not in TRACEFENCE_ANNOTATION_KEYS) or _near_namespace(near):
+        return "tracefence.*"  # one letter from it (tracefense.status), or drawn with look-alike letters
     return None
+
+
+@cython.ccall
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when ``a`` becomes ``b`` by exactly one letter changed, added or removed (Levenshtein distance 1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    if len(a) - len(b) > 1 or a == b:
+        return False
+    for i in range(len(b)):
+        if a[i] != b[i]:
+            return a[i + 1 :] == b[i + 1 :] if len(a) == len(b) else a[i + 1 :] == b[i:]
+    return True  # b is a with its last letter removed
+
+
+def _near_namespace(folded: str) -> bool:
+    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344)."""
+    size = len(TRACEFENCE_NAMESPACE)
+    return any(_one_edit_apart(folded[:n], TRACEFENCE_NAMESPACE) for n in (size - 1, size, size + 1) if len(folded) >= n)
 
 
 @cython.ccall
@@ -444,5 +467,5 @@ def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
 def misread_message(key: str, resembles: str) -> str:
     """Why an attribute key is not understood (a reason's message)."""
     if resembles == "tracefence.*":
-        return f"attribute key {key!r} is in the tracefence namespace but is none of its keys: not understood"
+        return f"attribute key {key!r} is in the tracefence namespace (or one letter from it) but is none of its keys: not understood"
     return f"attribute key {key!r} is {resembles!r} only after folding case, separators and white space: not understood, not read as it"
