@@ -206,3 +206,47 @@ def test_every_key_one_letter_from_the_namespace_holds_a_read_marker() -> None:
         key = f"{typo}.status"
         assert misread_key(key) is not None, key
         assert any(marker in key.lower() for marker in READ_MARKERS), key
+
+
+# --- 7. a request whose two method keys disagree (346) -------------------------------------------------------------
+
+
+def _client(span_id: str, parent: str, **attributes: Any) -> dict:
+    span = _span(span_id, "HTTP", parent, **attributes)
+    span["kind"] = 3  # client
+    return span
+
+
+BOTH = {"http.request.method": "GET", "http.method": "POST", "url.full": "https://pay.example/charge"}
+
+
+def test_a_request_whose_method_keys_disagree_is_no_safe_request_in_time() -> None:
+    # Read as its first key's GET: two retried requests below a write were no dispatch at all, and the write passed.
+    plan = _plan(_write(), _client("c1" * 8, TOOL_ID, **BOTH), _client("c2" * 8, TOOL_ID, **BOTH))
+    assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_dispatched_more_than_once",))])
+
+
+def test_a_late_request_whose_method_keys_disagree_is_held_untied() -> None:
+    # Late, below a span that is no remembered step: the buffer asks untied_request, which let a "GET" pass.
+    from otel_tracefence.normalize.span_view import from_otlp
+    from otel_tracefence.normalize.trace import untied_request
+    from otel_tracefence.readers.otlp_json import read_otlp_json
+
+    read = read_otlp_json(_file(_client("c1" * 8, "dd" * 8, **BOTH)))
+    view = from_otlp(read.request.resource_spans[0].scope_spans[0].spans[0])
+    step = untied_request(view, TraceFenceConfig())
+    assert step is not None and step.malformed[0].reason == "late_request_untied"
+    assert "dispatched a request (GET / POST https://pay.example/charge)" in step.malformed[0].message
+    same = dict(BOTH, **{"http.method": "GET"})
+    read = read_otlp_json(_file(_client("c1" * 8, "dd" * 8, **same)))
+    assert untied_request(from_otlp(read.request.resource_spans[0].scope_spans[0].spans[0]), TraceFenceConfig()) is None  # one safe method
+
+
+# --- 6. not a defect: an exception event on a span that is no step, spelt either way (345) --------------------------
+
+
+@pytest.mark.parametrize("name", ["exception", "Exception"])
+def test_an_exception_event_on_a_plain_span_holds_nothing_however_it_is_spelt(name: str) -> None:
+    event = [{"name": name, "timeUnixNano": "1700000000050000000", "attributes": [{"key": "exception.type", "value": {"stringValue": "TimeoutError"}}]}]
+    plan = _plan(_write(), _span("cc" * 8, "work", ROOT_ID, events=event, x=1))
+    assert _decisions(plan) == ("injected", [("invoice.create", "skip", ("write_committed",))])
