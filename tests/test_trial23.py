@@ -250,3 +250,30 @@ def test_an_exception_event_on_a_plain_span_holds_nothing_however_it_is_spelt(na
     event = [{"name": name, "timeUnixNano": "1700000000050000000", "attributes": [{"key": "exception.type", "value": {"stringValue": "TimeoutError"}}]}]
     plan = _plan(_write(), _span("cc" * 8, "work", ROOT_ID, events=event, x=1))
     assert _decisions(plan) == ("injected", [("invoice.create", "skip", ("write_committed",))])
+
+
+# --- 8. an openai-agents handoff: a requested transfer_to_<agent> run as a handoff span and that agent's span (347) --
+
+
+def _handoff_trace(handoff: bool = True, billing: bool = True) -> list[dict]:
+    ask = json.dumps([{"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "transfer_to_billing", "arguments": {}}]}])
+    spans = [_span("a2" * 8, "triage.agent", ROOT_ID, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+             _span("a3" * 8, "openai.response", "a2" * 8, **{"gen_ai.operation.name": "chat", "gen_ai.output.messages": ask,
+                   "gen_ai.response.finish_reasons": "['tool_call']"})]  # fmt: skip
+    if handoff:
+        spans.append(_span("a4" * 8, "triage → unknown.handoff", "a2" * 8, **{"gen_ai.operation.name": "handoff", "gen_ai.handoff.from_agent": "triage"}))
+    if billing:
+        spans.append(_span("a5" * 8, "billing.agent", ROOT_ID, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing"}))
+    return spans
+
+
+def test_an_openai_agents_handoff_accounts_for_its_requested_transfer() -> None:
+    # transfer_to_billing, asked for by triage's model, was requested_not_recorded (effect unknown): every handoff held.
+    read = _span(TOOL_ID, "lookup_customer.tool", "a5" * 8, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_customer",
+                 "tracefence.effect": "read", "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "active"})  # fmt: skip
+    assert _decisions(_plan(*_handoff_trace(), read)) == ("dynamic", [("lookup_customer", "replay", ("declared_read",))])
+
+
+@pytest.mark.parametrize("handoff, billing", [(False, True), (True, False)])
+def test_a_transfer_with_no_handoff_span_or_no_agent_span_is_still_requested_not_recorded(handoff: bool, billing: bool) -> None:
+    assert _decisions(_plan(*_handoff_trace(handoff, billing))) == ("review", [("transfer_to_billing", "review", ("effect_unknown", "requested_not_recorded"))])

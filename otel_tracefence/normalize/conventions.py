@@ -246,6 +246,11 @@ _MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
 
 
 AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
+# openai-agents: a handoff is a tool call the model asks for, named transfer_to_<agent> by default
+# (Handoff.default_tool_name), which the SDK runs as the switch to that agent and records as a span whose operation is
+# "handoff" (OpenLLMetry's openai-agents instrumentation: gen_ai.operation.name=handoff), not as a tool span.
+HANDOFF_OPERATION = "handoff"
+HANDOFF_TOOL_PREFIX = "transfer_to_"
 AGENT_SPAN_NAME_SUFFIX = ".run"  # smolagents names an agent's span "<agent name>.run"
 
 
