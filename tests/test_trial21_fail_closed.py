@@ -210,7 +210,7 @@ def test_a_result_that_starts_as_a_json_string_and_is_cut_off_is_truncated():
     assert planned("c_result_cut_jsonstring.otlp.json") == (
         REVIEW,
         [("session.new", "review", ["result_truncated", "arguments_not_recorded"],
-          ["the result is cut off: its JSON text ends before its value does (an attribute length limit?)"])],
+          ["the result is cut off: its JSON text does not parse to its end (an attribute length limit?)"])],
     )
 
 

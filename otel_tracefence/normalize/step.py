@@ -65,7 +65,7 @@ def _at_length_limit(attributes, keys: tuple, limit: int) -> bool:
 
 
 TRUNCATED_RESULT = MalformedField(
-    "result", "the result is cut off: its JSON text ends before its value does (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
+    "result", "the result is cut off: its JSON text does not parse to its end (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
 )
 
 

@@ -63,7 +63,7 @@ TRUNCATED_ARGUMENTS = Arguments(
     unavailable=reasons.ARGUMENTS_TRUNCATED,
     malformed=MalformedField(
         "arguments",
-        "arguments are cut off: the JSON text ends before its value does (an attribute length limit?)",
+        "arguments are cut off: the JSON text does not parse to its end (an attribute length limit?)",
         reason=reasons.ARGUMENTS_TRUNCATED,
     ),
 )
