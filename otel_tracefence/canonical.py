@@ -127,22 +127,55 @@ def _marked_truncated(text: str) -> bool:
     return text.rstrip().endswith(TRUNCATION_MARKERS)
 
 
+# What may stand before a JSON value's first character in a recorded text: white space (any Unicode white space, as
+# str.lstrip strips it) and a byte order mark, which str.lstrip keeps.
+_LEADING_NOT_JSON = "\ufeff"
+
+
+def json_start(text: str) -> str:
+    """The first character of ``text`` after white space and byte order marks (``""`` for none): ``{``, ``[`` or
+    ``"`` when the text starts as a JSON object, array or string does. Costs one index for text starting at its
+    value (what serializers write)."""
+    first = text[:1]
+    if first in ("{", "[", '"') or not (first.isspace() or first == _LEADING_NOT_JSON):
+        return first
+    return text.lstrip().lstrip(_LEADING_NOT_JSON).lstrip()[:1]
+
+
+def _cut_off(text: str, exc: json.JSONDecodeError | None) -> bool:
+    """Whether text that failed to parse (``exc``: the decoder's error, ``None`` for a rejected constant such as
+    ``NaN``) is a JSON value cut off, or one that cannot be read whole: text that starts as an object or array
+    does (docs/DECISIONS.md 340: an attribute length limit cuts anywhere, inside a literal or a number too), a
+    string left open, text ending where a value or delimiter is expected, or text ending with a truncation marker."""
+    if json_start(text) in ("{", "["):
+        return True
+    if exc is None:
+        return False
+    return exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and bool(text.strip())) or _marked_truncated(text)
+
+
 def parse_json_text(text: str) -> Any:
     """Parse JSON text strictly: ``NaN`` and ``Infinity`` are rejected.
 
-    Raises :class:`JSONTruncatedError` for JSON that ends too early (a string
-    left open, the text ending where a value or delimiter is expected, or text
-    that does not parse and ends with a truncation marker such as ``...``),
-    :class:`JSONTextError` for other text that is not JSON, and ``RecursionError``
-    for nesting deeper than the interpreter can parse.
+    Raises :class:`JSONTruncatedError` for text that starts as a JSON object or
+    array (after white space and byte order marks) and does not parse, whatever
+    the error (an attribute length limit cuts inside a literal or a number as
+    well as inside a string: ``{"paid": t``, ``{"n": 12.``), and for other JSON
+    that ends too early (a string left open, the text ending where a value or
+    delimiter is expected, or text that does not parse and ends with a
+    truncation marker such as ``...``); :class:`JSONTextError` for other text
+    that is not JSON, and ``RecursionError`` for nesting deeper than the
+    interpreter can parse.
     """
     try:
         return _decode(_DECODER, text)
     except json.JSONDecodeError as exc:
-        if exc.msg.startswith("Unterminated string") or (exc.pos >= len(text.rstrip()) and text.strip()) or _marked_truncated(text):
-            raise JSONTruncatedError(f"cut off: the JSON text ends at character {len(text)} before its value is complete") from None
+        if _cut_off(text, exc):
+            raise JSONTruncatedError(f"cut off: the JSON text does not parse ({exc.msg} at character {exc.pos} of {len(text)}): its value ends early or is broken") from None
         raise JSONTextError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except JSONTextError:
+    except JSONTextError as exc:
+        if _cut_off(text, None):
+            raise JSONTruncatedError(f"cut off or broken: the JSON text does not parse ({exc})") from None
         raise
     except ValueError as exc:  # int() refuses integers past its digit limit (CVE-2020-10735)
         raise JSONNumberError(f"a number out of range: {exc}") from None

@@ -6,26 +6,33 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_tracefence.config import ResultErrorShape
-from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, MAX_DEPTH, error_shape
+from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, MAX_DEPTH, WRAPPER_KEYS, error_shape
+from otel_tracefence.textfold import folded_word
 
 EXTRA = (ResultErrorShape(key="outcome", equals="FAILED"), ResultErrorShape(key="ok", equals=True, anywhere=True))
-KEYS = sorted({shape.key for shape in DEFAULT_SHAPES + EXTRA}) + ["id", "content", "data"]
-scalars = st.none() | st.booleans() | st.integers(-10, 700) | st.sampled_from(["error", "Failed", "failure", "ok", "", "x", "FAILED"])
+# Near-misses (folded) and the wrappers whose object is read as the top too (docs/DECISIONS.md 342).
+KEYS = sorted({shape.key for shape in DEFAULT_SHAPES + EXTRA}) + ["id", "content", "data", "result", "Error", "timedOut", "Status", "OUTCOME", "is-error"]
+scalars = st.none() | st.booleans() | st.integers(-10, 700) | st.sampled_from(["error", "Failed", "failure", "ok", "", "x", "FAILED", "timeout", "cancelled"])
 values = st.recursive(
     scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4), max_leaves=15
 )
 
 
 def _reference(result, shapes):
-    """Every object from the result down (the walk's order), every shape in order: the first that says error."""
+    """Every object from the result down (the walk's order), every shape in order: the first that says error. The
+    top is the result and the objects under its wrapper keys; a key no shape names is read as a shape's key it folds to."""
+    named = {shape.key for shape in shapes}
+    tops = [result.get(key) for key in WRAPPER_KEYS] if isinstance(result, dict) else []
     stack = [(result, 0)]
     while stack:
         node, level = stack.pop()
         if level > MAX_DEPTH:
             continue
         if isinstance(node, dict):
+            top = level == 0 or (level == 1 and any(node is inner for inner in tops))
             for shape in shapes:
-                if (level == 0 or shape.anywhere) and shape.key in node and shape.says_error(node[shape.key]):
+                keys = [k for k in node if k == shape.key or (k not in named and folded_word(k) == folded_word(shape.key))]
+                if (top or shape.anywhere) and any(shape.says_error(node[k]) for k in keys):
                     return shape
             stack.extend((child, level + 1) for child in node.values() if isinstance(child, (dict, list)))
         elif isinstance(node, list):
@@ -46,7 +53,8 @@ def test_the_first_shape_in_order_wins_whatever_the_key_order():
     assert error_shape({"ok": False, "id": 3}, DEFAULT_SHAPES).key == "ok"
     assert error_shape({"ok": True, "id": "r1"}, DEFAULT_SHAPES) is None
     # Below the top only shapes that look anywhere: a nested "ok": false is no error, a nested isError is.
-    assert error_shape({"data": {"ok": False}}, DEFAULT_SHAPES) is None
+    assert error_shape({"invoice": {"ok": False}}, DEFAULT_SHAPES) is None
+    assert error_shape({"data": {"ok": False}}, DEFAULT_SHAPES).key == "ok"  # a wrapper's object is read as the top
     assert error_shape({"content": [{"type": "error"}], "ok": True}, DEFAULT_SHAPES).key == "type"
 
 

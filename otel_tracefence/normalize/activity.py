@@ -40,7 +40,7 @@ import cython
 
 from otel_tracefence.normalize.conventions import (
     AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, UNDERSTOOD_KEYS, misread_attribute,
-    misread_message,
+    VERCEL_FINISH_REASON_KEY, misread_message,
 )
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.textfold import folded_word, visible
@@ -84,7 +84,7 @@ KIND_SPAN_NAME_PREFIXES = ("haystack.agent.", "haystack.pipeline.")
 NOT_ACTIVITY_TOKENS = frozenset({"definition", "definitions", "schema", "schemas", "description", "descriptions", "choice", "available"})
 INPUT_ECHO_PREFIXES = ("gen_ai.prompt.", "gen_ai.prompt", "llm.input_messages.", "gen_ai.input.messages", "gen_ai.system_instructions")
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls", "tool_call"})
-FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "llm.response.finish_reason")
+FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "llm.response.finish_reason", VERCEL_FINISH_REASON_KEY)
 FINISH_REASON_KEY_PATTERN = re.compile(r"^gen_ai\.completion\.[0-9]+\.finish_reason$")
 
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import cython
 
-from otel_tracefence.textfold import folded_word
+from otel_tracefence.textfold import folded_word, unconfused
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
@@ -177,6 +177,13 @@ OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0
 OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
+# The Vercel AI SDK's model spans (ai.generateText.doGenerate, ai.streamText.doStream, and the ai.generateText /
+# ai.streamText spans around them) record the calls the model asked for as JSON text of
+# [{"toolCallId", "toolName", "args" (JSON text, AI SDK 4) or "input" (AI SDK 5)}] ("Telemetry", AI SDK Core), its
+# output in these keys when recordOutputs is on (the default), and its finish reason ("tool-calls") apart.
+VERCEL_TOOL_CALLS_KEY = "ai.response.toolCalls"
+VERCEL_OUTPUT_KEYS = (VERCEL_TOOL_CALLS_KEY, "ai.response.text")
+VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
 
 
 @cython.ccall
@@ -239,6 +246,11 @@ _MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
 
 
 AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
+# openai-agents: a handoff is a tool call the model asks for, named transfer_to_<agent> by default
+# (Handoff.default_tool_name), which the SDK runs as the switch to that agent and records as a span whose operation is
+# "handoff" (OpenLLMetry's openai-agents instrumentation: gen_ai.operation.name=handoff), not as a tool span.
+HANDOFF_OPERATION = "handoff"
+HANDOFF_TOOL_PREFIX = "transfer_to_"
 AGENT_SPAN_NAME_SUFFIX = ".run"  # smolagents names an agent's span "<agent name>.run"
 
 
@@ -303,7 +315,8 @@ OTHER_READ_KEYS = (
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
 # "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
-READ_WORDS = ("tool", "function", "exception", "tracefence")
+# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344).
+READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence")
 
 
 def _constant_strings() -> list[str]:
@@ -395,7 +408,29 @@ def _resembled(key: str) -> str | None:
         return found
     if folded.startswith(TRACEFENCE_NAMESPACE) and key not in TRACEFENCE_ANNOTATION_KEYS:
         return "tracefence.*"  # our own namespace: every key of it is known
+    near = folded if key.isascii() else fold_key(unconfused(key))  # trаcefence.status, a Cyrillic а (DECISIONS 344)
+    if (near.startswith(TRACEFENCE_NAMESPACE) and key not in TRACEFENCE_ANNOTATION_KEYS) or _near_namespace(near):
+        return "tracefence.*"  # one letter from it (tracefense.status), or drawn with look-alike letters
     return None
+
+
+@cython.ccall
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when ``a`` becomes ``b`` by exactly one letter changed, added or removed (Levenshtein distance 1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    if len(a) - len(b) > 1 or a == b:
+        return False
+    for i in range(len(b)):
+        if a[i] != b[i]:
+            return a[i + 1 :] == b[i + 1 :] if len(a) == len(b) else a[i + 1 :] == b[i:]
+    return True  # b is a with its last letter removed
+
+
+def _near_namespace(folded: str) -> bool:
+    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344)."""
+    size = len(TRACEFENCE_NAMESPACE)
+    return any(_one_edit_apart(folded[:n], TRACEFENCE_NAMESPACE) for n in (size - 1, size, size + 1) if len(folded) >= n)
 
 
 @cython.ccall
@@ -451,5 +486,5 @@ def misread_own_key(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
 def misread_message(key: str, resembles: str) -> str:
     """Why an attribute key is not understood (a reason's message)."""
     if resembles == "tracefence.*":
-        return f"attribute key {key!r} is in the tracefence namespace but is none of its keys: not understood"
+        return f"attribute key {key!r} is in the tracefence namespace (or one letter from it) but is none of its keys: not understood"
     return f"attribute key {key!r} is {resembles!r} only after folding case, separators and white space: not understood, not read as it"

@@ -72,6 +72,20 @@ def _same_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
 
 
+def _method(attributes: Mapping[str, Any]) -> str | None:
+    """The method a client span's method keys (``conventions.HTTP_METHOD_KEYS``) record, ``None`` when none holds one.
+    Keys that disagree (``http.request.method=GET`` beside ``http.method=POST``), or a key holding no non-empty string,
+    give no one method: a text naming what each holds (``"GET / POST"``), which is no safe method, so the request
+    counts as one that may have changed something (docs/DECISIONS.md 346). Never resolved by the keys' order."""
+    found = [value for key in HTTP_METHOD_KEYS if (value := attributes.get(key)) is not None]
+    if not found:
+        return None
+    first = found[0]
+    if isinstance(first, str) and first and all(value == first for value in found):
+        return first
+    return " / ".join(value if isinstance(value, str) and value else repr(value) for value in found)
+
+
 # Every key http_request looks for first: a span with none of them is neither an HTTP nor an RPC request.
 REQUEST_KEYS = frozenset((*HTTP_METHOD_KEYS, RPC_SYSTEM_KEY))
 
@@ -83,13 +97,23 @@ def http_request(span: SpanView) -> HttpRequest | None:
     attributes = span.attributes
     if REQUEST_KEYS.isdisjoint(attributes):  # most spans: neither HTTP nor RPC
         return None
-    for key in HTTP_METHOD_KEYS:
-        method = attributes.get(key)
-        if isinstance(method, str) and method:
-            status = _status(attributes)
-            return HttpRequest(method, _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
+    method = _method(attributes)
+    if method is not None:
+        status = _status(attributes)
+        return HttpRequest(method, _same_resource(_url(attributes)), status, status is None and span.status_code == STATUS_ERROR)
     system = attributes.get(RPC_SYSTEM_KEY)
     if isinstance(system, str) and system:
         target = f"{attributes.get('rpc.service', '')}/{attributes.get('rpc.method', '')}"
         return HttpRequest(RPC_METHOD, f"{system}:{target}", None, span.status_code == STATUS_ERROR)
     return None
+
+
+def own_response(span: SpanView) -> HttpRequest | None:
+    """The HTTP exchange a tool span records as its own: :func:`http_request`'s, or, for a span that records a
+    response status and no method, one whose method is not known (``""``): the status alone says how the server
+    answered (docs/DECISIONS.md 343). ``None`` for a server span, or a span that records neither."""
+    request = http_request(span)
+    if request is not None or span.kind == KIND_SERVER:
+        return request
+    status = _status(span.attributes)
+    return HttpRequest("", None, status) if status is not None else None

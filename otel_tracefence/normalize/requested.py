@@ -10,6 +10,8 @@
   function.name, function.arguments}``.
 * Older OpenLLMetry: ``gen_ai.completion.<i>.tool_calls.<j>.{id, name, arguments}``.
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
+* The Vercel AI SDK: ``ai.response.toolCalls``, JSON text of ``[{"toolCallId", "toolName", "args" | "input"}]``
+  (``conventions.VERCEL_TOOL_CALLS_KEY``; docs/DECISIONS.md 341).
 
 A requested call that no tool span records is a step too: the trace cannot show whether it ran.
 A call the reader finds but cannot read (a call part or entry with no readable name or id, a part
@@ -27,6 +29,7 @@ from otel_tracefence.canonical import JSONTextError, parse_json_text
 from otel_tracefence.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY, OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
+    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.span_view import SpanView
@@ -131,6 +134,30 @@ def _message_calls(messages: Any) -> Iterator[Call | Unread]:
             yield _call("a tool_calls entry", tool_call.get("id"), function.get("name"), function.get("arguments"))
 
 
+def _vercel_calls(value: Any) -> Iterator[Call | Unread]:
+    """The calls of the Vercel AI SDK's ``ai.response.toolCalls``: JSON text of a list of
+    ``{"toolCallId", "toolName", "input"}`` (AI SDK 5) or ``{..., "args": JSON text}`` (AI SDK 4). Text that does
+    not parse, a value that is no list, or an entry that is no object is :class:`Unread`: the calls it holds are
+    unknown."""
+    if isinstance(value, str):
+        try:
+            value = parse_json_text(value)
+        except JSONTextError as exc:
+            yield Unread(f"{VERCEL_TOOL_CALLS_KEY} that is {exc}")
+            return
+        except RecursionError:
+            yield Unread(f"{VERCEL_TOOL_CALLS_KEY} nested too deep to read")
+            return
+    if not isinstance(value, list):
+        yield Unread(f"{VERCEL_TOOL_CALLS_KEY} that is not a list")
+        return
+    for entry in value:
+        if not isinstance(entry, dict):
+            yield Unread(f"an {VERCEL_TOOL_CALLS_KEY} entry that is not an object")
+            continue
+        yield _call(f"an {VERCEL_TOOL_CALLS_KEY} entry", entry.get("toolCallId"), entry.get("toolName"), entry.get("input", entry.get("args")))
+
+
 def _event_calls(span: SpanView) -> Iterator[Call | Unread]:
     for event in span.events:
         if event.name not in _OUTPUT_EVENT_NAMES:
@@ -198,7 +225,7 @@ def recorded_output(span: SpanView) -> bool:
     """True when the span recorded its model's output in a form a reader above looks for (content
     capture is opt-in in every convention: without it, no call can be read, and none is missing)."""
     attributes = span.attributes
-    if GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in HAYSTACK_MODEL_OUTPUT_KEYS):
+    if GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in HAYSTACK_MODEL_OUTPUT_KEYS + VERCEL_OUTPUT_KEYS):
         return True
     if any(event.name in _OUTPUT_EVENT_NAMES for event in span.events):
         return True
@@ -206,7 +233,7 @@ def recorded_output(span: SpanView) -> bool:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
 
 
 def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None = None) -> list[RequestedCall]:
@@ -222,6 +249,8 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
         found.extend(_event_calls(span))
     if HAYSTACK_MODEL_OUTPUT_KEYS[0] in attributes or HAYSTACK_MODEL_OUTPUT_KEYS[1] in attributes:
         found.extend(haystack.requested(span))
+    if VERCEL_TOOL_CALLS_KEY in attributes:
+        found.extend(_vercel_calls(attributes[VERCEL_TOOL_CALLS_KEY]))
     if _has_indexed_calls(span):
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, "gen_ai.completion.", _OPENLLMETRY, "name", "arguments"))

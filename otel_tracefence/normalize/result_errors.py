@@ -17,6 +17,17 @@ Sources:
 * GraphQL: a non-empty top-level ``"errors"`` list (GraphQL specification, "Response").
 * An HTTP status code of 500 to 599 (RFC 9110 section 15.6, server errors); 4xx are
   refusals, which the API did not carry out, so they are not listed.
+* A top-level ``"status"`` naming an outcome that is not a success or is not known (``timeout``,
+  ``timed_out``, ``cancelled``, ``canceled``, ``aborted``, ``unknown``) or holding an HTTP status number that
+  says so (500-599, 408 Request Timeout, 429 Too Many Requests); ``"timed_out": true`` / ``"timeout": true``
+  (docs/DECISIONS.md 342).
+
+Where the shapes look (docs/DECISIONS.md 342): a shape that is not ``anywhere`` looks at the result's top-level
+object and at the object one level down under ``result``, ``data`` or ``response`` (a wrapper around the
+tool's own answer). A key that is a shape's key only after folding (``textfold.folded_word``: case,
+separators, white space, format characters; ``"Error"``, ``"timedOut"``) is read as that key when its value
+says error there: such a key can only hold a step, never let one pass (as docs/DECISIONS.md 250 holds a
+misspelt attribute key).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from typing import Any, Iterable
 import cython
 
 from otel_tracefence.config import ResultErrorShape
+from otel_tracefence.textfold import folded_word
 
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="isError", equals=True, anywhere=True),
@@ -36,6 +48,12 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="status", equals="error"),
     ResultErrorShape(key="status", equals="failed"),
     ResultErrorShape(key="status", equals="failure"),
+    *(ResultErrorShape(key="status", equals=outcome) for outcome in ("timeout", "timed_out", "cancelled", "canceled", "aborted", "unknown")),
+    ResultErrorShape(key="status", at_least=500, below=600),
+    ResultErrorShape(key="status", equals=408),
+    ResultErrorShape(key="status", equals=429),
+    ResultErrorShape(key="timed_out", equals=True),
+    ResultErrorShape(key="timeout", equals=True),
     ResultErrorShape(key="success", equals=False),
     ResultErrorShape(key="ok", equals=False),
     ResultErrorShape(key="errors", present=True),
@@ -44,6 +62,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="http_status", at_least=500, below=600, anywhere=True),
 )
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
+WRAPPER_KEYS = ("result", "data", "response")  # a top-level object under one of these is read as the top too
 
 ShapeIndex = dict[str, tuple[tuple[int, ResultErrorShape], ...]]
 
@@ -56,7 +75,36 @@ def _shape_index(shapes: tuple[ResultErrorShape, ...]) -> ShapeIndex:
     return {key: tuple(entries) for key, entries in index.items()}
 
 
+def _folded_index(index: ShapeIndex) -> ShapeIndex:
+    """:func:`~otel_tracefence.textfold.folded_word` of each key of ``index`` -> the shapes looking for any key
+    that folds so, in the shapes' order."""
+    folded: dict[str, list[tuple[int, ResultErrorShape]]] = {}
+    for key, entries in index.items():
+        folded.setdefault(folded_word(key), []).extend(entries)
+    return {key: tuple(sorted(entries, key=lambda entry: entry[0])) for key, entries in folded.items()}
+
+
 _DEFAULT_INDEX = _shape_index(DEFAULT_SHAPES)
+_DEFAULT_FOLDED = _folded_index(_DEFAULT_INDEX)
+_NEAR_MISSES: dict[str, tuple[tuple[int, ResultErrorShape], ...]] = {}  # result key -> the default shapes it folds to
+_NEAR_MISSES_MOST = 4096
+
+
+@cython.ccall
+def _near_miss(key: Any, index: ShapeIndex) -> tuple[tuple[int, ResultErrorShape], ...]:
+    """The shapes of ``index`` looking for a key that ``key`` (none of their keys) is once folded; ``()`` for none.
+    Cached per key for the default shapes (result keys repeat across steps: one dict lookup for a key seen before)."""
+    if type(key) is not str:
+        return ()
+    if index is not _DEFAULT_INDEX:
+        return _folded_index(index).get(folded_word(key), ())
+    found = _NEAR_MISSES.get(key)
+    if found is None:
+        found = _DEFAULT_FOLDED.get(folded_word(key), ())
+        if len(_NEAR_MISSES) >= _NEAR_MISSES_MOST:
+            _NEAR_MISSES.clear()  # bounded: keys holding ids must not grow it for ever
+        _NEAR_MISSES[key] = found
+    return found
 
 
 def _objects(value: Any, depth: int) -> Iterable[tuple[dict, int]]:
@@ -109,7 +157,7 @@ def _first_shape(obj: dict, top: bool, index: ShapeIndex) -> ResultErrorShape | 
     for key, value in obj.items():
         entries = index.get(key)
         if entries is None:
-            continue
+            entries = _near_miss(key, index)
         for position, shape in entries:
             if found is not None and position > found_at:
                 break
@@ -134,8 +182,16 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
     index = _DEFAULT_INDEX if shapes is DEFAULT_SHAPES else _shape_index(tuple(shapes))
     if type(result) is dict and _flat(result):
         return _first_shape(result, True, index)  # the common flat object: itself only, without the walk
+    wrapped = _wrapped(result)
     for obj, level in _objects(result, 0):
-        shape = _first_shape(obj, level == 0, index)
+        shape = _first_shape(obj, level == 0 or (level == 1 and any(obj is inner for inner in wrapped)), index)
         if shape is not None:
             return shape
     return None
+
+
+def _wrapped(result: Any) -> tuple[dict, ...]:
+    """The objects under ``WRAPPER_KEYS`` in a top-level object: read as its top too."""
+    if type(result) is not dict:
+        return ()
+    return tuple(inner for key in WRAPPER_KEYS if type(inner := result.get(key)) is dict)

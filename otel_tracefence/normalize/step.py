@@ -17,7 +17,7 @@ from otel_tracefence.normalize.conventions import (
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.http import http_request
+from otel_tracefence.normalize.http import own_response
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
@@ -65,7 +65,7 @@ def _at_length_limit(attributes, keys: tuple, limit: int) -> bool:
 
 
 TRUNCATED_RESULT = MalformedField(
-    "result", "the result is cut off: its JSON text ends before its value does (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
+    "result", "the result is cut off: its JSON text does not parse to its end (an attribute length limit?)", reason=reasons.RESULT_TRUNCATED
 )
 
 
@@ -193,7 +193,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response, read as a child's
-        request = http_request(span)
+        request = own_response(span)  # with no method too (DECISIONS 343)
         if request is not None and request.server_error:
             status, notes = result_status(status, SERVER_ERROR_RESULT)
     if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):

@@ -14,8 +14,8 @@ from otel_tracefence.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id, is_agent_boundary, is_tool_invoker,
-    misread_message, misread_own_key, tool_name,
+    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, HANDOFF_TOOL_PREFIX, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id,
+    is_agent_boundary, is_tool_invoker, misread_message, misread_own_key, tool_name,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
@@ -28,6 +28,7 @@ from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import kept_arguments, span_arguments
+from otel_tracefence.textfold import folded_word
 
 
 @dataclass(slots=True)
@@ -141,7 +142,8 @@ def _requested_step(request: RequestedCall, call_id: str, config: TraceFenceConf
 
 
 def _unrecorded_requests(
-    steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: dict[str, list[str]], spans_by_id: dict[str, SpanView]
+    steps: list[ToolStep], requests: list[RequestedCall], config: TraceFenceConfig, agents: dict[str, list[str]], spans_by_id: dict[str, SpanView],
+    handoffs: list[int] | None = None,
 ) -> list[ToolStep]:
     """Requested calls no tool span records, each a step of its own (``requested_not_recorded``).
 
@@ -154,7 +156,9 @@ def _unrecorded_requests(
     to its spans' ids; a smolagents managed agent called as a tool), was run by that agent:
     the sub-agent's own tool calls are steps of the trace. An agent span that is the requesting
     span or one of its ancestors cannot have run the request (it was running when the model
-    asked): it never accounts for one (docs/DECISIONS.md 187).
+    asked): it never accounts for one (docs/DECISIONS.md 187). A request named ``transfer_to_<agent>`` (openai-agents'
+    handoff tool) was run as a handoff when the trace holds a handoff span not matched yet (``handoffs``: a
+    one-element count, decremented) and a span of that agent that may have run it (docs/DECISIONS.md 347).
     """
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
@@ -195,8 +199,23 @@ def _unrecorded_requests(
         if runner is not None:
             agents[request.tool].remove(runner)
             continue
+        target = _handoff_target(request.tool, agents) if handoffs and handoffs[0] > 0 else None
+        runner = _agent_that_may_have_run(request, agents[target], spans_by_id) if target is not None else None
+        if runner is not None:
+            agents[target].remove(runner)
+            handoffs[0] -= 1
+            continue
         extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
+
+
+def _handoff_target(tool: str, agents: dict[str, list[str]]) -> str | None:
+    """The agent a requested ``transfer_to_<agent>`` hands off to, among ``agents`` (names compared as
+    ``textfold.folded_word`` compares them: openai-agents writes the name in snake case), or ``None``."""
+    if not tool.lower().startswith(HANDOFF_TOOL_PREFIX):
+        return None
+    folded = folded_word(tool)
+    return next((name for name in agents if folded_word(HANDOFF_TOOL_PREFIX + name) == folded), None)
 
 
 def _agent_that_may_have_run(request: RequestedCall, candidates: list[str] | None, by_id: dict[str, SpanView]) -> str | None:
@@ -556,10 +575,13 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
         agents: dict[str, list[str]] = {}
+        handoffs = [0]  # handoff spans (openai-agents) not yet matched to a request
         for span in stepless:
             if name := agent_name(span.attributes, span.name):
                 agents.setdefault(name, []).append(span.span_id)
-        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id))
+            if span.attributes.get(GEN_AI_OPERATION) == HANDOFF_OPERATION:
+                handoffs[0] += 1
+        result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id, handoffs))
     asking = {r.span.span_id for r in requests}
     covered = tool_ids | above_steps
     talking_spans = {id(span) for span in talking}  # the spans themselves (ids may clash), alive until the end

@@ -16,6 +16,7 @@ from otel_tracefence.canonical import (
     JSONTruncatedError,
     NOT_SIMPLE,
     canonicalize,
+    json_start,
     parse_json_text,
     parse_simple_json,
     printable,
@@ -62,7 +63,7 @@ TRUNCATED_ARGUMENTS = Arguments(
     unavailable=reasons.ARGUMENTS_TRUNCATED,
     malformed=MalformedField(
         "arguments",
-        "arguments are cut off: the JSON text ends before its value does (an attribute length limit?)",
+        "arguments are cut off: the JSON text does not parse to its end (an attribute length limit?)",
         reason=reasons.ARGUMENTS_TRUNCATED,
     ),
 )
@@ -119,9 +120,10 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
 
 @cython.ccall
 def _looks_like_json(text: str) -> bool:
-    """True when ``text`` starts as a JSON object, array or string does: such text that does not parse is cut off
-    (a string too: ``"sess_0123`` is a value an attribute length limit cut; docs/DECISIONS.md 257)."""
-    return text.lstrip()[:1] in ("{", "[", '"')
+    """True when ``text`` starts as a JSON object, array or string does, after white space and byte order marks
+    (``canonical.json_start``): such text that does not parse is cut off (a string too: ``"sess_0123`` is a value
+    an attribute length limit cut; docs/DECISIONS.md 257, 340)."""
+    return json_start(text) in ("{", "[", '"')
 
 
 def _event_value(events: Sequence[SpanEvent], table: Sequence[tuple[str, str]]) -> Any:
