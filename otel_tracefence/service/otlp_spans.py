@@ -55,13 +55,15 @@ class Origin:
 class OtlpItem:
     """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
     ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
-    by :func:`held_view`). While queued and while its trace is held, this is all the service keeps of a span
-    (no parsed message: docs/DECISIONS.md, 157)."""
+    by :func:`held_view`). ``ids``: ``(trace_id, span_id, parent_span_id)`` as :func:`read_request` read them
+    (``bytes``), kept while the span waits in the intake queue so that :func:`held_view` does not parse its head
+    again, and dropped there (``None``; also for an item not read by :func:`read_request`). While its trace is
+    held, this is all the service keeps of a span (no parsed message, no ids: docs/DECISIONS.md 157 and 320)."""
 
-    __slots__ = ("origin", "span", "full", "sequence")
+    __slots__ = ("origin", "span", "full", "sequence", "ids")
 
-    def __init__(self, origin: Origin, span: bytes) -> None:
-        self.origin, self.span, self.full, self.sequence = origin, span, True, 0
+    def __init__(self, origin: Origin, span: bytes, ids: tuple[bytes, bytes, bytes] | None = None) -> None:
+        self.origin, self.span, self.full, self.sequence, self.ids = origin, span, True, 0, ids
 
 
 def any_value(value: Any) -> AnyValue:
@@ -290,14 +292,20 @@ class HeldSpan:
 
 
 def held_view(item: OtlpItem, sequence: int = 0) -> HeldSpan:
-    """What the fence takes a received span with (:class:`HeldSpan`: its ids, read from its head, whose fields
-    protobuf checks as it parses: a name that is not UTF-8 raises here, as it did when the whole head was read).
-    Sets ``item.full`` (whether planning must read the span in full: :func:`needs_full_view`) and ``item.sequence``.
-    Raises ``DecodeError``."""
-    head = SpanHead.FromString(item.span)
+    """What the fence takes a received span with (:class:`HeldSpan`: its ids). They are ``item.ids`` when
+    :func:`read_request` read them (its parse of the head checked every field of it), which this drops; else they
+    are read from the span's head, whose fields protobuf checks as it parses (a name that is not UTF-8 raises
+    here, as it did when the whole head was read). Sets ``item.full`` (whether planning must read the span in
+    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
+    ids = item.ids
+    if ids is None:
+        head = SpanHead.FromString(item.span)
+        ids = (head.trace_id, head.span_id, head.parent_span_id)
+    else:
+        item.ids = None  # a held span keeps no ids (docs/DECISIONS.md 320)
     item.full = needs_full_view(item.span)
     item.sequence = sequence
-    return HeldSpan(head.trace_id.hex(), head.span_id.hex(), head.parent_span_id.hex() or None)
+    return HeldSpan(ids[0].hex(), ids[1].hex(), ids[2].hex() or None)
 
 
 def planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> SpanView:
@@ -409,7 +417,7 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
                 # invalid_reason's rules: the right lengths, and not all zero (compared with the zero id, not any())
                 if len(trace_id) == 16 and len(span_id) == 8 and (not parent_span_id or len(parent_span_id) == 8) \
                         and trace_id != _ZERO_TRACE_ID and span_id != _ZERO_SPAN_ID:
-                    accepted.append(OtlpItem(origin, span))
+                    accepted.append(OtlpItem(origin, span, (trace_id, span_id, parent_span_id)))  # ids kept until held
                     continue
                 problem = invalid_reason(ids)
                 assert problem is not None
