@@ -195,7 +195,20 @@ def test_an_item_holds_bytes_not_a_message():
     items, _ = read_request(LazyRequest.FromString(raw_request(raw_span(b"\x01" * 16, b"\x02" * 8)).SerializeToString()))
     assert isinstance(items[0], OtlpItem) and type(items[0].span) is bytes
     assert not hasattr(items[0], "__dict__")  # slotted: a held span costs its bytes and two references
-    assert sorted(OtlpItem.__slots__) == ["full", "origin", "sequence", "span"]  # no parsed message kept while queued (DECISIONS 157)
+    assert sorted(OtlpItem.__slots__) == ["full", "ids", "origin", "sequence", "span"]  # no parsed message kept while queued (DECISIONS 157)
+
+
+def test_an_item_keeps_its_ids_while_queued_and_none_once_held():
+    """read_request keeps the ids it read (bytes, no parsed message) for held_view, which drops them: a held span keeps
+    no ids (docs/DECISIONS.md 320). An item read no other way has none, and held_view reads its head."""
+    span = raw_span(b"\x01" * 16, b"\x02" * 8, parent=b"\x03" * 8)
+    items, _ = read_request(LazyRequest.FromString(raw_request(span).SerializeToString()))
+    assert items[0].ids == (b"\x01" * 16, b"\x02" * 8, b"\x03" * 8)
+    held = held_view(items[0], 7)
+    assert (held.trace_id, held.span_id, held.parent_span_id, items[0].sequence) == ("01" * 16, "02" * 8, "03" * 8, 7)
+    assert items[0].ids is None
+    unread = OtlpItem(items[0].origin, span.SerializeToString())
+    assert unread.ids is None and held_view(unread, 7) == held
 
 
 # -- light views (issue 10, item 2.2): only spans holding a marker are read in full --------------------------------

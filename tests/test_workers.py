@@ -23,9 +23,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from case_spans import readable_spans
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review.store import SQLiteReviewStore
-from otel_tracefence.service.router import RouterIntake
+from otel_tracefence.service.router import RouterIntake, _read_trace_ids
 from otel_tracefence.service.server import TraceFenceService
-from otel_tracefence.service.otlp_spans import lazy_request
+from otel_tracefence.service.otlp_bytes import lazy_spans
+from otel_tracefence.service.otlp_spans import lazy_request, read_request
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from service_helpers import (
     Client,
@@ -105,6 +106,21 @@ def test_worker_of_reads_the_last_eight_trace_id_bytes():
     assert worker_of(bytes(8) + (7).to_bytes(8, "big"), 3) == 1
     assert worker_of(b"\xff" * 8 + (6).to_bytes(8, "big"), 4) == 2  # the first 8 bytes do not count
     assert worker_of(bytes.fromhex("0af7651916cd43dd8448eb211c80319c"), 2) == 0x8448EB211C80319C % 2
+
+
+def test_the_router_splits_a_request_by_the_trace_ids_read_at_intake():
+    """When every span of a request was accepted, the router splits it by the trace ids ``read_request`` read (each
+    span's head is not parsed again: docs/DECISIONS.md 321), into the same parts; with a span refused, by reading
+    each span's head (the refused one goes to its trace's worker too)."""
+    a0, a1 = trace_for(0, 1), trace_for(1, 2)
+    request = lazy_request(raw_request(raw_span(a0, b"\x01" * 8), raw_span(a1, b"\x02" * 8)))
+    items, _ = read_request(request)
+    assert _read_trace_ids(request, items) == [a0, a1]
+    assert split_request(request, 2, [a0, a1]) == split_request(request, 2)
+    swapped, _ = split_request(request, 2, [a1, a0])  # the ids given are the ones used
+    assert [lazy_spans(part) for part, _ in swapped] == [lazy_spans(part) for part, _ in reversed(split_request(request, 2)[0])]  # type: ignore[misc]
+    refused = lazy_request(raw_request(raw_span(a0, b"\x01" * 8), raw_span(a1, b"\x02" * 8, parent=b"\x09")))
+    assert _read_trace_ids(refused, read_request(refused)[0]) is None
 
 
 def test_split_keeps_each_spans_resource_and_scope_and_hands_a_one_worker_request_on_whole():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
+import cython
+
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -53,13 +55,15 @@ class Origin:
 class OtlpItem:
     """One received span (``span``: its OTLP encoding) with its origin. Annotation replaces ``span``.
     ``full``: planning reads the span in full; ``sequence``: its place in the order spans were read (both set
-    by :func:`held_view`). While queued and while its trace is held, this is all the service keeps of a span
-    (no parsed message: docs/DECISIONS.md, 157)."""
+    by :func:`held_view`). ``ids``: ``(trace_id, span_id, parent_span_id)`` as :func:`read_request` read them
+    (``bytes``), kept while the span waits in the intake queue so that :func:`held_view` does not parse its head
+    again, and dropped there (``None``; also for an item not read by :func:`read_request`). While its trace is
+    held, this is all the service keeps of a span (no parsed message, no ids: docs/DECISIONS.md 157 and 320)."""
 
-    __slots__ = ("origin", "span", "full", "sequence")
+    __slots__ = ("origin", "span", "full", "sequence", "ids")
 
-    def __init__(self, origin: Origin, span: bytes) -> None:
-        self.origin, self.span, self.full, self.sequence = origin, span, True, 0
+    def __init__(self, origin: Origin, span: bytes, ids: tuple[bytes, bytes, bytes] | None = None) -> None:
+        self.origin, self.span, self.full, self.sequence, self.ids = origin, span, True, 0, ids
 
 
 def any_value(value: Any) -> AnyValue:
@@ -96,6 +100,7 @@ _ENCODED_MAX = 65536
 _VALUE_TYPES = (str, bool, int, float)
 
 
+@cython.ccall
 def _encoded_attribute(key: str, value: Any) -> bytes:
     """``Span(attributes=[KeyValue(key, value)])`` encoded by protobuf, cached per attribute: a trace's class, its
     decisions and reasons repeat across spans; only a step's own values (its call id, index) are new."""
@@ -120,33 +125,42 @@ def _encoded_attribute(key: str, value: Any) -> bytes:
     return encoded
 
 
-_RECENT: dict[int, tuple[Any, bytes]] = {}  # id(attribute set) -> (that set, kept alive here; its encoding)
+_RECENT: dict[int, tuple[Any, tuple[bytes, ...] | None, bytes]] = {}  # id(attribute set) -> _annotation's record of it
 _RECENT_MAX = 16
+
+
+@cython.ccall
+def _annotation(extra: dict[str, Any]) -> tuple:
+    """``(extra, its keys as _prefixed_keys gives them, its encoding)``: what annotating a span with ``extra`` reads,
+    made once per attribute set.
+
+    The fence gives every span of a trace but its steps one dict: the records of the last few dicts are kept
+    by the dict's identity (each record holds its dict, so an id is never reused while it is there, and is one
+    tuple, replaced whole). ``extra`` must not be changed once encoded (the fence builds a dict per trace or span).
+    """
+    found = _RECENT.get(id(extra))
+    if found is not None and found[0] is extra:
+        return found
+    found = (extra, _prefixed_keys(extra), b"".join([_encoded_attribute(key, value) for key, value in extra.items()]))
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[id(extra)] = found
+    return found
 
 
 def encoded_attributes(extra: dict[str, Any]) -> bytes:
     """``Span(attributes=extra)`` as protobuf encodes it: appended to an encoded span, it adds ``extra`` after the
     span's own attributes (protobuf merges concatenated encodings; a repeated field's elements are appended). The
-    encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute.
-
-    The fence gives every span of a trace but its steps one dict: the encodings of the last few dicts are kept
-    by the dict's identity (each entry holds its dict, so an id is never reused while it is there, and is one
-    tuple, replaced whole). ``extra`` must not be changed once encoded (the fence builds a dict per trace or span).
-    """
-    found = _RECENT.get(id(extra))
-    if found is not None and found[0] is extra:
-        return found[1]
-    encoded = b"".join([_encoded_attribute(key, value) for key, value in extra.items()])
-    if len(_RECENT) >= _RECENT_MAX:
-        _RECENT.clear()
-    _RECENT[id(extra)] = (extra, encoded)
-    return encoded
+    encoding of a repeated field is the concatenation of its elements' encodings, each made and cached per attribute;
+    the whole is kept per dict (:func:`_annotation`)."""
+    return _annotation(extra)[2]
 
 
 _KEYS_OF: dict[tuple[str, ...], tuple[bytes, ...] | None] = {}  # an annotation's keys -> their bytes (None: one without the prefix)
 _KEYS_OF_MAX = 256
 
 
+@cython.ccall
 def _prefixed_keys(extra: dict[str, Any]) -> tuple[bytes, ...] | None:
     """The UTF-8 bytes of ``extra``'s keys, or ``None`` when one of them does not start with ``ANNOTATION_PREFIX``
     (every key the fence sets does); kept per tuple of keys (a handful: a step's annotation is a dict of its own,
@@ -173,7 +187,12 @@ def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
     at once (``bytes.startswith`` with a tuple), not each key searched for in the whole span. A key without the
     prefix (none the fence sets) is searched for. (``find``, not ``in``: CPython's ``bytes.__contains__`` first
     tries its argument as an integer, and raises and clears a ``TypeError`` for every ``bytes`` one.)"""
-    keys = _prefixed_keys(extra)
+    return _holds_a_key(span, _annotation(extra)[1], extra)
+
+
+@cython.ccall
+def _holds_a_key(span: bytes, keys: tuple[bytes, ...] | None, extra: dict[str, Any]) -> bool:
+    """:func:`holds_a_key`, given ``extra``'s keys as :func:`_prefixed_keys` gives them."""
     if keys is None:
         for key in extra:
             if span.find(key.encode()) >= 0:
@@ -187,19 +206,22 @@ def holds_a_key(span: bytes, extra: dict[str, Any]) -> bool:
     return False
 
 
+@cython.ccall
 def annotated(span: bytes, extra: dict[str, Any]) -> bytes:
     """The encoded span with ``extra`` attributes set, replacing attributes of the same key.
 
     A span whose bytes hold none of ``extra``'s keys (:func:`holds_a_key`) has no attribute of those keys (a key
     is encoded as its UTF-8 bytes): the encoding of ``extra`` is appended. Otherwise (a span that passed another
-    fence, or a key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again."""
+    fence, or a key's text anywhere in it) it is parsed, changed with :func:`set_attributes` and encoded again.
+    What is read of ``extra`` (its keys' bytes, its encoding) is made once per dict (:func:`_annotation`)."""
     if not extra:
         return span
-    if holds_a_key(span, extra):
+    record = _annotation(extra)
+    if _holds_a_key(span, record[1], extra):
         message = Span.FromString(span)
         set_attributes(message, extra)
         return message.SerializeToString()
-    return span + encoded_attributes(extra)
+    return span + record[2]
 
 
 def annotate_item(item: OtlpItem | None, view: SpanView, extra: dict[str, Any]) -> OtlpItem | None:
@@ -270,14 +292,20 @@ class HeldSpan:
 
 
 def held_view(item: OtlpItem, sequence: int = 0) -> HeldSpan:
-    """What the fence takes a received span with (:class:`HeldSpan`: its ids, read from its head, whose fields
-    protobuf checks as it parses: a name that is not UTF-8 raises here, as it did when the whole head was read).
-    Sets ``item.full`` (whether planning must read the span in full: :func:`needs_full_view`) and ``item.sequence``.
-    Raises ``DecodeError``."""
-    head = SpanHead.FromString(item.span)
+    """What the fence takes a received span with (:class:`HeldSpan`: its ids). They are ``item.ids`` when
+    :func:`read_request` read them (its parse of the head checked every field of it), which this drops; else they
+    are read from the span's head, whose fields protobuf checks as it parses (a name that is not UTF-8 raises
+    here, as it did when the whole head was read). Sets ``item.full`` (whether planning must read the span in
+    full: :func:`needs_full_view`) and ``item.sequence``. Raises ``DecodeError``."""
+    ids = item.ids
+    if ids is None:
+        head = SpanHead.FromString(item.span)
+        ids = (head.trace_id, head.span_id, head.parent_span_id)
+    else:
+        item.ids = None  # a held span keeps no ids (docs/DECISIONS.md 320)
     item.full = needs_full_view(item.span)
     item.sequence = sequence
-    return HeldSpan(head.trace_id.hex(), head.span_id.hex(), head.parent_span_id.hex() or None)
+    return HeldSpan(ids[0].hex(), ids[1].hex(), ids[2].hex() or None)
 
 
 def planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> SpanView:
@@ -389,7 +417,7 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
                 # invalid_reason's rules: the right lengths, and not all zero (compared with the zero id, not any())
                 if len(trace_id) == 16 and len(span_id) == 8 and (not parent_span_id or len(parent_span_id) == 8) \
                         and trace_id != _ZERO_TRACE_ID and span_id != _ZERO_SPAN_ID:
-                    accepted.append(OtlpItem(origin, span))
+                    accepted.append(OtlpItem(origin, span, (trace_id, span_id, parent_span_id)))  # ids kept until held
                     continue
                 problem = invalid_reason(ids)
                 assert problem is not None

@@ -49,7 +49,7 @@ from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
-from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason
+from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason, request_span_count
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
@@ -128,7 +128,7 @@ class RouterIntake:
 
     def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", **_: Any) -> None:
         request = getattr(self.current, "request", None)
-        parts = split_request(request, self.workers)[0] if request is not None else split_items(items, self.workers)
+        parts = split_request(request, self.workers, _read_trace_ids(request, items))[0] if request is not None else split_items(items, self.workers)
         sized = [(w, part, spans, part.ByteSize()) for w, entry in enumerate(parts) if entry is not None for part, spans in [entry]]
         with self._lock:
             for w, _part, spans, size in sized:
@@ -182,6 +182,15 @@ class RouterIntake:
     @property
     def depth(self) -> int:
         return sum(f.depth for f in self.forwarders)
+
+
+def _read_trace_ids(request: Any, items: list[OtlpItem]) -> list[bytes] | None:
+    """The trace ids of every span of ``request`` in order, as ``read_request`` read them into ``items`` (their
+    ``ids``), when it accepted every span; else ``None`` (``split_request`` then reads each span's head)."""
+    if len(items) != request_span_count(request):
+        return None
+    ids = [item.ids for item in items]
+    return None if None in ids else [one[0] for one in ids]
 
 
 class RouterExport(TraceExport):

@@ -10,7 +10,7 @@ depends on the id's bytes only, so it is the same in every process, on every run
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead
 from otel_tracefence.service.otlp_spans import OtlpItem, lazy_request, to_request, traces_by_span_id
@@ -33,7 +33,7 @@ def readable_trace(trace_id: bytes) -> bool:
     return len(trace_id) == 16 and trace_id != _ZERO_TRACE
 
 
-def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | None], bool]:
+def split_request(request: Any, workers: int, trace_ids: Sequence[bytes] | None = None) -> tuple[list[tuple[Any, int] | None], bool]:
     """``request``'s spans with a readable trace id (and those without one whose parent it holds, with their
     parent's trace), regrouped per worker: ``(parts, whole)``.
 
@@ -43,11 +43,13 @@ def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | No
     span keeps its resource and scope (with their schema URLs): a part holds one ``ResourceSpans`` /
     ``ScopeSpans`` per original one that has spans for that worker, in the original order. ``whole``: every
     span went to one worker and none was left out, and that part *is* the lazy request itself (not copied).
-    Only each span's trace id is read (``SpanHead``); the parts are built by protobuf (``add``, ``extend``).
-    Raises ``google.protobuf.message.DecodeError`` for a span whose bytes do not decode.
+    Only each span's trace id is read (``SpanHead``), or taken from ``trace_ids`` (every span's, in order, as
+    ``otlp_spans.read_request`` read them: the router then parses no head again); the parts are built by protobuf
+    (``add``, ``extend``). Raises ``google.protobuf.message.DecodeError`` for a span whose bytes do not decode.
     """
     request = lazy_request(request)
     read_head = SpanHead.FromString
+    known = iter(trace_ids) if trace_ids is not None else None
     grouped: list[list[list[list[bytes]]]] = []  # per ResourceSpans, per ScopeSpans, per worker: its spans
     counts = [0] * workers
     total = 0
@@ -58,7 +60,7 @@ def split_request(request: Any, workers: int) -> tuple[list[tuple[Any, int] | No
             by_worker: list[list[bytes]] = [[] for _ in range(workers)]
             for span in scope_spans.spans:
                 total += 1
-                trace_id = read_head(span).trace_id
+                trace_id = read_head(span).trace_id if known is None else next(known)
                 if readable_trace(trace_id):
                     by_worker[worker_of(trace_id, workers)].append(span)
                 else:
