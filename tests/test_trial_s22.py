@@ -79,3 +79,123 @@ def test_fail_on_fails_a_trace_a_door_flagged_partial_or_late_even_dynamic_or_to
     whole = _file(tmp_path / "w.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("accounts.get", "read", **{key: False}))
     code, plan, stderr = _gate(whole, "injected")
     assert (code, plan["replayClass"], plan["partial"], stderr) == (0, "REPLAY_CLASS_DYNAMIC", False, [])
+
+
+# --- 2. a trace decided partial with no root span holds its writes (DECISIONS 301, supersedes 297's limit) ---
+
+ROOTLESS_WHY = (f"no span of the trace is its root: span {TOOL} names the parent {ROOT_SPAN}, which is not in the trace; "
+                "the part of the trace not seen may hold an earlier attempt of this call, so it cannot be judged")  # fmt: skip
+
+
+def _decisions(plan: dict) -> list[tuple[str, str, list[str]]]:
+    return [(s["step"]["tool"], s["decision"], s["reasons"]) for s in plan["steps"]]
+
+
+def test_cli_a_rootless_write_is_held_and_a_rootless_read_is_not(tmp_path: Path) -> None:
+    # The forgotten trace's late write, as the service's output file or any export holds it: `injected`, partial, before.
+    path = _file(tmp_path / "w.json", _tool("payments.charge", "write"), _span("dd" * 8, "POST", TOOL, **{"http.request.method": "POST", "http.response.status_code": 200}))
+    proc = run("plan", str(path))
+    assert proc.returncode == 0 and proc.stderr == ""  # the file is not malformed: nothing to warn of
+    plan = json.loads(proc.stdout)
+    assert (plan["replayClass"], plan["partial"]) == ("REPLAY_CLASS_REVIEW", True)
+    assert _decisions(plan) == [("payments.charge", "DECISION_REVIEW", ["trace_root_missing"])]
+    assert plan["steps"][0]["step"]["malformed"] == [{"field": "parent_span_id", "message": ROOTLESS_WHY}]
+    read = _file(tmp_path / "r.json", _tool("accounts.get", "read"))
+    plan = json.loads(run("plan", str(read)).stdout)
+    assert (plan["replayClass"], plan["partial"], _decisions(plan)) == ("REPLAY_CLASS_DYNAMIC", True, [("accounts.get", "DECISION_REPLAY", ["declared_read"])])
+    # The root is here, a span between is not: not rootless, the write is judged (partial all the same, 300).
+    rooted = _file(tmp_path / "m.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("payments.charge", "write", parent=MIDDLE))
+    plan = json.loads(run("plan", str(rooted)).stdout)
+    assert (plan["replayClass"], _decisions(plan)) == ("REPLAY_CLASS_INJECTED", [("payments.charge", "DECISION_SKIP", ["write_committed"])])
+
+
+from opentelemetry import trace as otel_trace  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb  # noqa: E402
+from otel_tracefence.review.store import SQLiteReviewStore  # noqa: E402
+from otel_tracefence.sdk import TraceFenceSpanProcessor  # noqa: E402
+from otel_tracefence.service.server import TraceFenceService  # noqa: E402
+from service_helpers import Client, service_config  # noqa: E402
+
+CHARGE = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "payments.charge", "tracefence.effect": "write",
+          "gen_ai.tool.call.arguments": '{"amount": 5}', "gen_ai.tool.call.result": '{"id": "ch_1"}'}  # fmt: skip
+FORGET = 3  # decided_cache_size=1 and FORGOTTEN_FACTOR=2: three more decided traces and the first is not known at all
+
+
+def _turn(tracer: Any, call_id: str) -> Any:
+    """An agent turn with one committed write, ended; its root span."""
+    root = tracer.start_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"})
+    with otel_trace.use_span(root, end_on_exit=False):
+        tracer.start_span("execute_tool payments.charge", attributes={**CHARGE, "gen_ai.tool.call.id": call_id}).end()
+    root.end()
+    return root
+
+
+def _late_write(tracer: Any, root: Any) -> str:
+    """A second charge below ``root``, after its trace was decided and forgotten; its span id (hex)."""
+    span = tracer.start_span("execute_tool payments.charge", context=otel_trace.set_span_in_context(root), attributes={**CHARGE, "gen_ai.tool.call.id": "call-late"})
+    span.end()
+    return format(span.get_span_context().span_id, "016x")
+
+
+def _held_item(store: Any, trace_id: str) -> list[tuple[str, int, list[str]]]:
+    item = store.get(trace_id)
+    assert item is not None, "no review item"
+    assert (item.plan.replay_class, item.plan.partial) == (pb.REPLAY_CLASS_REVIEW, True)
+    return [(d.step.call_id, d.decision, list(d.reasons)) for d in item.plan.steps]
+
+
+HELD = [("call-late", pb.DECISION_REVIEW, ["trace_root_missing"])]
+
+
+def test_service_a_late_write_of_a_forgotten_trace_is_held_root_missing(tmp_path: Path, upstream: Any) -> None:
+    """Trial T2's `forgotten.py` (DECISIONS 297): the late write started a trace of its own, decided partial when its
+    wait ran out, `injected` with no review item. Real `tracefence serve`, the SDK's OTLP/gRPC exporter."""
+    config = service_config(upstream, tmp_path / "r.db", max_wait_ms=400).model_copy(update={"decided_cache_size": 1})
+    service = TraceFenceService(config)
+    service.start()
+    client = Client(service.port, batch=True)
+    try:
+        first = _turn(client.tracer, "call-1")
+        trace_id = format(first.get_span_context().trace_id, "032x")
+        assert client.send().name == "SUCCESS"
+        assert {r.tf["tracefence.replay.class"] for r in upstream.wait_spans(2, trace_id)} == {"injected"}
+        for n in range(FORGET):
+            _turn(client.tracer, f"call-other-{n}")
+            assert client.send().name == "SUCCESS"
+            upstream.wait_spans(2 * (n + 2))
+        late_id = _late_write(client.tracer, first)
+        assert client.send().name == "SUCCESS"
+        (late,) = upstream.wait_spans(3, trace_id)[2:]
+        assert late.span_id == late_id
+        assert {k: late.tf[k] for k in ("tracefence.replay.class", "tracefence.step.decision", "tracefence.step.reasons", "tracefence.trace.partial")} == {
+            "tracefence.replay.class": "review", "tracefence.step.decision": "review", "tracefence.step.reasons": ["trace_root_missing"],
+            "tracefence.trace.partial": True}  # fmt: skip
+        assert _held_item(service.store, trace_id) == HELD
+    finally:
+        client.shutdown()
+        service.stop(grace_s=0)
+
+
+def test_processor_a_late_write_of_a_forgotten_trace_is_held_root_missing(tmp_path: Path) -> None:
+    """The same through the span processor in a real TracerProvider: the late write's trace is decided at the
+    provider's shutdown, partial (its root never ends in this process)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_db=str(tmp_path / "r.db"), decision_wait_ms=0, decided_cache_size=1))
+    tracer = provider.get_tracer("agent")
+    first = _turn(tracer, "call-1")
+    for n in range(FORGET):
+        _turn(tracer, f"call-other-{n}")
+    late_id = _late_write(tracer, first)
+    provider.shutdown()
+    (late,) = [s for s in exporter.get_finished_spans() if format(s.get_span_context().span_id, "016x") == late_id]
+    attributes = dict(late.attributes or {})
+    assert (attributes["tracefence.replay.class"], attributes["tracefence.step.decision"], list(attributes["tracefence.step.reasons"]),
+            attributes["tracefence.trace.partial"]) == ("review", "review", ["trace_root_missing"], True)  # fmt: skip
+    with SQLiteReviewStore(tmp_path / "r.db", create=False) as store:
+        assert _held_item(store, format(first.get_span_context().trace_id, "032x")) == HELD
+

@@ -16,7 +16,7 @@ from otel_tracefence.readers.detect import FORMATS, detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.readers.rows import read_rows
-from otel_tracefence.reasons import RESULT_NOT_RECORDED
+from otel_tracefence.reasons import RESULT_NOT_RECORDED, TRACE_ROOT_MISSING
 from otel_tracefence.schema import plan_to_json
 from otel_tracefence.cli import table
 
@@ -102,7 +102,8 @@ def plan_text(
                 errors.extend(
                     InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
                     for f in d.step.malformed
-                    if d.step.span_id  # an unreadable span's step: its error is listed already
+                    # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
+                    if d.step.span_id and f.reason != TRACE_ROOT_MISSING
                 )
         return plans, errors
     rows = read_rows(text, fmt, config)
