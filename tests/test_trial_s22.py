@@ -199,3 +199,37 @@ def test_processor_a_late_write_of_a_forgotten_trace_is_held_root_missing(tmp_pa
     with SQLiteReviewStore(tmp_path / "r.db", create=False) as store:
         assert _held_item(store, format(first.get_span_context().trace_id, "032x")) == HELD
 
+
+# --- 3. an unknown operation that names a function, an action or MCP is held (DECISIONS 302) -----------------
+
+UNKNOWN_OP_FIXTURE = Path(__file__).parent / "fixtures" / "trial" / "v_genai_upper.json"  # an error span `charge_card`, no tool name
+
+
+def _with_operation(tmp_path: Path, operation: str) -> Path:
+    path = tmp_path / "op.json"
+    path.write_text(UNKNOWN_OP_FIXTURE.read_text().replace('"EXECUTE_TOOL"', json.dumps(operation)))
+    return path
+
+
+@pytest.mark.parametrize("operation", ["call_function", "execute_action", "mcp_call", "invokeFunction", "run_actions", "MCP"])
+def test_cli_an_operation_naming_a_function_an_action_or_mcp_is_held(tmp_path: Path, operation: str) -> None:
+    # Before: planned as tool-free (no class), although the span failed while calling something.
+    proc = run("plan", str(_with_operation(tmp_path, operation)))
+    plan = json.loads(proc.stdout)
+    assert plan["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert _decisions(plan) == [("charge_card", "DECISION_REVIEW", ["unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"])]
+    assert plan["steps"][0]["step"]["malformed"][0]["message"] == (
+        f"span 1000000000000002 ('charge_card') looks like tool activity (its attribute gen_ai.operation.name={operation!r} is no GenAI operation, "
+        "and it names a tool), but no known convention reads it")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "operation",
+    # Strands, Spring AI, AG2, Semantic Kernel (.NET), ADK's model span name, and words that hold a call word only inside
+    ["execute_event_loop_cycle", "framework", "embedding", "conversation", "handoff", "chat.completions", "text.completions", "agent_run",
+     "call_llm", "invoke_model", "transaction", "functional_test"],
+)
+def test_cli_ordinary_operations_of_real_frameworks_still_pass(tmp_path: Path, operation: str) -> None:
+    plan = json.loads(run("plan", str(_with_operation(tmp_path, operation))).stdout)
+    assert (plan["replayClass"], plan.get("steps", [])) == ("REPLAY_CLASS_UNSPECIFIED", [])
+
