@@ -233,3 +233,48 @@ def test_cli_ordinary_operations_of_real_frameworks_still_pass(tmp_path: Path, o
     plan = json.loads(run("plan", str(_with_operation(tmp_path, operation))).stdout)
     assert (plan["replayClass"], plan.get("steps", [])) == ("REPLAY_CLASS_UNSPECIFIED", [])
 
+
+# --- 4. a tool's own HTTP 4xx response is an error, as the HTTP conventions read a client span (DECISIONS 303) --
+
+from opentelemetry.trace import SpanKind  # noqa: E402
+
+
+def _processed(kind: SpanKind, status_code: int, method: str = "POST", child: tuple[str, int] | None = None) -> dict[str, Any]:
+    """The annotations the processor (in a real TracerProvider) gives an HTTP tool span that got ``status_code``
+    (its span status left unset, as an instrumentation that does not follow the conventions leaves it)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_db="", decision_wait_ms=0))
+    tracer = provider.get_tracer("agent")
+    with tracer.start_as_current_span("invoke_agent billing", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "billing.http", "gen_ai.tool.call.id": "call-1",
+                      "http.request.method": method, "url.full": "https://billing/api/invoices", "http.response.status_code": status_code}  # fmt: skip
+        with tracer.start_as_current_span("execute_tool billing.http", kind=kind, attributes=attributes):
+            if child is not None:
+                tracer.start_span(child[0], kind=SpanKind.CLIENT, attributes={"http.request.method": child[0], "url.full": "https://billing/api/x",
+                                                                               "http.response.status_code": child[1]}).end()  # fmt: skip
+    provider.shutdown()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool billing.http"]
+    attributes = dict(span.attributes or {})
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attributes.items() if k.startswith("tracefence.") and k != "tracefence.plan.schema_version"}
+
+
+def _annotated(cls: str, decision: str, reasons: list[str], effect: str, status: str) -> dict[str, Any]:
+    return {"tracefence.replay.class": cls, "tracefence.step.decision": decision, "tracefence.step.reasons": reasons,
+            "tracefence.step.related_call_ids": [], "tracefence.step.effect": effect, "tracefence.step.status": status}  # fmt: skip
+
+
+@pytest.mark.parametrize("status_code", [400, 404, 408, 409, 422, 429, 499])
+def test_processor_a_tool_spans_own_4xx_is_an_error_in_its_result(status_code: int) -> None:
+    # Before: status ok, a POST committed (`skip`, `write_committed`, class static). A 409 or 429 may mean not applied,
+    # a 408 that the server gave up while it may have applied it: a write is held either way.
+    assert _processed(SpanKind.CLIENT, status_code) == _annotated("review", "review", ["write_error", "arguments_not_recorded", "error_in_result"], "write", "error")
+
+
+def test_processor_a_4xx_stays_ok_on_a_server_span_and_below_a_step() -> None:
+    # The conventions leave a server span's 4xx unset (the caller erred); a request below the step keeps 254's rule (5xx).
+    committed = _annotated("static", "skip", ["write_committed", "result_not_recorded", "arguments_not_recorded"], "write", "ok")
+    assert _processed(SpanKind.SERVER, 409) == committed
+    assert _processed(SpanKind.CLIENT, 201, child=("GET", 404)) == committed
+    read = _processed(SpanKind.CLIENT, 404, method="GET")  # a read replays whatever its status
+    assert (read["tracefence.step.decision"], read["tracefence.step.status"]) == ("replay", "error")
