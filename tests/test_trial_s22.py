@@ -278,3 +278,46 @@ def test_processor_a_4xx_stays_ok_on_a_server_span_and_below_a_step() -> None:
     assert _processed(SpanKind.CLIENT, 201, child=("GET", 404)) == committed
     read = _processed(SpanKind.CLIENT, 404, method="GET")  # a read replays whatever its status
     assert (read["tracefence.step.decision"], read["tracefence.step.status"]) == ("replay", "error")
+
+
+# --- 5. a status code OTLP does not define: held, the step's tool name and effect read (DECISIONS 305) ---------
+
+UNDEFINED = ["malformed_status", "write_status_unknown"]
+
+
+@pytest.mark.parametrize("code", [7, -1, 2**40])
+def test_cli_a_status_code_otlp_does_not_define_is_held_with_the_tools_name(tmp_path: Path, code: int) -> None:
+    # Before: the span stood in as unreadable, its step named no tool (`tool: ""`) and had no effect.
+    span = _tool("payments.charge", "write")
+    span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.tool.call.result"]
+    span["status"] = {"code": code}
+    path = _file(tmp_path / "s.json", _span(ROOT_SPAN, "invoke_agent a"), span)
+    proc = run("plan", str(path))
+    plan = json.loads(proc.stdout)
+    shown = min(max(code, -(2**31)), 2**31 - 1)  # past int32 it is clamped, never wrapped to 0 (unset)
+    assert (plan["replayClass"], _decisions(plan)) == ("REPLAY_CLASS_REVIEW", [("payments.charge", "DECISION_REVIEW", UNDEFINED)])
+    assert plan["steps"][0]["step"]["effect"] == "EFFECT_WRITE"
+    assert plan["steps"][0]["step"]["malformed"] == [{"field": "status", "message": f"status code {shown} is not one of 0 (unset), 1 (ok), 2 (error): not understood"}]
+
+
+def test_service_a_status_code_otlp_does_not_define_is_held_as_the_cli_holds_it(tmp_path: Path, upstream: Any) -> None:
+    """The gRPC door read code 7 as `error`: a read replayed. Now every door holds the step at status, with its name."""
+    from service_helpers import raw_request, raw_span, raw_tool_span, trace_stub, wait_for
+
+    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service.start()
+    channel, stub = trace_stub(f"127.0.0.1:{service.port}")
+    try:
+        trace_id = bytes.fromhex(TRACE)
+        tool = raw_tool_span(trace_id, bytes.fromhex(TOOL), "accounts.get", effect="read", status="", parent=bytes.fromhex(ROOT_SPAN))
+        del tool.attributes[-1]  # no tracefence.status: the span's own status decides
+        tool.status.code = 7
+        stub.Export(raw_request(raw_span(trace_id, bytes.fromhex(ROOT_SPAN), "invoke_agent a"), tool), timeout=10)
+        (received,) = [r for r in upstream.wait_spans(2, TRACE) if r.span_id == TOOL]
+        assert (received.tf["tracefence.replay.class"], received.tf["tracefence.step.decision"], received.tf["tracefence.step.reasons"]) == (
+            "review", "review", ["malformed_status", "arguments_not_recorded"])  # fmt: skip
+        item = wait_for(lambda: service.store.get(TRACE), what="the review item")
+        assert [(d.step.tool, list(d.reasons)) for d in item.plan.steps] == [("accounts.get", ["malformed_status", "arguments_not_recorded"])]
+    finally:
+        channel.close()
+        service.stop(grace_s=0)

@@ -87,6 +87,8 @@ def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedFi
         if found is not None:
             found.append(NO_END)
         return STATUS_UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
+    if span.status_undefined is not None:  # held, never read as some status (docs/DECISIONS.md 305)
+        return MalformedField("status", f"status code {span.status_undefined} is not one of 0 (unset), 1 (ok), 2 (error): not understood")
     signs = []
     excepted = False
     for event in span.events:
