@@ -488,6 +488,9 @@ def test_refused_spans_stand_in_their_trace_at_its_worker_over_otlp_http_as_in_o
         (step,) = item.plan.steps
         call_id = "0000000000000000" if item.trace_id == trace.hex() else "b2b2b2b2b2b2b2b2"
         assert (step.decision, step.step.call_id, step.step.span_id) == (pb.DECISION_REVIEW, call_id, "")
+        # Each stands in with its own fault's reason, as in one process (the JSON one was malformed_parent_span_id: 306).
+        fault = "malformed_span_id" if item.trace_id == trace.hex() else "malformed_attributes"
+        assert list(step.reasons) == [fault, "effect_unknown", "arguments_not_recorded"]
     stopped = router_log(serve, "tracefence serve stopped", timeout=1)
     assert stopped["dropped_spans"] == 0  # the workers' refusals of those two spans are expected, not drops
 
