@@ -16,6 +16,7 @@ from otel_tracefence.config import TraceFenceConfig
 from otel_tracefence.model import ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, from_otlp, normalize_trace
 from otel_tracefence.normalize.config_reading import read_config
+from otel_tracefence.normalize.rootless import hold_rootless, missing_root
 from otel_tracefence.planner import plan_trace
 
 
@@ -33,9 +34,12 @@ def plan_steps(trace_id: str, steps: Iterable[ToolStep], config: TraceFenceConfi
 
 
 def plan_spans(trace_id: str, spans: Sequence[SpanView], config: TraceFenceConfig, *, partial: bool = False) -> PlannedTrace:
-    """Normalize one trace's spans and plan them."""
+    """Normalize one trace's spans and plan them. A trace decided ``partial`` that holds no root span has its
+    steps that are not reads held, ``trace_root_missing`` (``normalize/rootless.py``, docs/DECISIONS.md 301)."""
     reading = read_config(config)
     normalized = normalize_trace(spans, reading)
+    if partial and normalized.steps and missing_root(spans):
+        normalized.steps[:] = hold_rootless(normalized.steps, spans)
     return PlannedTrace(plan_trace(trace_id, normalized.steps, partial=partial, limits=reading.limits), normalized)
 
 

@@ -17,6 +17,7 @@ STATUS_EVIDENCE_CONFLICT = "status_evidence_conflict"  # tracefence.status=ok de
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
 LATE_REQUEST_UNTIED = "late_request_untied"  # a late HTTP/RPC dispatch or failure whose parent is no remembered step span
+TRACE_ROOT_MISSING = "trace_root_missing"  # a step that is not a read, in a trace decided partial with no root span (docs/DECISIONS.md 301)
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
 IDEMPOTENCY_KEY_REUSED_ARGUMENTS_UNAVAILABLE = "idempotency_key_reused_arguments_unavailable"

@@ -507,6 +507,7 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.EFFECT_HINTS_CONFLICT,
         reasons.CHILD_SPAN_UNREAD,
         reasons.LATE_REQUEST_UNTIED,
+        reasons.TRACE_ROOT_MISSING,
         reasons.SPAN_DATA_DROPPED,
         reasons.STATUS_EVIDENCE_CONFLICT,
         reasons.IDEMPOTENCY_KEY_CONFLICT,

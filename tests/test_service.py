@@ -333,7 +333,10 @@ def test_a_trace_whose_root_never_comes_is_decided_partial_at_max_wait(serve, up
     assert time.monotonic() - started >= 0.35
     for r in received:
         assert ours(r.span)["tracefence.trace.partial"] is True
-        assert r.tf["tracefence.replay.class"] == "injected"
+        # No root span came: its write cannot be judged (docs/DECISIONS.md 301; it was `injected` before).
+        assert r.tf["tracefence.replay.class"] == "review"
+    (write,) = [r for r in received if r.name.endswith("invoice.create")]
+    assert (write.tf["tracefence.step.decision"], write.tf["tracefence.step.reasons"]) == ("review", ["trace_root_missing"])
 
 
 # -- forwarding --------------------------------------------------------------------------------

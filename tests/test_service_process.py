@@ -44,13 +44,17 @@ def test_sigterm_with_traces_held_decides_them_partial_forwards_and_stores_them(
     assert sorted(r.trace_id for r in received) == sorted([review_trace] * 2 + [injected_trace] * 2)
     for r in received:
         assert r.tf["tracefence.trace.partial"] is True
-        assert r.tf["tracefence.replay.class"] == ("review" if r.trace_id == review_trace else "injected")
+        # Their roots never came: the committed write of the other trace cannot be judged either (DECISIONS 301;
+        # it was `injected`, with no review item).
+        assert r.tf["tracefence.replay.class"] == "review"
         assert r.service_name == "billing-agent"
+    (write,) = [r for r in received if r.trace_id == injected_trace and r.name.endswith("invoice.create")]
+    assert write.tf["tracefence.step.reasons"] == ["trace_root_missing"]
     with SQLiteReviewStore(db, create=False) as store:
         items, _ = store.list()
-    assert [(i.trace_id, i.plan.replay_class, i.plan.partial, i.service_name) for i in items] == [
-        (review_trace, pb.REPLAY_CLASS_REVIEW, True, "billing-agent")
-    ]
+    assert sorted((i.trace_id, i.plan.replay_class, i.plan.partial, i.service_name) for i in items) == sorted([
+        (review_trace, pb.REPLAY_CLASS_REVIEW, True, "billing-agent"), (injected_trace, pb.REPLAY_CLASS_REVIEW, True, "billing-agent")
+    ])  # fmt: skip
     stopped = serve.log("tracefence serve stopped", timeout=1)
     assert (stopped["decided_at_shutdown"], stopped["forwarded_all"], stopped["dropped_spans"]) == (2, True, 0)
     assert "Traceback" not in serve.stderr()

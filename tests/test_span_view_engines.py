@@ -76,7 +76,7 @@ def test_views_behave_the_same_in_both_engines(pure):
     head = (
         "SpanView(trace_id='01010101010101010101010101010101', span_id='{span}', name='{name}', attributes={attributes}, "
         "parent_span_id={parent}, parent_is_remote={remote}, start_time_unix_nano={start}, end_time_unix_nano={end}, status_code='{status}', "
-        "status_message='', events=(), sequence={sequence}, duplicate_keys={duplicates}, kind='{kind}', unreadable=None, dropped_attributes=0, dropped_events=0, value_length_limit=None)"
+        "status_message='', events=(), sequence={sequence}, duplicate_keys={duplicates}, kind='{kind}', unreadable=None, dropped_attributes=0, dropped_events=0, value_length_limit=None, status_undefined=None)"
     )
     tool = dict(span="0202020202020202", name="execute_tool refund", parent="'0303030303030303'", remote=True, start=10, end=20,
                 status="error", sequence=0, kind="client")
@@ -87,8 +87,9 @@ def test_views_behave_the_same_in_both_engines(pure):
             "trace_id", "span_id", "name", "attributes", "parent_span_id", "parent_is_remote", "start_time_unix_nano", "end_time_unix_nano",
             "status_code", "status_message", "events", "sequence", "duplicate_keys", "kind", "unreadable", "dropped_attributes", "dropped_events",
             "value_length_limit",
+            "status_undefined",
         ],
-        "defaults": ["None", "False", "0", "None", "'unset'", "''", "()", "0", "()", "'unspecified'", "None", "0", "0", "None"],
+        "defaults": ["None", "False", "0", "None", "'unset'", "''", "()", "0", "()", "'unspecified'", "None", "0", "0", "None", "None"],
         "shared_default": True,
         "equal": [True, True, False, True],
         "hash": "unhashable",
@@ -96,12 +97,12 @@ def test_views_behave_the_same_in_both_engines(pure):
             "SpanView(trace_id='abababababababababababababababab', span_id='cdcdcdcdcdcdcdcd', name='execute_tool refund', "
             "attributes={'gen_ai.tool.name': 'refund'}, parent_span_id='efefefefefefefef', parent_is_remote=False, start_time_unix_nano=5, "
             "end_time_unix_nano=None, status_code='unset', status_message='', events=(SpanEvent(name='log', attributes={'message': 'x'}),), "
-            "sequence=0, duplicate_keys=(), kind='client', unreadable=None, dropped_attributes=0, dropped_events=0, value_length_limit=None)"
+            "sequence=0, duplicate_keys=(), kind='client', unreadable=None, dropped_attributes=0, dropped_events=0, value_length_limit=None, status_undefined=None)"
         ),
         "replaced": (
             "SpanView(trace_id='abababababababababababababababab', span_id='cdcdcdcdcdcdcdcd', name='plain', attributes={'a': 1}, "
             "parent_span_id=None, parent_is_remote=False, start_time_unix_nano=0, end_time_unix_nano=None, status_code='unset', "
-            "status_message='', events=(), sequence=0, duplicate_keys=(), kind='unspecified', unreadable=('span_id', 'bad'), dropped_attributes=0, dropped_events=0, value_length_limit=None)"
+            "status_message='', events=(), sequence=0, duplicate_keys=(), kind='unspecified', unreadable=('span_id', 'bad'), dropped_attributes=0, dropped_events=0, value_length_limit=None, status_undefined=None)"
         ),
         "assigned": [9, {"k": "v"}],
         "service": [

@@ -16,7 +16,7 @@ from otel_tracefence.readers.detect import FORMATS, detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.readers.otlp_json import read_otlp_json
 from otel_tracefence.readers.rows import read_rows
-from otel_tracefence.reasons import RESULT_NOT_RECORDED
+from otel_tracefence.reasons import RESULT_NOT_RECORDED, TRACE_ROOT_MISSING
 from otel_tracefence.schema import plan_to_json
 from otel_tracefence.cli import table
 
@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("file", help="input file, or - for standard input")
     parser.add_argument("--input-format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto-detect)")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="json: one TracePlan per line (canonical protobuf JSON); table: for people")
-    parser.add_argument("--fail-on", choices=[c.value for c in ReplayClass if c is not ReplayClass.DYNAMIC], help="exit 1 when any trace's class is at or past this one")
+    parser.add_argument("--fail-on", choices=[c.value for c in ReplayClass if c is not ReplayClass.DYNAMIC], help="exit 1 when any trace's class is at or past this one, or any trace is partial (steps may be missing)")
     parser.add_argument(
         "--on-malformed",
         choices=("reject", "review"),
@@ -103,7 +103,8 @@ def plan_text(
                 errors.extend(
                     InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
                     for f in d.step.malformed
-                    if d.step.span_id  # an unreadable span's step: its error is listed already
+                    # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
+                    if d.step.span_id and f.reason != TRACE_ROOT_MISSING
                 )
         return plans, errors
     rows = read_rows(text, fmt, config)
@@ -262,8 +263,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     else:
         print(table.render(plans))
     if args.fail_on:
-        threshold = ReplayClass(args.fail_on).rank
-        met = [p for p in plans if p.replay_class is not None and p.replay_class.rank >= threshold]
+        met = [p for p in plans if meets_fail_on(p, args.fail_on)]
         for plan in met:
             print(f"tracefence plan: {args.file}: {fail_on_line(plan, args.fail_on)}", file=sys.stderr)
         if met:
@@ -274,12 +274,31 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
 FAIL_ON_REASONS = 3
 
 
+def meets_fail_on(plan: TracePlan, fail_on: str) -> bool:
+    """True when ``plan`` fails the ``--fail-on`` gate ``fail_on`` (a :class:`ReplayClass` value past ``dynamic``):
+    its class is at or past ``fail_on``, or the plan is partial, whatever its class (none too). A partial plan is
+    one :func:`incomplete` flags (a span names a parent the trace in the file lacks; a ``tracefence.trace.partial``,
+    ``.late`` or ``.reasons`` value that is not ``false``): steps may be missing, so no gate passes it, as the
+    replay guard refuses it (docs/DECISIONS.md 287, 300)."""
+    if plan.partial:
+        return True
+    return plan.replay_class is not None and plan.replay_class.rank >= ReplayClass(fail_on).rank
+
+
+PARTIAL_CAUSE = "partial (decided before it was complete, or not whole in this file: steps may be missing)"
+
+
 def fail_on_line(plan: TracePlan, fail_on: str) -> str:
     """Why ``plan`` met ``--fail-on``: its trace id, class, and the first reasons (with a call id
     each) of the steps that put it in that class, e.g.
-    ``fail-on review: trace t1: class review: write_timeout (call c3), +1 more``."""
-    assert plan.replay_class is not None
+    ``fail-on review: trace t1: class review: write_timeout (call c3), +1 more``; a partial plan whose class
+    alone would not meet it gives :data:`PARTIAL_CAUSE` instead
+    (``fail-on static: trace t1: class injected (partial): partial (...)``; ``class none`` with no tool step)."""
     cls = plan.replay_class
+    partial = " (partial)" if plan.partial else ""
+    lead = f"fail-on {fail_on}: trace {table.cell(plan.trace_id) if plan.trace_id else '(none)'}: class {cls.value if cls else 'none'}{partial}"
+    if cls is None or cls.rank < ReplayClass(fail_on).rank:
+        return f"{lead}: {PARTIAL_CAUSE}"
     if cls is ReplayClass.REVIEW:
         causes = [(d.reasons[0] if d.reasons else d.decision.value, d.step.call_id) for d in plan.steps if d.decision in (Decision.REVIEW, Decision.CONFLICT)]
     elif cls is ReplayClass.STATIC:
@@ -294,5 +313,4 @@ def fail_on_line(plan: TracePlan, fail_on: str) -> str:
         shown.append(f"+{len(firsts) - FAIL_ON_REASONS} more")
     if not shown:  # no step puts it there: its spans record the class (recorded_class)
         shown.append(f"recorded by the door that wrote the file ({REPLAY_CLASS})")
-    partial = " (partial)" if plan.partial else ""
-    return f"fail-on {fail_on}: trace {table.cell(plan.trace_id) if plan.trace_id else '(none)'}: class {cls.value}{partial}: {', '.join(shown)}"
+    return f"{lead}: {', '.join(shown)}"

@@ -16,7 +16,8 @@ tool activity"). A span looks like tool activity when:
 * or a convention's kind attribute holds its tool value only after folding case, separators
   and invisible characters (``gen_ai.operation.name`` = ``EXECUTE_TOOL``, ``"execute_tool "``,
   ``execute-tool``, ``executeTool``, ``execute_tool`` and a zero-width space: ``textfold.folded_word``),
-  or ``gen_ai.operation.name`` is no GenAI operation and holds a tool token (``run_tool``), or
+  or ``gen_ai.operation.name`` is no GenAI operation and holds a tool token (``run_tool``) or names a
+  function, an action or MCP (``call_function``, ``execute_action``, ``mcp_call``), or
   ``openinference.span.kind`` holds a value OpenInference does not define (``FUNCTION``),
   or an RPC span's ``rpc.method`` is MCP's ``tools/call`` (an MCP call without ``mcp.*``):
   a value the conventions do not define is not understood, so it is held, never read as
@@ -103,6 +104,21 @@ def _tool_token(text: str, describes: bool = False) -> bool:
     return False
 
 
+# Words that, in a ``gen_ai.operation.name`` value no convention defines, name a call of something a tool runs,
+# beside the tool token itself: a function (``call_function``), an action (``execute_action``), MCP (``mcp_call``).
+# Not ``call``, ``invoke``, ``execute`` or ``run`` alone: ``call_llm``, ``invoke_agent``, ``execute_event_loop_cycle``
+# (Strands) and ``agent_run`` are ordinary operations (docs/DECISIONS.md 302). For operation values only: span names
+# and keys keep the tool token.
+OPERATION_CALL_WORDS = frozenset({"function", "functions", "action", "actions", "mcp"})
+
+
+@lru_cache(maxsize=1024)
+def _operation_names_a_call(operation: str) -> bool:
+    """True when an unknown ``gen_ai.operation.name`` value holds the tool token or a word of
+    :data:`OPERATION_CALL_WORDS` (as a whole word: ``transaction`` names no action). Cached: values repeat."""
+    return _tool_token(operation) or not OPERATION_CALL_WORDS.isdisjoint(w.lower() for w in _WORDS.findall(operation))
+
+
 @cython.ccall
 def has_known_kind(attributes: Mapping[str, Any]) -> bool:
     """True when a convention names the span's kind as something other than a tool (agent, chain,
@@ -186,7 +202,7 @@ def _kind_not_understood(attributes: Mapping[str, Any]) -> str | None:
         if isinstance(found, str) and folded_word(found) == fold:  # not read as a tool span: not as written
             return f"its attribute {key}={found!r} is {value!r} only after folding its case, separators or invisible characters"
     operation = attributes[GEN_AI_OPERATION] if GEN_AI_OPERATION in attributes else None
-    if isinstance(operation, str) and operation not in KNOWN_OPERATIONS and _tool_token(visible(operation)):
+    if isinstance(operation, str) and operation not in KNOWN_OPERATIONS and _operation_names_a_call(visible(operation)):
         return f"its attribute {GEN_AI_OPERATION}={operation!r} is no GenAI operation, and it names a tool"
     kind = attributes[OPENINFERENCE_KIND_KEY] if OPENINFERENCE_KIND_KEY in attributes else None
     if isinstance(kind, str) and kind.upper() not in OPENINFERENCE_KINDS:

@@ -162,6 +162,7 @@ HTTP_URL_KEYS = ("url.full", "http.url")
 HTTP_URL_PART_KEYS = (("server.address", "server.port", "url.path"), ("http.host", None, "http.target"))
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
+HTTP_CLIENT_ERROR = range(400, 500)  # RFC 9110 section 15.5; an error on a client span only (HTTP semantic conventions, "Status")
 RPC_SYSTEM_KEY = "rpc.system"  # RPC client spans (gRPC, JSON-RPC...): rpc.service, rpc.method
 RPC_METHOD = "RPC"  # the method RPC requests are counted under: not a safe HTTP method
 

@@ -111,6 +111,7 @@ def tool_calls(span: SpanView) -> list[SpanView]:
                 status_code=span.status_code,
                 status_message=span.status_message,
                 sequence=span.sequence,
+                status_undefined=span.status_undefined,
             )
         )
     return views

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from otel_tracefence.normalize.conventions import (
-    HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS, RPC_METHOD, RPC_SYSTEM_KEY,
+    HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS, RPC_METHOD, RPC_SYSTEM_KEY,
 )
 from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanView
 
@@ -43,6 +43,12 @@ class HttpRequest:
     @property
     def server_error(self) -> bool:
         return self.status is not None and self.status in HTTP_SERVER_ERROR
+
+    @property
+    def failed_response(self) -> bool:
+        """A response that says the request failed, as the HTTP semantic conventions read it on a client span
+        ("Status": 4xx and 5xx set Error): a 400-599 status (docs/DECISIONS.md 303)."""
+        return self.status is not None and (self.status in HTTP_SERVER_ERROR or self.status in HTTP_CLIENT_ERROR)
 
 
 def _url(attributes: Mapping[str, Any]) -> str | None:

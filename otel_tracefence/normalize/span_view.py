@@ -85,6 +85,7 @@ class SpanView:
     dropped_attributes: int = 0  # attributes the producer dropped (OTLP dropped_attributes_count; an SDK span limit)
     dropped_events: int = 0  # events the producer dropped (OTLP dropped_events_count)
     value_length_limit: int | None = None  # the producer's attribute value length limit, when known (the SDK's span limits)
+    status_undefined: int | None = None  # a status code OTLP does not define (status_code then says error): held (DECISIONS 305)
 
     def __repr__(self) -> str:
         return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
@@ -142,6 +143,8 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
     """
     status = span.status
     kind = span.kind
+    code = status.code
+    status_code = _OTLP_STATUS.get(code)
     return SpanView(
         span.trace_id.hex(),
         span.span_id.hex(),
@@ -151,7 +154,7 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
         bool(span.flags & _FLAG_PARENT_REMOTE_KNOWN and span.flags & _FLAG_PARENT_REMOTE),
         span.start_time_unix_nano,
         span.end_time_unix_nano or None,
-        _OTLP_STATUS.get(status.code, STATUS_ERROR),  # a code OTLP does not define: not ok
+        STATUS_ERROR if status_code is None else status_code,  # a code OTLP does not define: not ok, and held (status_undefined)
         status.message,
         events,
         sequence,
@@ -159,6 +162,7 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
         kind=_OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else KIND_UNSPECIFIED,
         dropped_attributes=span.dropped_attributes_count,
         dropped_events=span.dropped_events_count,
+        status_undefined=None if status_code is not None else code,
     )
 
 

@@ -58,10 +58,11 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
         return observed_status(span)
     status = parse_declared(declared)
     if status is OK:
-        observed = observed_status(span)
+        found: list[str] = []
+        observed = _read_record(span, found)
         if observed is not OK:
-            return MalformedField("status", f"tracefence.status 'ok' is declared, but the span records {_evidence(span, observed)}",
-                                  reason=reasons.STATUS_EVIDENCE_CONFLICT)
+            evidence = observed.message if isinstance(observed, MalformedField) else NO_END if found[0] is NO_END else f"{', '.join(found)}: {observed._value_}"
+            return MalformedField("status", f"tracefence.status 'ok' is declared, but the span records {evidence}", reason=reasons.STATUS_EVIDENCE_CONFLICT)
     return status
 
 
@@ -70,49 +71,59 @@ def observed_status(span: SpanView) -> ToolStatus | MalformedField:
     """The status the span's own record gives (its end, status, exception events, ``error.type``, failure flags),
     whatever ``tracefence.status`` declares. An event named ``exception`` but for case, separators or white space
     (``Exception``) is not understood: the status is malformed (docs/DECISIONS.md 256)."""
+    return _read_record(span, None)
+
+
+NO_END = "no end (or an end before its start): how the call ended is not recorded"  # says why itself: no status after it
+
+
+@cython.ccall
+def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedField:
+    """:func:`observed_status`, the one reading of the span's own record; when ``found`` is a list and the record
+    says the call did not end ok, what says so is appended to it, for a message: ``no end ...``, ``status error
+    ('message')``, ``an exception event``, ``error.type 'X'``, ``<failure flag> true`` (docs/DECISIONS.md 255, 304)."""
     attributes = span.attributes
     if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
+        if found is not None:
+            found.append(NO_END)
         return STATUS_UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
+    if span.status_undefined is not None:  # held, never read as some status (docs/DECISIONS.md 305)
+        return MalformedField("status", f"status code {span.status_undefined} is not one of 0 (unset), 1 (ok), 2 (error): not understood")
     signs = []
+    excepted = False
     for event in span.events:
         if event.name == EXCEPTION_EVENT:
             signs.append(str(event.attributes.get("exception.type", "")))
+            excepted = True
         elif fold_key(event.name) == EXCEPTION_EVENT:
             return MalformedField("status", f"span event {event.name!r} is {EXCEPTION_EVENT!r} only after folding case, separators and white space: not understood")
     error_type = attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
     flagged = False
+    raised: list[str] = []
     for key in FAILURE_FLAG_KEYS:  # a loop, not any(): a generator here is a coroutine object per span
         flag = attributes.get(key)
         if flag is True:
             flagged = True
-            break
-        if flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
+            if found is None:
+                break
+            raised.append(key)  # naming them all: the first decides, the message names every one set
+        elif not flagged and flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
             return MalformedField("status", f"failure flag {key} {flag!r} is not a boolean: whether the call failed cannot be known")
     if span.status_code != STATUS_ERROR and not signs and not flagged:
         if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
             return MalformedField("status", f"status unset with the message {span.status_message[:200]!r}: what the message says is not read")
         return OK
+    if found is not None:
+        if span.status_code == STATUS_ERROR:
+            found.append(f"status error{f' ({span.status_message!r})' if span.status_message else ''}")
+        if excepted:
+            found.append("an exception event")
+        if error_type is not None:
+            found.append(f"error.type {error_type!r}")
+        for key in raised:
+            found.append(f"{key} true")
     if span.status_message:
         signs.append(span.status_message)
     return classify_failure(signs)
-
-
-def _evidence(span: SpanView, observed: ToolStatus | MalformedField) -> str:
-    """What the span's own record says against a declared ``ok`` (for the reason's message)."""
-    if isinstance(observed, MalformedField):
-        return observed.message
-    if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
-        return "no end (or an end before its start): how the call ended is not recorded"
-    found = []
-    if span.status_code == STATUS_ERROR:
-        found.append(f"status error{f' ({span.status_message!r})' if span.status_message else ''}")
-    if any(event.name == EXCEPTION_EVENT for event in span.events):
-        found.append("an exception event")
-    if span.attributes.get("error.type") is not None:
-        found.append(f"error.type {span.attributes['error.type']!r}")
-    for key in FAILURE_FLAG_KEYS:
-        if span.attributes.get(key) is True:
-            found.append(f"{key} true")
-    return f"{', '.join(found)}: {observed._value_}"

@@ -81,7 +81,8 @@ def _has_http_status(attributes) -> bool:
 
 SERVER_ERROR_RESULT = Result(error="http_status")
 """What an HTTP response of 500 to 599 says of a call's result (``http.py``): an error, read by :func:`result_status`
-whether the response is the tool span's own or a request's below it (docs/DECISIONS.md 254)."""
+whether the response is the tool span's own or a request's below it (docs/DECISIONS.md 254); a 400 to 499 says so
+too when it is the tool span's own response (303)."""
 
 
 @cython.ccall
@@ -192,9 +193,9 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         key = None
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
-    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response, read as a child's
-        request = own_response(span)  # with no method too (DECISIONS 343)
-        if request is not None and request.server_error:
+    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
+        request = own_response(span)  # None for a server span, whose 4xx is the caller's fault (semantic conventions); no method needed (343)
+        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
     if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
         malformed.append(TRUNCATED_RESULT)

@@ -74,17 +74,27 @@ def _is_base64_id(value: str, size: int) -> bool:
 _STATUS_CODES = {0, 1, 2, "STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"}
 
 
-def _check_status(status: Any) -> None:
-    """A span's status must be an object whose ``code`` is one OTLP defines: protobuf's JSON parser,
-    told to ignore unknown fields, would otherwise drop a status written another way ("ERROR") and
-    leave the span reading as ok. Raises ValueError naming the field."""
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _check_status(status: Any) -> Any:
+    """The span's status to parse: an object whose ``code`` is one OTLP defines, or an integer it does not define.
+    Protobuf's JSON parser, told to ignore unknown fields, would otherwise drop a status written another way
+    ("ERROR") and leave the span reading as ok: raises ValueError naming the field. An integer code OTLP does not
+    define (``7``) is kept, so the span is read whole and its step held at ``status`` by the normalizer
+    (``SpanView.status_undefined``), as the service reads it from protobuf; one past int32 is clamped to it, as
+    protobuf would otherwise wrap it (to ``0``: unset) (docs/DECISIONS.md 305)."""
     if status is None:
-        return
+        return status
     if not isinstance(status, dict):
         raise ValueError(f"status: must be an object with a code, got {status!r}"[:200])
     code = status.get("code", 0)
-    if code not in _STATUS_CODES or isinstance(code, bool):
+    if isinstance(code, int) and not isinstance(code, bool):
+        low, high = _INT32
+        return status if low <= code <= high else {**status, "code": min(max(code, low), high)}
+    if code not in _STATUS_CODES:
         raise ValueError(f"status: code {code!r} is not one of 0 (unset), 1 (ok), 2 (error)"[:200])
+    return status
 
 
 def _parse_span(span_json: dict[str, Any], objects: _Objects) -> Span:
@@ -96,7 +106,8 @@ def _parse_span(span_json: dict[str, Any], objects: _Objects) -> Span:
     if missing:
         raise ValueError(f"{missing[0]}: missing")
     _hex_ids_to_base64(span_json, "span")
-    _check_status(span_json.get("status"))
+    if "status" in span_json:
+        span_json["status"] = _check_status(span_json["status"])
     links = span_json.get("links")
     if isinstance(links, list):
         span_json["links"] = [dict(link) for link in links if isinstance(link, dict)]

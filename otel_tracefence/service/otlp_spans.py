@@ -377,12 +377,32 @@ def stand_in(span: Any, problem: str) -> SpanView | None:
     """The view that stands in its trace for a span refused for ``problem`` (its ids): its trace still
     holds a tool call that may have been this span, so it is planned with a ``review`` step for it,
     as ``tracefence plan`` plans it. ``None`` when not even its trace id can be read. ``span``: a
-    :data:`~otel_tracefence.service.otlp_bytes.SpanHead` (or a full ``Span``)."""
+    :data:`~otel_tracefence.service.otlp_bytes.SpanHead` (or a full ``Span``). A span the router sent
+    for one it could not read (:func:`carrying_fault`) stands in with that span's fault, not its own."""
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return None
-    field = problem.split(" ", 1)[0]
+    unreadable = _carried_fault(span.parent_span_id) or (problem.split(" ", 1)[0], problem)
     return SpanView(span.trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, start_time_unix_nano=span.start_time_unix_nano,
-                    unreadable=(field, problem))
+                    unreadable=unreadable)
+
+
+# A parent span id no span can have (not 8 bytes, so every worker refuses the span), followed by the fault of the
+# span it stands for: how the router hands a worker an OTLP/JSON span it could not read (docs/DECISIONS.md 306).
+_FAULT_MARK = b"\x00tracefence.fault\x00"
+
+
+def carrying_fault(field: str, why: str) -> bytes:
+    """The parent span id the router gives a span standing for one refused with ``(field, why)``
+    (``SpanView.unreadable``), so that the worker's stand-in carries that fault (its reason ``malformed_<field>``)."""
+    return _FAULT_MARK + f"{field}\x00{why}".encode("utf-8", "replace")
+
+
+def _carried_fault(parent_span_id: bytes) -> tuple[str, str] | None:
+    """``(field, why)`` of :func:`carrying_fault`, or ``None`` for any other parent span id (one look at its head)."""
+    if not parent_span_id.startswith(_FAULT_MARK):
+        return None
+    field, _, why = parent_span_id[len(_FAULT_MARK) :].decode("utf-8", "replace").partition("\x00")
+    return field, why
 
 
 def invalid_reason(span: Any) -> str | None:

@@ -49,7 +49,7 @@ from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
-from otel_tracefence.service.otlp_spans import OtlpItem, invalid_reason, request_span_count
+from otel_tracefence.service.otlp_spans import OtlpItem, carrying_fault, invalid_reason, request_span_count
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
@@ -173,7 +173,8 @@ class RouterIntake:
         span = request.resource_spans.add().scope_spans.add().spans.add()
         span.trace_id, span.name, span.start_time_unix_nano = trace_id, view.name, view.start_time_unix_nano or 0
         span.span_id = span_id if len(span_id) == 8 else b""
-        span.parent_span_id = b"\x00"  # never valid: the worker refuses it and plans the stand-in
+        # Never valid: the worker refuses it and plans the stand-in, with the fault this span was refused for (306).
+        span.parent_span_id = carrying_fault(*view.unreadable) if view.unreadable else b"\x00"
         w = worker_of(trace_id, self.workers)
         with self._lock:
             self.depth_bytes[w] += request.ByteSize()
