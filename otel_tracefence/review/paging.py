@@ -21,6 +21,11 @@ MAX_PAGE_SIZE = 1000
 
 _TOKEN_VERSION = 1
 
+KNOWN_STATES = (pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED)
+"""The ``tracefence.v1.ReviewState`` values a stored item may have. A row whose ``state`` column holds another value
+is selected by every state filter (:meth:`ListQuery.statement`), and reading it raises
+:class:`~otel_tracefence.review.store.UnreadableItem`: a state the queue does not know never hides an item."""
+
 
 def class_value(value: ReplayClass | int) -> int:
     """The ``tracefence.v1.ReplayClass`` value of ``value``. Raises :class:`ValueError` for anything else."""
@@ -47,13 +52,13 @@ class ListQuery:
 
     def statement(self, mark: str) -> tuple[str, builtins.list[object]]:
         """The ``SELECT`` of this page over ``review_items`` (``page_size + 1`` rows of ``updated_ns, trace_id,
-        item``, newest first) and its parameters, ``mark`` being the driver's placeholder (``?`` for sqlite3,
+        item, state``, newest first) and its parameters, ``mark`` being the driver's placeholder (``?`` for sqlite3,
         ``%s`` for psycopg): one statement for both stores, so their pages are the same."""
         where: builtins.list[str] = []
         params: builtins.list[object] = []
-        if self.state is not None:
-            where.append(f"state = {mark}")
-            params.append(self.state)
+        if self.state is not None:  # a state no filter names is listed under every one, to be named unreadable
+            where.append(f"(state = {mark} OR state NOT IN ({', '.join([mark] * len(KNOWN_STATES))}))")
+            params.extend((self.state, *KNOWN_STATES))
         if self.classes:
             where.append(f"replay_class IN ({', '.join([mark] * len(self.classes))})")
             params.extend(self.classes)
@@ -63,7 +68,7 @@ class ListQuery:
         if self.after is not None:
             where.append(f"(updated_ns, trace_id) < ({mark}, {mark})")
             params.extend(self.after)
-        sql = "SELECT updated_ns, trace_id, item FROM review_items"
+        sql = "SELECT updated_ns, trace_id, item, state FROM review_items"
         if where:
             sql += " WHERE " + " AND ".join(where)
         params.append(self.page_size + 1)
@@ -94,7 +99,7 @@ def list_query(
         raise ValueError(f"page_size must be at least 1, not {page_size}")
     if state in (None, pb.REVIEW_STATE_UNSPECIFIED):
         state = None
-    elif state not in (pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED):
+    elif state not in KNOWN_STATES:
         raise ValueError(f"state {state!r} is not a tracefence.v1.ReviewState value")
     classes = tuple(sorted({class_value(c) for c in replay_classes}))
     service_name = service_name or None

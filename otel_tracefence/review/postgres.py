@@ -247,8 +247,8 @@ class PostgresReviewStore:
 
     def get(self, trace_id: str) -> pb.ReviewItem | None:
         """The item for ``trace_id``, or ``None`` when the queue has none."""
-        row = self._run(lambda conn: conn.execute("SELECT item FROM review_items WHERE trace_id = %s", (trace_id,)).fetchone())
-        return None if row is None else read_item(row[0], trace_id)
+        row = self._run(lambda conn: conn.execute("SELECT item, state FROM review_items WHERE trace_id = %s", (trace_id,)).fetchone())
+        return None if row is None else read_item(row[0], trace_id, row[1])
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
