@@ -406,7 +406,8 @@ def test_model_output_cut_off_or_in_other_shapes_is_never_tool_free():
     cut = view("fdfdfdfdfdfdfdfd", "chat", {"gen_ai.operation.name": "chat",
                                             "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"pay'})
     klass, steps = plan(cut)
-    assert (klass, steps) == (ReplayClass.REVIEW, [("fdfdfdfdfdfdfdfd", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))])
+    # requested_call_unread since DECISIONS 386 (unrecognized_tool_span before): what is not understood is the calls
+    assert (klass, steps) == (ReplayClass.REVIEW, [("fdfdfdfdfdfdfdfd", "review", ("requested_call_unread", "effect_unknown", "arguments_not_recorded"))])
     anthropic = view("fefefefefefefefe", "chat", {"gen_ai.operation.name": "chat"}, events=(SpanEvent("gen_ai.choice", {
         "message": json.dumps({"role": "assistant", "content": [{"type": "tool_use", "id": "tu_9", "name": "refund", "input": {"o": 1}}]})}),))
     responses = view("efefefefefefefef", "chat", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(

@@ -105,7 +105,13 @@ def _message_calls(messages: Any) -> Iterator[Call | Unread]:
     if isinstance(messages, str):
         try:
             messages = parse_json_text(messages)
-        except (JSONTextError, RecursionError):
+        except JSONTextError as exc:  # a text that names no tool cannot hold a call (a plain-text answer)
+            if _mentions_tools(messages):
+                yield Unread(f"recorded output that mentions tools but is {exc}")
+            return
+        except RecursionError:
+            if _mentions_tools(messages):
+                yield Unread("recorded output that mentions tools but is nested too deep to read")
             return
     if isinstance(messages, dict):
         messages = [messages]
@@ -194,31 +200,11 @@ def _has_indexed_calls(span: SpanView) -> bool:
     return attributes.get("openinference.span.kind") == "LLM" or OPENLLMETRY_MODEL_SPAN_KEY in attributes
 
 
-def _output_texts(span: SpanView) -> Iterator[str]:
-    value = span.attributes.get(GEN_AI_OUTPUT_MESSAGES)
-    if isinstance(value, str):
-        yield value
-    for event in span.events:
-        for name, key in OUTPUT_EVENTS:
-            if event.name == name and isinstance(event.attributes.get(key), str):
-                yield event.attributes[key]
-
-
-def unread_output(span: SpanView) -> str | None:
-    """Why a model span's recorded output, which mentions tools, could not be read (cut off, not
-    JSON), or ``None``: calls it may hold are then unknown, and the trace is held."""
-    if not span.events and GEN_AI_OUTPUT_MESSAGES not in span.attributes:  # no recorded output at all
-        return None
-    for text in _output_texts(span):
-        if "tool" not in text.lower() and "function" not in text.lower():
-            continue
-        try:
-            parse_json_text(text)
-        except JSONTextError as exc:
-            return f"its recorded output mentions tools but is {exc}"
-        except RecursionError:
-            return "its recorded output mentions tools but is nested too deep to read"
-    return None
+def _mentions_tools(text: str) -> bool:
+    """True when a recorded output's text names a tool or function: one that cannot be parsed may then hold
+    requested calls, which are unread (``requested_call_unread``, docs/DECISIONS.md 188, 386)."""
+    lowered = text.lower()
+    return "tool" in lowered or "function" in lowered
 
 
 def recorded_output(span: SpanView) -> bool:

@@ -20,7 +20,7 @@ from otel_tracefence.normalize.conventions import (
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, recorded_output, requested_calls, unread_output
+from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, recorded_output, requested_calls
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
@@ -601,7 +601,7 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
             continue
         if span.span_id in asking or span.span_id in covered:
             continue
-        sign = tool_activity_sign(span) or unread_output(span)
+        sign = tool_activity_sign(span)
         if sign is None and not own_steps and asked_for_tools(span):
             sign = "its finish reason says the model asked for tool calls, and none could be read"
         if sign is not None and not _below_any(span, by_id, tool_ids):
