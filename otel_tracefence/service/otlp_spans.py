@@ -381,9 +381,9 @@ def stand_in(span: Any, problem: str) -> SpanView | None:
     for one it could not read (:func:`carrying_fault`) stands in with that span's fault, not its own."""
     if len(span.trace_id) != 16 or not any(span.trace_id):
         return None
-    unreadable = _carried_fault(span.parent_span_id) or (problem.split(" ", 1)[0], problem)
-    return SpanView(span.trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, start_time_unix_nano=span.start_time_unix_nano,
-                    unreadable=unreadable)
+    field, why, parent = _carried_fault(span.parent_span_id) or (problem.split(" ", 1)[0], problem, "")
+    return SpanView(span.trace_id.hex(), span.span_id.hex() or "(none)", span.name, {}, parent_span_id=parent or None,
+                    start_time_unix_nano=span.start_time_unix_nano, unreadable=(field, why))
 
 
 # A parent span id no span can have (not 8 bytes, so every worker refuses the span), followed by the fault of the
@@ -391,18 +391,22 @@ def stand_in(span: Any, problem: str) -> SpanView | None:
 _FAULT_MARK = b"\x00tracefence.fault\x00"
 
 
-def carrying_fault(field: str, why: str) -> bytes:
+def carrying_fault(field: str, why: str, parent: str | None = None) -> bytes:
     """The parent span id the router gives a span standing for one refused with ``(field, why)``
-    (``SpanView.unreadable``), so that the worker's stand-in carries that fault (its reason ``malformed_<field>``)."""
-    return _FAULT_MARK + f"{field}\x00{why}".encode("utf-8", "replace")
+    (``SpanView.unreadable``), so that the worker's stand-in carries that fault (its reason ``malformed_<field>``),
+    and ``parent`` (hex, or ``None``): the stand-in's own parent, so that a refused child stands under its parent
+    step (``child_span_unread``) in a worker as in one process (docs/DECISIONS.md 306, 387)."""
+    return _FAULT_MARK + f"{field}\x00{parent or ''}\x00{why}".encode("utf-8", "replace")
 
 
-def _carried_fault(parent_span_id: bytes) -> tuple[str, str] | None:
-    """``(field, why)`` of :func:`carrying_fault`, or ``None`` for any other parent span id (one look at its head)."""
+def _carried_fault(parent_span_id: bytes) -> tuple[str, str, str] | None:
+    """``(field, why, parent)`` of :func:`carrying_fault` (``parent`` ``""`` when none), or ``None`` for any other
+    parent span id (one look at its head)."""
     if not parent_span_id.startswith(_FAULT_MARK):
         return None
-    field, _, why = parent_span_id[len(_FAULT_MARK) :].decode("utf-8", "replace").partition("\x00")
-    return field, why
+    field, _, rest = parent_span_id[len(_FAULT_MARK) :].decode("utf-8", "replace").partition("\x00")
+    parent, _, why = rest.partition("\x00")
+    return field, why, parent
 
 
 def invalid_reason(span: Any) -> str | None:

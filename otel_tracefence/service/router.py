@@ -174,7 +174,7 @@ class RouterIntake:
         span.trace_id, span.name, span.start_time_unix_nano = trace_id, view.name, view.start_time_unix_nano or 0
         span.span_id = span_id if len(span_id) == 8 else b""
         # Never valid: the worker refuses it and plans the stand-in, with the fault this span was refused for (306).
-        span.parent_span_id = carrying_fault(*view.unreadable) if view.unreadable else b"\x00"
+        span.parent_span_id = carrying_fault(*view.unreadable, view.parent_span_id) if view.unreadable else b"\x00"
         w = worker_of(trace_id, self.workers)
         with self._lock:
             self.depth_bytes[w] += request.ByteSize()
