@@ -45,3 +45,36 @@ def test_a_refused_child_stands_under_its_parent_at_its_worker_as_in_one_process
     assert plan(tool, at_worker) == plan(tool, one_process) == (ReplayClass.REVIEW, [
         ("q1", "replay", ("declared_read",)), (CHILD, "review", ("child_span_unread", "effect_unknown", "arguments_not_recorded")),
     ])  # fmt: skip
+
+
+def test_a_refused_child_whose_parent_is_not_in_the_request_goes_to_every_worker() -> None:
+    # t24's v4b_unread_tid_write.py: the child came in a later request than its parent (a committed write); one
+    # process held the trace `review` (child_span_unread, 296), the router dropped the child: `injected`, no item.
+    problem = "traceId: the span's traceId 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz' is not hex"
+    orphans = [Orphan(CHILD, PARENT, "POST", 5, problem), Orphan("(none)", "d0" * 8, "GET", 6, "traceId: missing")]
+    queues = [_Queue(), _Queue()]
+    RouterIntake(queues, 100, 1 << 20).put([], orphans=orphans)  # type: ignore[arg-type]
+    assert [len(q.requests) for q in queues] == [1, 1]
+    fields = lambda o: (o.span_id, o.parent_span_id, o.name, o.start_time_unix_nano, o.problem)  # noqa: E731
+    for queue in queues:
+        accepted, refused = read_request(lazy_request(queue.requests[0].SerializeToString()))
+        assert accepted == [] and [fields(view) for _, view in refused] == [fields(o) for o in orphans]
+        assert all(isinstance(view, Orphan) for _, view in refused)
+
+
+def test_a_protobuf_requests_orphan_reaches_each_worker_once() -> None:
+    from service_helpers import raw_request, raw_span
+
+    from tests.test_workers import trace_for
+
+    request = lazy_request(raw_request(raw_span(trace_for(1, 4), b"\x02" * 8), raw_span(b"", b"\x04" * 8, parent=b"\x09" * 8)))
+    accepted, refused = read_request(request)
+    orphans = [view for _, view in refused if isinstance(view, Orphan)]
+    assert len(orphans) == 1
+    queues = [_Queue(), _Queue()]
+    intake = RouterIntake(queues, 100, 1 << 20)  # type: ignore[arg-type]
+    intake.current.request = request
+    intake.put(accepted, orphans=orphans)
+    at = [[read_request(lazy_request(r.SerializeToString())) for r in q.requests] for q in queues]
+    # each worker gets the orphan once: in the request (had it gone whole to worker 1) or as the router's copy
+    assert [(sum(len(a) for a, _ in got), [type(v).__name__ for _, r in got for _, v in r]) for got in at] == [(0, ["Orphan"]), (1, ["Orphan"])]

@@ -493,11 +493,27 @@ class Orphan:
 
 def orphan(span: Any, problem: str) -> Orphan | None:
     """The :class:`Orphan` of a span refused for ``problem`` (a :data:`~otel_tracefence.service.otlp_bytes.SpanHead`)
-    whose parent is not in its request; ``None`` when it names no readable parent (8 bytes, not all zero)."""
+    whose parent is not in its request; ``None`` when it names no readable parent (8 bytes, not all zero). A span the
+    router sent for an orphan (:func:`orphan_span`) gives back that orphan's own problem."""
     parent = span.parent_span_id
     if len(parent) != 8 or parent == _ZERO_SPAN_ID:
         return None
+    if span.trace_id.startswith(_FAULT_MARK):
+        problem = span.trace_id[len(_FAULT_MARK) :].decode("utf-8", "replace")
     return Orphan(span.span_id.hex() or "(none)", parent.hex(), span.name, span.start_time_unix_nano, problem)
+
+
+def orphan_span(o: Orphan) -> Any:
+    """The span (an OTLP ``Span``) the router of ``--workers`` sends every worker for an :class:`Orphan`: its trace id
+    (never valid: every worker refuses the span) carries the orphan's problem, and its span id, parent span id, name
+    and start time are the orphan's; a worker reads it back with :func:`orphan` and looks up the parent among the
+    traces it holds or remembers (docs/DECISIONS.md 296, 389)."""
+    try:
+        span_id = bytes.fromhex(o.span_id)
+    except ValueError:  # "(none)"
+        span_id = b""
+    return Span(trace_id=_FAULT_MARK + o.problem.encode("utf-8", "replace"), span_id=span_id if len(span_id) == 8 else b"",
+                parent_span_id=bytes.fromhex(o.parent_span_id), name=o.name, start_time_unix_nano=o.start_time_unix_nano)
 
 
 def held_span_id(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> str:
@@ -592,5 +608,5 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 __all__: Sequence[str] = [
     "ANNOTATION_PREFIX", "HeldSpan", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view",
     "holds_a_key", "invalid_reason", "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes",
-    "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of", "Orphan", "orphan", "held_span_id",
+    "orphan_span", "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of", "Orphan", "orphan", "held_span_id",
 ]

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from grpc_health.v1 import health
 from opentelemetry import metrics
@@ -49,7 +49,7 @@ from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
-from otel_tracefence.service.otlp_spans import OtlpItem, carrying_fault, invalid_reason, request_span_count
+from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, carrying_fault, invalid_reason, orphan_span, request_span_count
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
@@ -126,10 +126,16 @@ class RouterIntake:
     def release(self, reservation: Reservation) -> None:
         """Nothing is held by a reservation here: room is taken in :meth:`put`, all at once."""
 
-    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", **_: Any) -> None:
+    def put(self, items: list[OtlpItem], reservation: Reservation | None = None, source: str = "", *, orphans: Sequence[Orphan] = (), **_: Any) -> None:
+        """Queue the request's spans at their workers (see the class), and each of ``orphans`` (spans refused for their
+        trace id whose parent is not in the request) at every worker: the router cannot know which worker holds the
+        parent, so each looks it up as one process does, and one that does not hold it stands it in no trace
+        (:func:`~otel_tracefence.service.otlp_spans.orphan_span`, docs/DECISIONS.md 389)."""
         request = getattr(self.current, "request", None)
         parts = split_request(request, self.workers, _read_trace_ids(request, items))[0] if request is not None else split_items(items, self.workers)
         sized = [(w, part, spans, part.ByteSize()) for w, entry in enumerate(parts) if entry is not None for part, spans in [entry]]
+        if orphans:  # never in a part: split_request sends a span with no readable trace id only where its parent is
+            sized += [(w, copy, len(orphans), copy.ByteSize()) for w in range(self.workers) for copy in [_orphans_request(orphans)]]
         with self._lock:
             for w, _part, spans, size in sized:
                 forwarder = self.forwarders[w]
@@ -183,6 +189,15 @@ class RouterIntake:
     @property
     def depth(self) -> int:
         return sum(f.depth for f in self.forwarders)
+
+
+def _orphans_request(orphans: Sequence[Orphan]) -> ExportTraceServiceRequest:
+    """One request of :func:`~otel_tracefence.service.otlp_spans.orphan_span` spans, one per orphan."""
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    for o in orphans:
+        spans.append(orphan_span(o))
+    return request
 
 
 def _read_trace_ids(request: Any, items: list[OtlpItem]) -> list[bytes] | None:

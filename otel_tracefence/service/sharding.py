@@ -97,7 +97,8 @@ def split_request(request: Any, workers: int, trace_ids: Sequence[bytes] | None 
 def _to_parents(request: Any, orphans: list[tuple[bytes, list[list[bytes]]]], workers: int) -> None:
     """Send each span whose trace id cannot be read to the worker of its parent's trace, when the request
     holds its parent (appended to its scope's list for that worker): that worker refuses it and stands it in
-    that trace (``otlp_spans.under_parent``, docs/DECISIONS.md 207). The others stand in no trace."""
+    that trace (``otlp_spans.under_parent``, docs/DECISIONS.md 207). The others are left out here: the router sends
+    each to every worker (``RouterIntake.put``, 389)."""
     trace_of = traces_by_span_id(span for resource_spans in request.resource_spans for scope_spans in resource_spans.scope_spans for span in scope_spans.spans)
     for span, by_worker in orphans:
         parent_trace = trace_of.get(SpanHead.FromString(span).parent_span_id)
