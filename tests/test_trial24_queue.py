@@ -42,14 +42,14 @@ CASES = [
 ]
 
 
-def _set(target: str, column: str, value: object) -> None:
-    if is_postgres_url(target):
+def _set(where: str, column: str, value: object) -> None:
+    if is_postgres_url(where):
         import psycopg
 
-        with psycopg.connect(target) as conn:
+        with psycopg.connect(where) as conn:
             conn.execute(f"UPDATE review_items SET {column} = %s WHERE trace_id = %s", (value, BAD))
         return
-    with sqlite3.connect(target) as conn:
+    with sqlite3.connect(where) as conn:
         conn.execute(f"UPDATE review_items SET {column} = ? WHERE trace_id = ?", (value, BAD))
 
 

@@ -39,7 +39,7 @@ def test_a_refused_child_stands_under_its_parent_at_its_worker_as_in_one_process
     (request,) = [r for q in queues for r in q.requests]
     _, ((_, at_worker),) = read_request(lazy_request(request.SerializeToString()))
     assert isinstance(at_worker, SpanView)
-    seen = lambda v: (v.trace_id, v.span_id, v.name, v.parent_span_id, v.start_time_unix_nano, v.unreadable)  # noqa: E731
+    seen = lambda v: (v.trace_id, v.span_id, v.name, v.parent_span_id, v.start_time_unix_nano, v.unreadable)
     assert seen(at_worker) == seen(one_process)
     tool = SpanView(TRACE, PARENT, "execute_tool kb.search", READ, parent_span_id=ROOT.span_id, start_time_unix_nano=3, end_time_unix_nano=9)
     assert plan(tool, at_worker) == plan(tool, one_process) == (ReplayClass.REVIEW, [
@@ -55,7 +55,7 @@ def test_a_refused_child_whose_parent_is_not_in_the_request_goes_to_every_worker
     queues = [_Queue(), _Queue()]
     RouterIntake(queues, 100, 1 << 20).put([], orphans=orphans)  # type: ignore[arg-type]
     assert [len(q.requests) for q in queues] == [1, 1]
-    fields = lambda o: (o.span_id, o.parent_span_id, o.name, o.start_time_unix_nano, o.problem)  # noqa: E731
+    fields = lambda o: (o.span_id, o.parent_span_id, o.name, o.start_time_unix_nano, o.problem)
     for queue in queues:
         accepted, refused = read_request(lazy_request(queue.requests[0].SerializeToString()))
         assert accepted == [] and [fields(view) for _, view in refused] == [fields(o) for o in orphans]
