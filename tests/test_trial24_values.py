@@ -1,0 +1,44 @@
+"""The second trial of s22's findings on reading results, statuses, keys and methods (docs/DECISIONS.md 370-):
+exact plans through ``tracefence plan``'s function (``plan_text``) on OTLP/JSON text built as test_trial23_values does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_trial23_values import ROOT_ID, TOOL_ID, _decisions, _file, _plan, _span, _write
+
+from otel_tracefence.config import TraceFenceConfig
+
+COMMITTED = ("injected", [("invoice.create", "skip", ("write_committed",))])
+ERROR_IN_RESULT = ("review", [("invoice.create", "review", ("write_error", "error_in_result"))])
+
+
+# --- 4. text that starts as JSON after format characters, NUL or white space (370) ----------------------------------
+
+
+@pytest.mark.parametrize("text", ["\u200b{\"id\":\"inv_1\",\"paid\":tru", "\u0000{\"id\":\"inv_1\",\"paid\":tru", "\ufeff \ufeff\n[{\"id\":\"inv_1\"},{\"p",
+                                  "\u2060\u00ad{\"id\": \"inv_1\", \"n\": 1"])  # fmt: skip
+def test_a_result_cut_off_after_a_format_character_or_nul_is_truncated(text: str) -> None:
+    # The test for "starts like JSON" skipped white space and one BOM only: a zero-width space or NUL in front made
+    # the cut value plain text, and the committed write passed.
+    assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": text}))) == ("review", [("invoice.create", "review", ("result_truncated",))])
+
+
+# --- 2. timeout and 5xx results in forms the rules missed (371) --------------------------------------------------
+
+
+@pytest.mark.parametrize("result", ["{\"status_code\": 408}", "{\"statusCode\": 429}", "{\"http_status\": 408}", "{\"status\": \"504\"}",
+                                    "{\"status_code\": \"503\"}", "{\"status\": \"timed out\"}", "{\"status\": \"timeout \"}",
+                                    "{\"status\": \"TimedOut\"}", "{\"status\": \"DEADLINE_EXCEEDED\"}", "{\"status\": \"UNAVAILABLE\"}",
+                                    "{\"status\": \"RESOURCE_EXHAUSTED\"}", "{\"status\": \"internal\"}", "{\"timed_out\": \"true\"}",
+                                    "{\"success\": \"false\"}", "{\"ok\": \"FALSE\"}", "{\"Result\": {\"status\": \"timeout\"}}",
+                                    "{\"DATA\": {\"timed_out\": true}}"])  # fmt: skip
+def test_a_result_that_says_timeout_or_a_failing_status_in_another_form_is_an_error(result: str) -> None:
+    assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == ERROR_IN_RESULT
+
+
+@pytest.mark.parametrize("result", ["{\"status\": \"200\"}", "{\"status_code\": 404}", "{\"status\": \"NOT_FOUND\"}", "{\"success\": \"true\"}",
+                                    "{\"timed_out\": \"false\"}", "{\"status\": \"timed\"}", "{\"Output\": {\"status\": \"ok\"}}"])  # fmt: skip
+def test_results_that_say_success_or_a_refusal_in_those_forms_are_committed(result: str) -> None:
+    assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == COMMITTED
