@@ -42,3 +42,31 @@ def test_a_result_that_says_timeout_or_a_failing_status_in_another_form_is_an_er
                                     "{\"timed_out\": \"false\"}", "{\"status\": \"timed\"}", "{\"Output\": {\"status\": \"ok\"}}"])  # fmt: skip
 def test_results_that_say_success_or_a_refusal_in_those_forms_are_committed(result: str) -> None:
     assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == COMMITTED
+
+
+# --- 3. the tool span's own response: a server span's 5xx, a gRPC status code (372) ------------------------------
+
+
+def _tool(kind: int, **attributes: Any) -> dict:
+    span = _write(**{"gen_ai.tool.call.result": "{\"ok\": 1}", **attributes})
+    span["kind"] = kind
+    return span
+
+
+@pytest.mark.parametrize(("kind", "attributes"), [(2, {"http.response.status_code": 504}), (2, {"http.status_code": "503"}),
+                                                  (1, {"rpc.grpc.status_code": 4}), (3, {"rpc.grpc.status_code": 3}),
+                                                  (3, {"rpc.system": "grpc", "rpc.grpc.status_code": 14}),
+                                                  (2, {"rpc.grpc.status_code": 4}), (2, {"rpc.grpc.status_code": 13})])  # fmt: skip
+def test_a_tool_spans_own_failing_response_is_an_error_in_its_result_on_a_server_span_and_in_grpc(kind: int, attributes: dict) -> None:
+    # A SERVER tool span was never asked (its 4xx is the caller's fault, 303) so its 5xx passed; rpc.grpc.status_code
+    # was not read at all: a committed write, injected.
+    plan = _plan(_tool(kind, **attributes))
+    assert _decisions(plan) == ERROR_IN_RESULT
+    assert plan.steps[0].step.status.value == "error"
+
+
+@pytest.mark.parametrize(("kind", "attributes"), [(2, {"http.response.status_code": 404}), (2, {"http.response.status_code": 429}),
+                                                  (1, {"rpc.grpc.status_code": 0}), (2, {"rpc.grpc.status_code": 3}),
+                                                  (2, {"rpc.grpc.status_code": 5})])  # fmt: skip
+def test_a_server_spans_own_4xx_or_caller_fault_grpc_code_and_grpc_ok_stay_ok(kind: int, attributes: dict) -> None:
+    assert _decisions(_plan(_tool(kind, **attributes))) == COMMITTED

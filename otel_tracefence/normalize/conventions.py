@@ -165,6 +165,13 @@ HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
 HTTP_CLIENT_ERROR = range(400, 500)  # RFC 9110 section 15.5; an error on a client span only (HTTP semantic conventions, "Status")
 RPC_SYSTEM_KEY = "rpc.system"  # RPC client spans (gRPC, JSON-RPC...): rpc.service, rpc.method
 RPC_METHOD = "RPC"  # the method RPC requests are counted under: not a safe HTTP method
+# gRPC's status code on an RPC span (RPC semantic conventions, "gRPC"): 0 is OK. On a client span every other code sets
+# status Error; on a server span only these do (UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE,
+# DATA_LOSS), the others being the caller's fault (docs/DECISIONS.md 372).
+RPC_GRPC_STATUS_KEY = "rpc.grpc.status_code"
+GRPC_SERVER_ERRORS = frozenset({2, 4, 12, 13, 14, 15})
+# The keys that record a span's own response status: HTTP's and gRPC's.
+RESPONSE_STATUS_KEYS = (*HTTP_STATUS_KEYS, RPC_GRPC_STATUS_KEY)
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
 TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"

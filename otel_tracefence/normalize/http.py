@@ -16,11 +16,12 @@ safety, so they count as unsafe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from otel_tracefence.normalize.conventions import (
-    HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS, RPC_METHOD, RPC_SYSTEM_KEY,
+    GRPC_SERVER_ERRORS, HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS,
+    RPC_GRPC_STATUS_KEY, RPC_METHOD, RPC_SYSTEM_KEY,
 )
 from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanView
 
@@ -35,6 +36,8 @@ class HttpRequest:
     url: str | None
     status: int | None
     failed: bool = False  # the client span ended in error with no response
+    server: bool = False  # the response is a SERVER span's own (own_response only): its 4xx is the caller's fault
+    grpc_status: int | None = None  # rpc.grpc.status_code, read on a tool span's own exchange only (own_response)
 
     @property
     def unsafe(self) -> bool:
@@ -46,9 +49,12 @@ class HttpRequest:
 
     @property
     def failed_response(self) -> bool:
-        """A response that says the request failed, as the HTTP semantic conventions read it on a client span
-        ("Status": 4xx and 5xx set Error): a 400-599 status (docs/DECISIONS.md 303)."""
-        return self.status is not None and (self.status in HTTP_SERVER_ERROR or self.status in HTTP_CLIENT_ERROR)
+        """A response that says the request failed, as the semantic conventions read it: on a client span (HTTP,
+        "Status") a 400-599 status (docs/DECISIONS.md 303), on a server span a 500-599 one (372); a gRPC status code
+        other than 0 on a client span, one of ``GRPC_SERVER_ERRORS`` on a server span (RPC conventions, 372)."""
+        if self.status is not None and (self.status in HTTP_SERVER_ERROR or (not self.server and self.status in HTTP_CLIENT_ERROR)):
+            return True
+        return self.grpc_status is not None and (self.grpc_status in GRPC_SERVER_ERRORS if self.server else self.grpc_status != 0)
 
 
 def _url(attributes: Mapping[str, Any]) -> str | None:
@@ -114,12 +120,26 @@ def http_request(span: SpanView) -> HttpRequest | None:
     return None
 
 
+def _grpc_status(attributes: Mapping[str, Any]) -> int | None:
+    value = attributes.get(RPC_GRPC_STATUS_KEY)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 2:
+        return int(value)
+    return None
+
+
 def own_response(span: SpanView) -> HttpRequest | None:
-    """The HTTP exchange a tool span records as its own: :func:`http_request`'s, or, for a span that records a
-    response status and no method, one whose method is not known (``""``): the status alone says how the server
-    answered (docs/DECISIONS.md 343). ``None`` for a server span, or a span that records neither."""
+    """The HTTP or gRPC exchange a tool span records as its own: :func:`http_request`'s, or, for a span that records
+    a response status and no method, one whose method is not known (``""``): the status alone says how the server
+    answered (docs/DECISIONS.md 343). A SERVER span's exchange is read too, marked ``server``: its 5xx (and its
+    gRPC server errors) are the tool failing, its 4xx the caller's fault (372). ``rpc.grpc.status_code`` is read
+    into ``grpc_status`` (372). ``None`` for a span that records neither a request nor a status."""
     request = http_request(span)
-    if request is not None or span.kind == KIND_SERVER:
-        return request
+    grpc_status = _grpc_status(span.attributes)
+    if request is not None:
+        return request if grpc_status is None else replace(request, grpc_status=grpc_status)
     status = _status(span.attributes)
-    return HttpRequest("", None, status) if status is not None else None
+    if status is None and grpc_status is None:
+        return None
+    return HttpRequest("", None, status, server=span.kind == KIND_SERVER, grpc_status=grpc_status)

@@ -13,7 +13,7 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
@@ -71,9 +71,9 @@ TRUNCATED_RESULT = MalformedField(
 
 @cython.ccall
 def _has_http_status(attributes) -> bool:
-    """True when the span records an HTTP response status (``conventions.HTTP_STATUS_KEYS``): only then is it asked
-    what request it records (a call per tool span saved)."""
-    for key in HTTP_STATUS_KEYS:
+    """True when the span records an HTTP or gRPC response status (``conventions.RESPONSE_STATUS_KEYS``): only then
+    is it asked what request it records (a call per tool span saved)."""
+    for key in RESPONSE_STATUS_KEYS:
         if key in attributes:
             return True
     return False
@@ -194,8 +194,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
-        request = own_response(span)  # None for a server span, whose 4xx is the caller's fault (semantic conventions); no method needed (343)
-        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303)
+        request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
+        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
     if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
         malformed.append(TRUNCATED_RESULT)
