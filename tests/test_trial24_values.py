@@ -70,3 +70,19 @@ def test_a_tool_spans_own_failing_response_is_an_error_in_its_result_on_a_server
                                                   (2, {"rpc.grpc.status_code": 5})])  # fmt: skip
 def test_a_server_spans_own_4xx_or_caller_fault_grpc_code_and_grpc_ok_stay_ok(kind: int, attributes: dict) -> None:
     assert _decisions(_plan(_tool(kind, **attributes))) == COMMITTED
+
+
+# --- 5. a namespace with two adjacent letters swapped (373) -------------------------------------------------------
+
+TRANSPOSED = sorted({"tracefence"[:i] + "tracefence"[i + 1] + "tracefence"[i] + "tracefence"[i + 2 :] for i in range(9)} - {"tracefence"})
+
+
+@pytest.mark.parametrize("namespace", TRANSPOSED)
+def test_a_key_whose_namespace_has_two_letters_swapped_holds_its_step_and_holds_a_read_marker(namespace: str) -> None:
+    # 344's one-edit test was Levenshtein: a transposition is two edits there, so tracefnece.status=timeout passed.
+    from otel_tracefence.normalize.conventions import READ_MARKERS
+
+    key = f"{namespace}.status"
+    (decision,) = _plan(_write(**{key: "timeout"})).steps
+    assert (decision.decision.value, decision.reasons) == ("review", ("malformed_attributes",))
+    assert any(marker in key for marker in READ_MARKERS), key  # the service reads such a span's attributes (344)

@@ -323,8 +323,9 @@ OTHER_READ_KEYS = (
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
 # "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
-# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344).
-READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence")
+# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344), and
+# "tracfe" the one transposition that breaks both, "tracfeence" (373).
+READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence", "tracfe")
 
 
 def _constant_strings() -> list[str]:
@@ -424,19 +425,25 @@ def _resembled(key: str) -> str | None:
 
 @cython.ccall
 def _one_edit_apart(a: str, b: str) -> bool:
-    """True when ``a`` becomes ``b`` by exactly one letter changed, added or removed (Levenshtein distance 1)."""
+    """True when ``a`` becomes ``b`` by exactly one edit: a letter changed, added or removed, or two adjacent letters
+    swapped (Damerau-Levenshtein distance 1, optimal string alignment: ``tracefnece`` is one edit from ``tracefence``;
+    docs/DECISIONS.md 373)."""
     if len(a) < len(b):
         a, b = b, a
     if len(a) - len(b) > 1 or a == b:
         return False
     for i in range(len(b)):
         if a[i] != b[i]:
-            return a[i + 1 :] == b[i + 1 :] if len(a) == len(b) else a[i + 1 :] == b[i:]
+            if len(a) != len(b):
+                return a[i + 1 :] == b[i:]
+            swapped = i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i]
+            return a[i + 1 :] == b[i + 1 :] or (swapped and a[i + 2 :] == b[i + 2 :])
     return True  # b is a with its last letter removed
 
 
 def _near_namespace(folded: str) -> bool:
-    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344)."""
+    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344; a
+    transposition is one edit, 373)."""
     size = len(TRACEFENCE_NAMESPACE)
     return any(_one_edit_apart(folded[:n], TRACEFENCE_NAMESPACE) for n in (size - 1, size, size + 1) if len(folded) >= n)
 
