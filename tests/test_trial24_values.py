@@ -86,3 +86,51 @@ def test_a_key_whose_namespace_has_two_letters_swapped_holds_its_step_and_holds_
     (decision,) = _plan(_write(**{key: "timeout"})).steps
     assert (decision.decision.value, decision.reasons) == ("review", ("malformed_attributes",))
     assert any(marker in key for marker in READ_MARKERS), key  # the service reads such a span's attributes (344)
+
+
+# --- 6, 14. http.request.method_original, and one rule for method keys on the tool span, in time and late (374) --
+
+LATE = {"url.full": "https://pay.example/charge"}
+
+
+def _hinted(**methods: Any):
+    (decision,) = _plan(_write(**{"tracefence.effect": None, **methods})).steps
+    return decision.decision.value, decision.reasons, decision.step.effect.value
+
+
+@pytest.mark.parametrize("methods", [{"http.request.method": "GET", "http.method": "HEAD"}, {"http.request.method": "GET", "http.request.method_original": "POST"},
+                                     {"http.request.method": "HEAD", "http.request.method_original": "GET"}])  # fmt: skip
+def test_a_tool_span_whose_method_keys_record_no_one_method_is_held_as_contradicting_hints(methods: dict) -> None:
+    # GET beside HEAD (both safe) and GET beside method_original=POST were read as the first key's GET: hinted_read.
+    assert _hinted(**methods) == ("review", ("effect_hints_conflict", "effect_unknown"), "unknown")
+
+
+@pytest.mark.parametrize("methods", [{"http.request.method": "GET", "http.request.method_original": "GeT"}, {"http.request.method": "GET", "http.request.method_original": "GET"}])
+def test_a_method_original_that_is_the_method_but_for_case_is_the_same_method(methods: dict) -> None:
+    assert _hinted(**methods) == ("replay", ("hinted_read",), "read")
+
+
+def test_a_late_request_whose_method_original_differs_is_held_untied_and_one_that_differs_in_case_is_not() -> None:
+    from otel_tracefence.normalize.span_view import from_otlp
+    from otel_tracefence.normalize.trace import untied_request
+    from otel_tracefence.readers.otlp_json import read_otlp_json
+
+    def untied(**methods: Any):
+        span = _span("c1" * 8, "HTTP", "dd" * 8, **methods, **LATE)
+        span["kind"] = 3
+        read = read_otlp_json(_file(span))
+        return untied_request(from_otlp(read.request.resource_spans[0].scope_spans[0].spans[0]), TraceFenceConfig())
+
+    step = untied(**{"http.request.method": "GET", "http.request.method_original": "POST"})
+    assert step is not None and step.malformed[0].reason == "late_request_untied"
+    assert "dispatched a request (GET / POST https://pay.example/charge)" in step.malformed[0].message
+    assert untied(**{"http.request.method": "GET", "http.request.method_original": "get"}) is None
+
+
+def test_two_requests_below_a_write_whose_method_original_is_post_are_a_second_dispatch() -> None:
+    def client(span_id: str) -> dict:
+        span = _span(span_id, "HTTP", TOOL_ID, **{"http.request.method": "GET", "http.request.method_original": "POST"}, **LATE)
+        span["kind"] = 3
+        return span
+
+    assert _decisions(_plan(_write(), client("c1" * 8), client("c2" * 8))) == ("review", [("invoice.create", "review", ("write_dispatched_more_than_once",))])

@@ -147,6 +147,10 @@ CODE_PARAMETER_SUFFIX = ".value"
 # Effect hints: MCP tool annotations (readOnlyHint) and the HTTP method (RFC 9110 section 9.2.1 safe methods).
 MCP_READ_ONLY_HINT_KEYS = ("mcp.tool.annotations.readOnlyHint", "mcp.tool.annotations.read_only_hint", "gen_ai.tool.annotations.readOnlyHint")
 HTTP_METHOD_KEYS = ("http.request.method", "http.method")
+# The method as sent, when the instrumentation recorded another in http.request.method (HTTP conventions: a framework
+# that reads methods case-insensitively records the canonical one there, an unknown one as _OTHER; docs/DECISIONS.md 374).
+HTTP_METHOD_ORIGINAL_KEY = "http.request.method_original"
+HTTP_OTHER_METHOD = "_OTHER"
 # MCP: destructiveHint=true says the tool may perform destructive updates (a write); false says only that its
 # writes are additive, which is no read.
 MCP_DESTRUCTIVE_HINT_KEYS = ("mcp.tool.annotations.destructiveHint", "mcp.tool.annotations.destructive_hint", "gen_ai.tool.annotations.destructiveHint")

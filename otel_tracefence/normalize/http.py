@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from otel_tracefence.normalize.conventions import (
-    GRPC_SERVER_ERRORS, HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS,
+    GRPC_SERVER_ERRORS, HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_METHOD_ORIGINAL_KEY, HTTP_OTHER_METHOD, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS,
     RPC_GRPC_STATUS_KEY, RPC_METHOD, RPC_SYSTEM_KEY,
 )
 from otel_tracefence.normalize.span_view import KIND_SERVER, STATUS_ERROR, SpanView
@@ -84,18 +84,39 @@ def _same_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] if url is not None else None
 
 
-def _method(attributes: Mapping[str, Any]) -> str | None:
-    """The method a client span's method keys (``conventions.HTTP_METHOD_KEYS``) record, ``None`` when none holds one.
-    Keys that disagree (``http.request.method=GET`` beside ``http.method=POST``), or a key holding no non-empty string,
-    give no one method: a text naming what each holds (``"GET / POST"``), which is no safe method, so the request
-    counts as one that may have changed something (docs/DECISIONS.md 346). Never resolved by the keys' order."""
-    found = [value for key in HTTP_METHOD_KEYS if (value := attributes.get(key)) is not None]
+def _original_agrees(method: Any, original: Any) -> bool:
+    """Whether ``http.request.method_original`` may stand beside ``http.request.method``: the same method, or one the
+    instrumentation canonicalized (its upper case) or recorded as ``_OTHER`` (HTTP conventions)."""
+    return isinstance(original, str) and (original == method or original.upper() == method or method == HTTP_OTHER_METHOD)
+
+
+def recorded_method(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(method, disagreement)``: the one method a span's method keys (``conventions.HTTP_METHOD_KEYS``) record,
+    ``(None, None)`` when no key holds one. Keys that disagree (``http.request.method=GET`` beside
+    ``http.method=POST`` or ``HEAD``), a key holding no non-empty string, or an ``http.request.method_original``
+    that is another method than ``http.request.method`` (not its case, not beside ``_OTHER``) give no one method:
+    ``method`` is then a text naming what each holds (``"GET / POST"``), which is no safe method, and
+    ``disagreement`` names the keys (``"http.request.method='GET', http.method='POST'"``). The one rule for the
+    tool span's effect hints and for requests in time and late (docs/DECISIONS.md 346, 374); never resolved by
+    the keys' order."""
+    found = [(key, value) for key in HTTP_METHOD_KEYS if (value := attributes.get(key)) is not None]
     if not found:
-        return None
-    first = found[0]
-    if isinstance(first, str) and first and all(value == first for value in found):
-        return first
-    return " / ".join(value if isinstance(value, str) and value else repr(value) for value in found)
+        return None, None
+    first = found[0][1]
+    agree = isinstance(first, str) and bool(first) and all(value == first for _, value in found)
+    original = attributes.get(HTTP_METHOD_ORIGINAL_KEY)
+    if original is not None and not _original_agrees(attributes.get(HTTP_METHOD_KEYS[0], first), original):
+        found.append((HTTP_METHOD_ORIGINAL_KEY, original))
+        agree = False
+    if agree:
+        return first, None
+    method = " / ".join(value if isinstance(value, str) and value else repr(value) for _, value in found)
+    return method, ", ".join(f"{key}={value!r}" for key, value in found)
+
+
+def _method(attributes: Mapping[str, Any]) -> str | None:
+    """The method a client span records (:func:`recorded_method`), or the text naming what its keys hold."""
+    return recorded_method(attributes)[0]
 
 
 # Every key http_request looks for first: a span with none of them is neither an HTTP nor an RPC request.
