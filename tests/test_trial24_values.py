@@ -134,3 +134,27 @@ def test_two_requests_below_a_write_whose_method_original_is_post_are_a_second_d
         return span
 
     assert _decisions(_plan(_write(), client("c1" * 8), client("c2" * 8))) == ("review", [("invoice.create", "review", ("write_dispatched_more_than_once",))])
+
+
+# --- 12. an event that dropped attributes (375) ------------------------------------------------------------------
+
+
+def _event(name: str, dropped: int) -> list:
+    return [{"name": name, "timeUnixNano": "1700000000050000000", "attributes": [{"key": "exception.message", "value": {"stringValue": "x"}}],
+             "droppedAttributesCount": dropped}]  # fmt: skip
+
+
+def test_a_tool_span_whose_exception_event_dropped_attributes_is_held() -> None:
+    # The exception's type (timeout or not) may be what was dropped: 252 read only the span's own counts.
+    span = _write(**{"gen_ai.tool.call.result": "{\"ok\": 1}"})
+    span["events"] = _event("exception", 2)
+    (decision,) = _plan(span).steps
+    assert (decision.decision.value, decision.reasons) == ("review", ("span_data_dropped", "write_error"))
+    assert "and its events 2 attribute(s)" in decision.step.malformed[0].message
+
+
+@pytest.mark.parametrize(("name", "held"), [("gen_ai.tool.message", True), ("exception", True), ("x", False), ("exception", False)])
+def test_a_plain_span_whose_read_event_dropped_attributes_holds_its_trace(name: str, held: bool) -> None:
+    plain = _span("cc" * 8, "work", ROOT_ID, events=_event(name, 3 if held else 0), x=1)
+    expected = ("review", [("invoice.create", "skip", ("write_committed",)), ("work", "review", ("span_data_dropped", "effect_unknown", "arguments_not_recorded"))]) if held else COMMITTED
+    assert _decisions(_plan(_write(), plain)) == expected
