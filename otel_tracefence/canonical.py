@@ -9,6 +9,7 @@ arguments are reported unavailable rather than compared by a lossy stand-in.
 from __future__ import annotations
 
 import json
+import unicodedata
 from hashlib import sha256
 from typing import Any
 
@@ -127,19 +128,24 @@ def _marked_truncated(text: str) -> bool:
     return text.rstrip().endswith(TRUNCATION_MARKERS)
 
 
-# What may stand before a JSON value's first character in a recorded text: white space (any Unicode white space, as
-# str.lstrip strips it) and a byte order mark, which str.lstrip keeps.
-_LEADING_NOT_JSON = "\ufeff"
+# What may stand before a JSON value's first character in a recorded text (docs/DECISIONS.md 370): white space (any
+# Unicode white space, as str.isspace says), NUL, and Unicode format characters (category Cf: U+FEFF byte order mark,
+# U+200B zero-width space, U+2060...), which no reader shows and a producer's encoder may leave in front.
+def _not_json_lead(char: str) -> bool:
+    return char.isspace() or char == "\0" or unicodedata.category(char) == "Cf"
 
 
 def json_start(text: str) -> str:
-    """The first character of ``text`` after white space and byte order marks (``""`` for none): ``{``, ``[`` or
-    ``"`` when the text starts as a JSON object, array or string does. Costs one index for text starting at its
-    value (what serializers write)."""
+    """The first character of ``text`` after white space, NUL and Unicode format characters (``""`` for none): ``{``,
+    ``[`` or ``"`` when the text starts as a JSON object, array or string does. Costs one index and one test for text
+    starting at its value (what serializers write)."""
     first = text[:1]
-    if first in ("{", "[", '"') or not (first.isspace() or first == _LEADING_NOT_JSON):
+    if first in ("{", "[", '"') or not first or not _not_json_lead(first):
         return first
-    return text.lstrip().lstrip(_LEADING_NOT_JSON).lstrip()[:1]
+    for char in text:
+        if not _not_json_lead(char):
+            return char
+    return ""
 
 
 def _cut_off(text: str, exc: json.JSONDecodeError | None) -> bool:

@@ -41,6 +41,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 from otel_tracefence.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from otel_tracefence.config_sources import DuplicateKey, check_environment, load_yaml, refuse_case_twins, unknown_environment
 from otel_tracefence.redact import Redaction
+from otel_tracefence.textfold import folded_word
 
 CONFIG_FILE_ENV = "OTEL_TRACEFENCE_CONFIG"
 ENV_PREFIX = "OTEL_TRACEFENCE_"
@@ -94,7 +95,7 @@ class ResultErrorShape(BaseModel):
     """A shape of recorded result that says the call failed although its span says ok.
 
     The shape matches an object of the result (JSON) that has ``key`` with a value that
-    ``equals`` (strings compared case-insensitively), or a number within
+    ``equals`` (strings compared folded: case, separators, white space), or a number within
     [``at_least``, ``below``), or, with ``present``, any non-empty object, string or
     ``true``. Only the result's top-level object is looked at unless ``anywhere``
     (then every object down to 8 levels). The defaults are in
@@ -111,16 +112,33 @@ class ResultErrorShape(BaseModel):
     anywhere: bool = False
 
     def says_error(self, value: Any) -> bool:
-        """True when ``value`` (found under ``key``) says the call failed."""
+        """True when ``value`` (found under ``key``) says the call failed. Read as producers write them
+        (docs/DECISIONS.md 371): a number may be a decimal string (``"504"``), a string is compared folded
+        (``textfold.folded_word``: ``"timed out"``, ``"TimedOut"`` and ``"timeout "`` are ``timed_out`` and
+        ``timeout``), and a boolean may be the string ``"true"`` or ``"false"`` (any case)."""
         if self.present:
             return value is True or (isinstance(value, (dict, list, str)) and len(value) > 0)
         if self.at_least is not None or self.below is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            number = _number(value)
+            if number is None:
                 return False
-            return (self.at_least is None or value >= self.at_least) and (self.below is None or value < self.below)
+            return (self.at_least is None or number >= self.at_least) and (self.below is None or number < self.below)
         if isinstance(self.equals, str):
-            return isinstance(value, str) and value.lower() == self.equals.lower()
-        return value is self.equals if isinstance(self.equals, bool) else (value == self.equals and not isinstance(value, bool))
+            return isinstance(value, str) and folded_word(value) == folded_word(self.equals)
+        if isinstance(self.equals, bool):
+            return value is self.equals or (isinstance(value, str) and folded_word(value) == ("true" if self.equals else "false"))
+        return value == self.equals and not isinstance(value, bool)
+
+
+def _number(value: Any) -> int | float | None:
+    """A JSON number, or a decimal integer written as a string (``"504"``, ``" 504 "``); ``None`` for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str) and len(value) <= 16 and (digits := value.strip()).isascii() and digits.isdigit():
+        return int(digits)
+    return None
 
 
 class Limits(BaseModel):

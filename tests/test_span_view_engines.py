@@ -96,7 +96,7 @@ def test_views_behave_the_same_in_both_engines(pure):
         "repr": (
             "SpanView(trace_id='abababababababababababababababab', span_id='cdcdcdcdcdcdcdcd', name='execute_tool refund', "
             "attributes={'gen_ai.tool.name': 'refund'}, parent_span_id='efefefefefefefef', parent_is_remote=False, start_time_unix_nano=5, "
-            "end_time_unix_nano=None, status_code='unset', status_message='', events=(SpanEvent(name='log', attributes={'message': 'x'}),), "
+            "end_time_unix_nano=None, status_code='unset', status_message='', events=(SpanEvent(name='log', attributes={'message': 'x'}, dropped_attributes=0),), "
             "sequence=0, duplicate_keys=(), kind='client', unreadable=None, dropped_attributes=0, dropped_events=0, value_length_limit=None, status_undefined=None)"
         ),
         "replaced": (

@@ -147,6 +147,10 @@ CODE_PARAMETER_SUFFIX = ".value"
 # Effect hints: MCP tool annotations (readOnlyHint) and the HTTP method (RFC 9110 section 9.2.1 safe methods).
 MCP_READ_ONLY_HINT_KEYS = ("mcp.tool.annotations.readOnlyHint", "mcp.tool.annotations.read_only_hint", "gen_ai.tool.annotations.readOnlyHint")
 HTTP_METHOD_KEYS = ("http.request.method", "http.method")
+# The method as sent, when the instrumentation recorded another in http.request.method (HTTP conventions: a framework
+# that reads methods case-insensitively records the canonical one there, an unknown one as _OTHER; docs/DECISIONS.md 374).
+HTTP_METHOD_ORIGINAL_KEY = "http.request.method_original"
+HTTP_OTHER_METHOD = "_OTHER"
 # MCP: destructiveHint=true says the tool may perform destructive updates (a write); false says only that its
 # writes are additive, which is no read.
 MCP_DESTRUCTIVE_HINT_KEYS = ("mcp.tool.annotations.destructiveHint", "mcp.tool.annotations.destructive_hint", "gen_ai.tool.annotations.destructiveHint")
@@ -165,6 +169,13 @@ HTTP_SERVER_ERROR = range(500, 600)  # RFC 9110 section 15.6
 HTTP_CLIENT_ERROR = range(400, 500)  # RFC 9110 section 15.5; an error on a client span only (HTTP semantic conventions, "Status")
 RPC_SYSTEM_KEY = "rpc.system"  # RPC client spans (gRPC, JSON-RPC...): rpc.service, rpc.method
 RPC_METHOD = "RPC"  # the method RPC requests are counted under: not a safe HTTP method
+# gRPC's status code on an RPC span (RPC semantic conventions, "gRPC"): 0 is OK. On a client span every other code sets
+# status Error; on a server span only these do (UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE,
+# DATA_LOSS), the others being the caller's fault (docs/DECISIONS.md 372).
+RPC_GRPC_STATUS_KEY = "rpc.grpc.status_code"
+GRPC_SERVER_ERRORS = frozenset({2, 4, 12, 13, 14, 15})
+# The keys that record a span's own response status: HTTP's and gRPC's.
+RESPONSE_STATUS_KEYS = (*HTTP_STATUS_KEYS, RPC_GRPC_STATUS_KEY)
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
 TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"
@@ -316,8 +327,9 @@ OTHER_READ_KEYS = (
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",
 # "tools", "function" before "call"), and the span event read outside the GenAI ones (status.py: "exception").
-# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344).
-READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence")
+# "trace" and "fence": every key one letter from the tracefence namespace holds one of them (DECISIONS 344), and
+# "tracfe" the one transposition that breaks both, "tracfeence" (373).
+READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence", "tracfe")
 
 
 def _constant_strings() -> list[str]:
@@ -417,19 +429,25 @@ def _resembled(key: str) -> str | None:
 
 @cython.ccall
 def _one_edit_apart(a: str, b: str) -> bool:
-    """True when ``a`` becomes ``b`` by exactly one letter changed, added or removed (Levenshtein distance 1)."""
+    """True when ``a`` becomes ``b`` by exactly one edit: a letter changed, added or removed, or two adjacent letters
+    swapped (Damerau-Levenshtein distance 1, optimal string alignment: ``tracefnece`` is one edit from ``tracefence``;
+    docs/DECISIONS.md 373)."""
     if len(a) < len(b):
         a, b = b, a
     if len(a) - len(b) > 1 or a == b:
         return False
     for i in range(len(b)):
         if a[i] != b[i]:
-            return a[i + 1 :] == b[i + 1 :] if len(a) == len(b) else a[i + 1 :] == b[i:]
+            if len(a) != len(b):
+                return a[i + 1 :] == b[i:]
+            swapped = i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i]
+            return a[i + 1 :] == b[i + 1 :] or (swapped and a[i + 2 :] == b[i + 2 :])
     return True  # b is a with its last letter removed
 
 
 def _near_namespace(folded: str) -> bool:
-    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344)."""
+    """True when a folded key starts with text one edit from :data:`TRACEFENCE_NAMESPACE` (docs/DECISIONS.md 344; a
+    transposition is one edit, 373)."""
     size = len(TRACEFENCE_NAMESPACE)
     return any(_one_edit_apart(folded[:n], TRACEFENCE_NAMESPACE) for n in (size - 1, size, size + 1) if len(folded) >= n)
 

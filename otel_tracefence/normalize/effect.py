@@ -14,6 +14,7 @@ from otel_tracefence.model import (
 from otel_tracefence.normalize.conventions import (
     HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_UNSAFE_METHODS, MCP_DESTRUCTIVE_HINT_KEYS, MCP_READ_ONLY_HINT_KEYS,
 )
+from otel_tracefence.normalize.http import recorded_method
 
 DECLARABLE = {"read": READ, "write": WRITE, "unknown": EFFECT_UNKNOWN}
 MCP_HINT_KEYS = (*MCP_READ_ONLY_HINT_KEYS, *MCP_DESTRUCTIVE_HINT_KEYS)
@@ -70,6 +71,9 @@ def _hint(attributes: Mapping[str, Any]) -> tuple[Effect, EffectSource] | Malfor
     if any(effect is not hints[0][0] for effect, _, _ in hints):
         said = ", ".join(f"{text} ({effect.value})" for effect, _, text in hints)
         return MalformedField("effect", f"effect hints contradict each other: {said}", reason=reasons.EFFECT_HINTS_CONFLICT)
+    disagreement = recorded_method(attributes)[1]
+    if disagreement is not None:  # GET beside HEAD, or a method_original: no one method (346, 374), as in time and late
+        return MalformedField("effect", f"effect hints contradict each other: the HTTP method keys record no one method ({disagreement})", reason=reasons.EFFECT_HINTS_CONFLICT)
     return hints[0][0], hints[0][1]
 
 

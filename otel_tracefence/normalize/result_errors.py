@@ -24,7 +24,11 @@ Sources:
 
 Where the shapes look (docs/DECISIONS.md 342): a shape that is not ``anywhere`` looks at the result's top-level
 object and at the object one level down under ``result``, ``data`` or ``response`` (a wrapper around the
-tool's own answer). A key that is a shape's key only after folding (``textfold.folded_word``: case,
+tool's own answer; its key folded too, ``"Result"``, ``"DATA"``: 371). A status-like key (``status``, ``status_code``,
+``statusCode``, ``http_status``) says error with one table of HTTP numbers (500-599, 408, 429), a number written as a
+string too (``"504"``); a ``status`` string is compared folded (``"timed out"``, ``"TimedOut"``) and may name a gRPC
+code whose outcome is not known (``DEADLINE_EXCEEDED``, ``UNAVAILABLE``...); a boolean flag may be written as the
+string ``"true"``/``"false"`` (docs/DECISIONS.md 371). A key that is a shape's key only after folding (``textfold.folded_word``: case,
 separators, white space, format characters; ``"Error"``, ``"timedOut"``) is read as that key when its value
 says error there: such a key can only hold a step, never let one pass (as docs/DECISIONS.md 250 holds a
 misspelt attribute key).
@@ -39,6 +43,16 @@ import cython
 from otel_tracefence.config import ResultErrorShape
 from otel_tracefence.textfold import folded_word
 
+# The HTTP statuses that say a call failed or may have done part of its work, read alike under every status-like key
+# (docs/DECISIONS.md 371): 500-599 (RFC 9110 section 15.6), 408 Request Timeout, 429 Too Many Requests; as [low, high).
+FAILING_HTTP_STATUSES = ((500, 600), (408, 409), (429, 430))
+HTTP_STATUS_RESULT_KEYS = ("status", "status_code", "statusCode", "http_status")  # "status" top-level only
+# gRPC status codes' names (grpc.io "Status codes") a result may carry as its "status" whose call failed with an
+# outcome the caller cannot know: the library's own failures and the server errors (their HTTP mappings are 5xx, 408,
+# 429 or 499), and ABORTED/UNKNOWN already listed above. The refusals (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+# PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNAUTHENTICATED) are left out as 4xx are.
+GRPC_FAILING_CODES = ("deadline_exceeded", "unavailable", "internal", "resource_exhausted", "data_loss", "unimplemented")
+
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="isError", equals=True, anywhere=True),
     ResultErrorShape(key="is_error", equals=True, anywhere=True),
@@ -49,17 +63,18 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="status", equals="failed"),
     ResultErrorShape(key="status", equals="failure"),
     *(ResultErrorShape(key="status", equals=outcome) for outcome in ("timeout", "timed_out", "cancelled", "canceled", "aborted", "unknown")),
-    ResultErrorShape(key="status", at_least=500, below=600),
-    ResultErrorShape(key="status", equals=408),
-    ResultErrorShape(key="status", equals=429),
+    *(ResultErrorShape(key="status", equals=code) for code in GRPC_FAILING_CODES),
+    *(ResultErrorShape(key="status", at_least=low, below=high) for low, high in FAILING_HTTP_STATUSES),
     ResultErrorShape(key="timed_out", equals=True),
     ResultErrorShape(key="timeout", equals=True),
     ResultErrorShape(key="success", equals=False),
     ResultErrorShape(key="ok", equals=False),
     ResultErrorShape(key="errors", present=True),
-    ResultErrorShape(key="status_code", at_least=500, below=600, anywhere=True),
-    ResultErrorShape(key="statusCode", at_least=500, below=600, anywhere=True),
-    ResultErrorShape(key="http_status", at_least=500, below=600, anywhere=True),
+    *(
+        ResultErrorShape(key=key, at_least=low, below=high, anywhere=True)
+        for key in HTTP_STATUS_RESULT_KEYS[1:]
+        for low, high in FAILING_HTTP_STATUSES
+    ),
 )
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
 WRAPPER_KEYS = ("result", "data", "response")  # a top-level object under one of these is read as the top too
@@ -191,7 +206,13 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
 
 
 def _wrapped(result: Any) -> tuple[dict, ...]:
-    """The objects under ``WRAPPER_KEYS`` in a top-level object: read as its top too."""
+    """The objects under ``WRAPPER_KEYS`` in a top-level object, the keys folded as shape keys are (``"Result"``,
+    ``"DATA"``; docs/DECISIONS.md 371): read as its top too."""
     if type(result) is not dict:
         return ()
-    return tuple(inner for key in WRAPPER_KEYS if type(inner := result.get(key)) is dict)
+    return tuple(inner for key, inner in result.items() if type(inner) is dict and type(key) is str and _wrapper_key(key))
+
+
+@cython.ccall
+def _wrapper_key(key: str) -> bool:
+    return key in WRAPPER_KEYS or folded_word(key) in WRAPPER_KEYS

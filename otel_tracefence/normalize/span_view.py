@@ -38,6 +38,7 @@ _FLAG_PARENT_REMOTE = 0x200
 class SpanEvent:
     name: str
     attributes: Mapping[str, Any]
+    dropped_attributes: int = 0  # attributes the producer dropped from this event (OTLP dropped_attributes_count; 375)
 
 
 @cython.dataclasses.dataclass(repr=False)
@@ -123,7 +124,7 @@ def from_otlp(span: OtlpSpan, sequence: int = 0) -> SpanView:
     """
     attributes = key_values_to_dict(span.attributes)
     duplicates = duplicate_keys(kv.key for kv in span.attributes) if len(attributes) != len(span.attributes) else ()
-    events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in span.events)
+    events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes), e.dropped_attributes_count) for e in span.events)
     return from_otlp_head(span, sequence, attributes, events, duplicates)
 
 
@@ -297,7 +298,7 @@ def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | No
         end,
         STATUS_ERROR if code is _STATUS_ERROR_CODE else STATUS_OK if code is _STATUS_OK_CODE else STATUS_UNSET,
         description or "",
-        tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}) for e in events) if events else (),
+        tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}, getattr(e, "dropped_attributes", 0) or 0) for e in events) if events else (),
         sequence,
         (),
         _SDK_KIND_BY_ID.get(id(kind), KIND_UNSPECIFIED),

@@ -13,7 +13,7 @@ from otel_tracefence.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, HTTP_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
@@ -71,9 +71,9 @@ TRUNCATED_RESULT = MalformedField(
 
 @cython.ccall
 def _has_http_status(attributes) -> bool:
-    """True when the span records an HTTP response status (``conventions.HTTP_STATUS_KEYS``): only then is it asked
-    what request it records (a call per tool span saved)."""
-    for key in HTTP_STATUS_KEYS:
+    """True when the span records an HTTP or gRPC response status (``conventions.RESPONSE_STATUS_KEYS``): only then
+    is it asked what request it records (a call per tool span saved)."""
+    for key in RESPONSE_STATUS_KEYS:
         if key in attributes:
             return True
     return False
@@ -102,15 +102,36 @@ UNREADABLE_FIELD_REASONS = {CHILD_SPAN_FIELD: reasons.CHILD_SPAN_UNREAD}
 
 
 @cython.ccall
+def dropped_event_attributes(span: SpanView) -> int:
+    """How many attributes the span's read events dropped: events whose name holds one of ``conventions.READ_MARKERS``
+    (``exception``, ``gen_ai.*``: the normalizer reads their attributes, an exception's type, a GenAI event's
+    content). Other events are never read (and a span holding no marker is read without its events by the
+    service), so what they lost hides nothing (docs/DECISIONS.md 375)."""
+    lost = 0
+    for event in span.events:
+        if event.dropped_attributes and _read_event(event.name):
+            lost += event.dropped_attributes
+    return lost
+
+
+def _read_event(name: str) -> bool:
+    lowered = name.lower()
+    return any(marker in lowered for marker in READ_MARKERS)
+
+
+@cython.ccall
 def dropped_data(span: SpanView) -> MalformedField | None:
     """``None`` for a span that dropped nothing; else why it cannot be read as complete (reason ``span_data_dropped``,
     naming the counts): attributes or events a span limit dropped may have been the ones that mark a tool call,
-    its status or its effect (docs/DECISIONS.md 252)."""
-    if not span.dropped_attributes and not span.dropped_events:
+    its status or its effect (docs/DECISIONS.md 252), and attributes a read event dropped its exception's type or
+    its content (375). The one rule for dropped data: :func:`~otel_tracefence.normalize.trace.dropped_step` asks it."""
+    lost_event_attributes = dropped_event_attributes(span) if span.events else 0
+    if not span.dropped_attributes and not span.dropped_events and not lost_event_attributes:
         return None
+    events_lost = f", and its events {lost_event_attributes} attribute(s)" if lost_event_attributes else ""
     return MalformedField(
         "span",
-        f"span {span.span_id} ({span.name!r}) dropped {span.dropped_attributes} attribute(s) and {span.dropped_events} event(s) "
+        f"span {span.span_id} ({span.name!r}) dropped {span.dropped_attributes} attribute(s) and {span.dropped_events} event(s){events_lost} "
         "(a span limit?): what it lost cannot be read",
         reason=reasons.SPAN_DATA_DROPPED,
     )
@@ -169,8 +190,9 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     misread = None if attributes.keys() <= UNDERSTOOD_KEYS else misread_attribute(attributes)  # DECISIONS 250
     if misread is not None:
         malformed.append(MalformedField("attributes", misread_message(*misread)))
-    if span.dropped_attributes or span.dropped_events:  # DECISIONS 252
-        malformed.append(dropped_data(span))
+    dropped = dropped_data(span) if span.dropped_attributes or span.dropped_events or span.events else None  # DECISIONS 252, 375
+    if dropped is not None:
+        malformed.append(dropped)
     tool = tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
@@ -194,8 +216,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
-        request = own_response(span)  # None for a server span, whose 4xx is the caller's fault (semantic conventions); no method needed (343)
-        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303)
+        request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
+        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
     if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
         malformed.append(TRUNCATED_RESULT)

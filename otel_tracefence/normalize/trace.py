@@ -364,9 +364,10 @@ def dropped_step(span: SpanView, config: TraceFenceConfig | ConfigReading) -> To
     """The ``review`` step (``span_data_dropped``) standing for a span that is no step and says it dropped attributes
     or events, wherever it is in its trace and whenever it comes: what it lost may be what made it a tool span
     (docs/DECISIONS.md 252, 358); ``None`` for a span that dropped nothing."""
-    if not span.dropped_attributes and not span.dropped_events:
+    dropped = dropped_data(span) if span.dropped_attributes or span.dropped_events or span.events else None
+    if dropped is None:
         return None
-    return _unrecognized_step(span, dropped_data(span).message, config, reasons.SPAN_DATA_DROPPED)
+    return _unrecognized_step(span, dropped.message, config, reasons.SPAN_DATA_DROPPED)
 
 
 @cython.ccall

@@ -360,7 +360,7 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     duplicates = duplicate_keys(_attribute(one)[0] for one in encoded) if len(attributes) != len(encoded) else ()
     events: tuple[SpanEvent, ...] = ()
     if body.events:
-        events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes)) for e in map(Span.Event.FromString, body.events))
+        events = tuple(SpanEvent(e.name, key_values_to_dict(e.attributes), e.dropped_attributes_count) for e in map(Span.Event.FromString, body.events))
     return from_otlp_head(body, sequence, attributes, events, duplicates)
 
 
