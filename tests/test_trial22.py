@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_json_helpers import json_span
 
 from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import TraceFenceConfig
@@ -16,22 +17,8 @@ from otel_tracefence.replay import NonReplayableTraceError, ReplayGuard
 TRACE = "dd" * 16
 
 
-def _value(value: Any) -> dict:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, list):
-        return {"arrayValue": {"values": [_value(v) for v in value]}}
-    return {"stringValue": value}
-
-
-def _span(span_id: str, name: str, parent: str = "", **attributes: Any) -> dict:
-    span = {"traceId": TRACE, "spanId": span_id, "name": name, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000100000000",
-            "attributes": [{"key": k, "value": _value(v)} for k, v in attributes.items()]}  # fmt: skip
-    if parent:
-        span["parentSpanId"] = parent
-    return span
+def _span(span_id: str, name: str, parent: str = "", **fields: Any) -> dict:
+    return json_span(TRACE, span_id, name, parent, **fields)
 
 
 def _file(*spans: dict) -> str:

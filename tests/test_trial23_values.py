@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_json_helpers import json_span
 
 from otel_tracefence.cli.plan import plan_text
 from otel_tracefence.config import TraceFenceConfig
@@ -17,22 +18,8 @@ TRACE = "ee" * 16
 ROOT_ID, TOOL_ID = "aa" * 8, "bb" * 8
 
 
-def _value(value: Any) -> dict:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    return {"stringValue": value}
-
-
-def _span(span_id: str, name: str, parent: str = "", events: list | None = None, **attributes: Any) -> dict:
-    span = {"traceId": TRACE, "spanId": span_id, "name": name, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000100000000",
-            "attributes": [{"key": k, "value": _value(v)} for k, v in attributes.items()]}  # fmt: skip
-    if parent:
-        span["parentSpanId"] = parent
-    if events:
-        span["events"] = events
-    return span
+def _span(span_id: str, name: str, parent: str = "", **fields: Any) -> dict:
+    return json_span(TRACE, span_id, name, parent, **fields)
 
 
 def _file(*spans: dict) -> str:

@@ -8,27 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
+from otlp_json_helpers import json_span
 from test_cli import run
 
 TRACE = "5a" * 16
 ROOT_SPAN, MIDDLE, TOOL = "aa" * 8, "cc" * 8, "bb" * 8
 
 
-def _value(value: Any) -> dict:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    return {"stringValue": value}
-
-
-def _span(span_id: str, name: str, parent: str = "", **attributes: Any) -> dict:
-    span = {"traceId": TRACE, "spanId": span_id, "name": name, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000100000000",
-            "attributes": [{"key": k, "value": _value(v)} for k, v in attributes.items()]}  # fmt: skip
-    if parent:
-        span["parentSpanId"] = parent
-    return span
+def _span(span_id: str, name: str, parent: str = "", **fields: Any) -> dict:
+    return json_span(TRACE, span_id, name, parent, **fields)
 
 
 def _file(path: Path, *spans: dict) -> Path:
@@ -109,16 +97,16 @@ def test_cli_a_rootless_write_is_held_and_a_rootless_read_is_not(tmp_path: Path)
     assert (plan["replayClass"], _decisions(plan)) == ("REPLAY_CLASS_INJECTED", [("payments.charge", "DECISION_SKIP", ["write_committed"])])
 
 
-from opentelemetry import trace as otel_trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from service_helpers import Client, service_config
 
-from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb  # noqa: E402
-from otel_tracefence.review.store import SQLiteReviewStore  # noqa: E402
-from otel_tracefence.sdk import TraceFenceSpanProcessor  # noqa: E402
-from otel_tracefence.service.server import TraceFenceService  # noqa: E402
-from service_helpers import Client, service_config  # noqa: E402
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.sdk import TraceFenceSpanProcessor
+from otel_tracefence.service.server import TraceFenceService
 
 CHARGE = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "payments.charge", "tracefence.effect": "write",
           "gen_ai.tool.call.arguments": '{"amount": 5}', "gen_ai.tool.call.result": '{"id": "ch_1"}'}  # fmt: skip
@@ -236,7 +224,7 @@ def test_cli_ordinary_operations_of_real_frameworks_still_pass(tmp_path: Path, o
 
 # --- 4. a tool's own HTTP 4xx response is an error, as the HTTP conventions read a client span (DECISIONS 303) --
 
-from opentelemetry.trace import SpanKind  # noqa: E402
+from opentelemetry.trace import SpanKind
 
 
 def _processed(kind: SpanKind, status_code: int, method: str = "POST", child: tuple[str, int] | None = None) -> dict[str, Any]:
@@ -302,7 +290,13 @@ def test_cli_a_status_code_otlp_does_not_define_is_held_with_the_tools_name(tmp_
 
 def test_service_a_status_code_otlp_does_not_define_is_held_as_the_cli_holds_it(tmp_path: Path, upstream: Any) -> None:
     """The gRPC door read code 7 as `error`: a read replayed. Now every door holds the step at status, with its name."""
-    from service_helpers import raw_request, raw_span, raw_tool_span, trace_stub, wait_for
+    from service_helpers import (
+        raw_request,
+        raw_span,
+        raw_tool_span,
+        trace_stub,
+        wait_for,
+    )
 
     service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
     service.start()
