@@ -22,7 +22,7 @@ def _reference(result, shapes):
     """Every object from the result down (the walk's order), every shape in order: the first that says error. The
     top is the result and the objects under its wrapper keys; a key no shape names is read as a shape's key it folds to."""
     named = {shape.key for shape in shapes}
-    tops = [result.get(key) for key in WRAPPER_KEYS] if isinstance(result, dict) else []
+    tops = [inner for key, inner in result.items() if folded_word(key) in WRAPPER_KEYS] if isinstance(result, dict) else []  # keys folded (371)
     stack = [(result, 0)]
     while stack:
         node, level = stack.pop()

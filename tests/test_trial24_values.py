@@ -44,6 +44,22 @@ def test_results_that_say_success_or_a_refusal_in_those_forms_are_committed(resu
     assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == COMMITTED
 
 
+@pytest.mark.parametrize("result", ["{\"code\": 504}", "{\"code\": \"503\"}", "{\"status\": {\"code\": 504, \"message\": \"gateway timeout\"}}",
+                                    "{\"output\": {\"status\": \"timeout\"}}", "{\"Output\": {\"timed_out\": true}}",
+                                    "{\"status\": {\"state\": \"failed\", \"status\": \"failed\"}}"])  # fmt: skip
+def test_a_result_saying_a_failing_code_or_wrapped_under_output_or_status_is_an_error(result: str) -> None:
+    # The sixth trial's rows left open at first: a top-level "code" and a "status" object holding one, and a result
+    # under "output", came out injected, write_committed (docs/DECISIONS.md 376).
+    assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == ERROR_IN_RESULT
+
+
+@pytest.mark.parametrize("result", ["{\"code\": 200}", "{\"code\": 404}", "{\"code\": \"INV-504\"}", "{\"status\": {\"code\": 201}}",
+                                    "{\"items\": [{\"code\": 500}]}", "{\"output\": {\"status\": \"ok\"}}"])  # fmt: skip
+def test_a_code_that_says_success_or_sits_below_the_top_is_committed(result: str) -> None:
+    # "code" is read at the top and under a wrapper only: a product's code field deeper down is no status.
+    assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == COMMITTED
+
+
 # --- 3. the tool span's own response: a server span's 5xx, a gRPC status code (372) ------------------------------
 
 

@@ -23,8 +23,10 @@ Sources:
   (docs/DECISIONS.md 342).
 
 Where the shapes look (docs/DECISIONS.md 342): a shape that is not ``anywhere`` looks at the result's top-level
-object and at the object one level down under ``result``, ``data`` or ``response`` (a wrapper around the
-tool's own answer; its key folded too, ``"Result"``, ``"DATA"``: 371). A status-like key (``status``, ``status_code``,
+object and at the object one level down under ``result``, ``data``, ``response`` or ``output`` (a wrapper around
+the tool's own answer; its key folded too, ``"Result"``, ``"DATA"``: 371), or ``status`` when it is an object
+(``{"status": {"code": 504}}``, 376). A top-level ``code`` (``{"code": 504}``, ``{"status": {"code": 503}}``) says
+error with the same HTTP numbers as ``status`` (docs/DECISIONS.md 376). A status-like key (``status``, ``status_code``,
 ``statusCode``, ``http_status``) says error with one table of HTTP numbers (500-599, 408, 429), a number written as a
 string too (``"504"``); a ``status`` string is compared folded (``"timed out"``, ``"TimedOut"``) and may name a gRPC
 code whose outcome is not known (``DEADLINE_EXCEEDED``, ``UNAVAILABLE``...); a boolean flag may be written as the
@@ -65,6 +67,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     *(ResultErrorShape(key="status", equals=outcome) for outcome in ("timeout", "timed_out", "cancelled", "canceled", "aborted", "unknown")),
     *(ResultErrorShape(key="status", equals=code) for code in GRPC_FAILING_CODES),
     *(ResultErrorShape(key="status", at_least=low, below=high) for low, high in FAILING_HTTP_STATUSES),
+    *(ResultErrorShape(key="code", at_least=low, below=high) for low, high in FAILING_HTTP_STATUSES),  # top-level only (376)
     ResultErrorShape(key="timed_out", equals=True),
     ResultErrorShape(key="timeout", equals=True),
     ResultErrorShape(key="success", equals=False),
@@ -77,7 +80,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ),
 )
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
-WRAPPER_KEYS = ("result", "data", "response")  # a top-level object under one of these is read as the top too
+WRAPPER_KEYS = ("result", "data", "response", "output", "status")  # a top-level object under one of these is read as the top too (376)
 
 ShapeIndex = dict[str, tuple[tuple[int, ResultErrorShape], ...]]
 
