@@ -42,7 +42,7 @@ soak: setup
 # a 100k-span trace against 1k-span traces (cost per span, a small trace's delivery meanwhile), the poison
 # batch against a 4 MiB upstream, and one 1M-span Export against the intake bound (memory).
 chaos: setup
-	TRACEFENCE_CHAOS=1 $(PY) -m pytest tests/test_faults.py -q -k "giant or persistent_queue or poison or processor_ or sigterm or sigkill"
+	TRACEFENCE_CHAOS=1 $(PY) -m pytest tests/faults/test_faults.py -q -k "giant or persistent_queue or poison or processor_ or sigterm or sigkill"
 	$(PY) bench/giant_trace.py --rounds 1
 	$(PY) bench/poison.py
 	$(PY) bench/intake_memory.py

@@ -14,9 +14,9 @@ from typing import Callable, Iterable
 
 import atheris
 
-from otel_tracefence.config import Limits, ToolRule, TraceFenceConfig
-from otel_tracefence.model import Decision, Effect, ReplayClass, ToolStatus, TracePlan
-from otel_tracefence.schema import plan_to_json
+from otel_tracefence.core.config import Limits, ToolRule, TraceFenceConfig
+from otel_tracefence.core.model import Decision, Effect, ReplayClass, ToolStatus, TracePlan
+from otel_tracefence.core.schema import plan_to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = (

@@ -26,7 +26,7 @@ with atheris.instrument_imports(include=["otel_tracefence"]):
     from fuzz_common import CONFIGS, ROOT, check, run
     from otel_tracefence.cli import table
     from otel_tracefence.cli.plan import plan_text
-    from otel_tracefence.config import ConfigError
+    from otel_tracefence.core.config import ConfigError
     from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
 
 NAME = "csv"

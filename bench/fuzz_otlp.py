@@ -34,8 +34,8 @@ with atheris.instrument_imports(include=["otel_tracefence"]):
 
     from fuzz_common import CONFIGS, ROOT, check, run
     from otel_tracefence.normalize import conventions as cv
-    from otel_tracefence.pipeline import group_request, plan_spans
-    from otel_tracefence.readers.otlp_json import read_otlp_json
+    from otel_tracefence.pipeline.plan import group_request, plan_spans
+    from otel_tracefence.otlp.json_reader import read_otlp_json
 
 NAME = "otlp"
 

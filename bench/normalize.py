@@ -52,9 +52,9 @@ def measure(root: Path, traces: int, repeat: int) -> float:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from otel_tracefence.config import TraceFenceConfig
+    from otel_tracefence.core.config import TraceFenceConfig
     from otel_tracefence.normalize import from_readable
-    from otel_tracefence.pipeline import plan_spans
+    from otel_tracefence.pipeline.plan import plan_spans
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -8,7 +8,7 @@ per request), encoded before the clock starts:
 
   * grpc: the request bytes through a gRPC unary call to ``TraceService/Export``;
   * http/protobuf: ``POST /v1/traces`` with ``requests.Session`` (keep-alive), the Python SDK's own transport;
-  * http/json: the same, the body being the request as OTLP/JSON (``otel_tracefence.otlp_json``).
+  * http/json: the same, the body being the request as OTLP/JSON (``otel_tracefence.otlp.json_writer``).
 
 Rounds are paired and interleaved: each round sends --requests fresh requests (new trace ids) over
 each transport, in a rotating order, pausing --settle seconds between transports so the service's
@@ -35,7 +35,7 @@ from pathlib import Path
 import grpc
 import requests
 
-from otel_tracefence.otlp_json import request_to_json
+from otel_tracefence.otlp.json_writer import request_to_json
 from service import GRPC_OPTIONS, SPANS_PER_TRACE, build_requests, span_count, stop_process
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -81,8 +81,8 @@ def _rss_mib() -> float:
 
 def build_steps(n: int, seed: int = SEED) -> list:
     """One trace of ``n`` agent-shaped tool steps, in trace order, arguments already canonical."""
-    from otel_tracefence.config import Limits
-    from otel_tracefence.model import Effect, EffectSource, ToolStatus, ToolStep
+    from otel_tracefence.core.config import Limits
+    from otel_tracefence.core.model import Effect, EffectSource, ToolStatus, ToolStep
     from otel_tracefence.normalize.values import arguments_from_value
 
     limits = Limits()

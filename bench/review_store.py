@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from otel_tracefence.model import Decision, Effect, EffectSource, ReplayClass, StepDecision, ToolStatus, ToolStep, TracePlan  # noqa: E402
+from otel_tracefence.core.model import Decision, Effect, EffectSource, ReplayClass, StepDecision, ToolStatus, ToolStep, TracePlan  # noqa: E402
 from otel_tracefence.review import open_review_store  # noqa: E402
 
 OPERATIONS = ("insert", "redeliver", "resolve", "get", "list")

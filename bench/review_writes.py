@@ -40,8 +40,8 @@ def measure(root: Path, requests: int, wait_ms: float) -> float:
         raise SystemExit(f"imported {otel_tracefence.__file__}, not from {root}")
     from service import SPANS_PER_TRACE, build_requests
 
-    from otel_tracefence.config import TraceFenceConfig
-    from otel_tracefence.fence import Fence
+    from otel_tracefence.core.config import TraceFenceConfig
+    from otel_tracefence.pipeline.fence import Fence
     from otel_tracefence.review import open_review_store
     from otel_tracefence.service import otlp_spans
 

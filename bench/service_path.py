@@ -46,8 +46,8 @@ def measure(root: Path, requests: int, built: int | None = None) -> float:
         raise SystemExit(f"imported {otel_tracefence.__file__}, not from {root}")
     from service import build_requests  # this checkout's bench/service.py: the same requests for both
 
-    from otel_tracefence.config import TraceFenceConfig
-    from otel_tracefence.fence import Fence
+    from otel_tracefence.core.config import TraceFenceConfig
+    from otel_tracefence.pipeline.fence import Fence
     from otel_tracefence.service import otlp_spans
     from otel_tracefence.service.export import TraceExport
     from otel_tracefence.service.forward import SENT, Forwarder

@@ -33,7 +33,7 @@ import httpx
 import uvicorn
 
 from otel_tracefence.cli.plan import plan_document
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.ui import create_app
 from otel_tracefence.ui.app import SAMPLE
 

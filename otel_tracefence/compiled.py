@@ -37,9 +37,9 @@ from pathlib import Path
 ENGINE_SOURCES = (
     "otel_tracefence/normalize/*.py",
     "otel_tracefence/planner/*.py",
-    "otel_tracefence/canonical.py",
-    "otel_tracefence/model.py",
-    "otel_tracefence/pipeline.py",
+    "otel_tracefence/core/canonical.py",
+    "otel_tracefence/core/model.py",
+    "otel_tracefence/pipeline/plan.py",
     "otel_tracefence/service/otlp_spans.py",
 )
 

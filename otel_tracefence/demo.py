@@ -3,7 +3,7 @@
 The agent is pydantic-ai with its offline ``FunctionModel`` (no network, no API
 key): a scripted model asks for tool calls, and pydantic-ai's own OpenTelemetry
 instrumentation makes the spans (OpenTelemetry GenAI conventions). The tools
-label their effect and idempotency key with :func:`otel_tracefence.instrument.declare`.
+label their effect and idempotency key with :func:`otel_tracefence.agent.instrument.declare`.
 Four conversations give four traces: reads only, a committed write, a write that
 times out, and an idempotency key reused with other arguments. In the committed
 one, the invoice is made for the customer id the lookup returned: the plan links
@@ -15,10 +15,10 @@ in-memory exporter (to print the plans) and to an OTLP/JSON file
 (``out/demo-review.db``), which is listed.
 
 Then two recorded conversations are replayed through
-:class:`~otel_tracefence.replay.ReplayGuard`, read back from the OTLP/JSON file:
+:class:`~otel_tracefence.agent.replay.ReplayGuard`, read back from the OTLP/JSON file:
 pydantic-ai's ``FunctionModel`` gives the model outputs the trace recorded, the
 committed invoice's result is injected (its tool function is called 0 times) and
-the timed-out one is refused with :class:`~otel_tracefence.replay.NonReplayableTraceError`.
+the timed-out one is refused with :class:`~otel_tracefence.agent.replay.NonReplayableTraceError`.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
-from otel_tracefence import annotate
-from otel_tracefence.instrument import declare
+from otel_tracefence.pipeline import annotate
+from otel_tracefence.agent.instrument import declare
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
-from otel_tracefence.pipeline import group_request
-from otel_tracefence.readers.otlp_json import read_otlp_json
-from otel_tracefence.replay import Inject, NonReplayableTraceError, ReplayGuard
+from otel_tracefence.otlp.json_writer import OtlpJsonFileSpanExporter
+from otel_tracefence.pipeline.plan import group_request
+from otel_tracefence.otlp.json_reader import read_otlp_json
+from otel_tracefence.agent.replay import Inject, NonReplayableTraceError, ReplayGuard
 from otel_tracefence.review.open import open_review_store
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 

@@ -19,7 +19,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
 from otel_tracefence.normalize.span_view import key_values_to_dict
-from otel_tracefence.readers.otlp_json import read_otlp_json
+from otel_tracefence.otlp.json_reader import read_otlp_json
 
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
 _KINDS = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}

@@ -10,7 +10,7 @@ SHARED_CASES = Path(os.environ.get("TRACEFENCE_CASES", ROOT.parent / "shared" / 
 
 @pytest.fixture
 def config():
-    from otel_tracefence.config import TraceFenceConfig
+    from otel_tracefence.core.config import TraceFenceConfig
 
     return TraceFenceConfig()
 

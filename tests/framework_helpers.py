@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tracefence.cli.plan import plan_text
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import TracePlan
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import TracePlan
 from otel_tracefence.normalize import SpanView, from_otlp, from_readable
-from otel_tracefence.otlp_json import OtlpJsonFileSpanExporter
-from otel_tracefence.pipeline import plan_spans
+from otel_tracefence.otlp.json_writer import OtlpJsonFileSpanExporter
+from otel_tracefence.pipeline.plan import plan_spans
 
 
 def sha(text: str) -> str:

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_tracefence.instrument import tool_call
+from otel_tracefence.agent.instrument import tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -35,7 +35,7 @@ TF = "tracefence."
 def service_config(upstream: Any, review_db: Path | str, **service: Any) -> Any:
     """A ``tracefence serve`` configuration for tests: loopback on a free port, one upstream (the tests'
     ``RecordingUpstream``), short waits and drain; ``service`` overrides any ``ServiceSettings`` field."""
-    from otel_tracefence.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
+    from otel_tracefence.core.config import ServiceSettings, TraceFenceConfig, UpstreamSettings
 
     settings = {"endpoint": "127.0.0.1:0", "http_endpoint": "", "decision_wait_ms": 100, "drain_timeout_s": 2,
                 "upstreams": [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)], **service}

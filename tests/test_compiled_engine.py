@@ -45,7 +45,7 @@ _CHILD = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])  # tests/, for case_spans
     import otel_tracefence
     from otel_tracefence.cli.plan import plan_document
-    from otel_tracefence.config import TraceFenceConfig
+    from otel_tracefence.core.config import TraceFenceConfig
     from otel_tracefence.readers.errors import UnreadableInput
 
     out = {"engine": otel_tracefence.engine(), "plans": {}, "processor": {}}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from otel_tracefence.cli.plan import plan_document
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.review.store import SQLiteReviewStore
 
 ROOT = Path(__file__).resolve().parent.parent

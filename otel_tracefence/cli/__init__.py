@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Sequence
 
-from otel_tracefence.config import ConfigError, load_config
+from otel_tracefence.core.config import ConfigError, load_config
 from otel_tracefence.readers.errors import UnreadableInput
 from otel_tracefence.cli import plan, review, serve, tools, ui
 

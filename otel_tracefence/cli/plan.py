@@ -7,17 +7,17 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from otel_tracefence.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import SCHEMA_VERSION, Decision, ReplayClass, TracePlan
+from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import SCHEMA_VERSION, Decision, ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.pipeline import group_request, plan_spans, plan_steps
+from otel_tracefence.pipeline.plan import group_request, plan_spans, plan_steps
 from otel_tracefence.readers.detect import FORMATS, detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
-from otel_tracefence.readers.otlp_json import read_otlp_json
+from otel_tracefence.otlp.json_reader import read_otlp_json
 from otel_tracefence.readers.rows import read_rows
-from otel_tracefence.reasons import RESULT_NOT_RECORDED, TRACE_ROOT_MISSING
-from otel_tracefence.schema import plan_to_json
+from otel_tracefence.core.reasons import RESULT_NOT_RECORDED, TRACE_ROOT_MISSING
+from otel_tracefence.core.schema import plan_to_json
 from otel_tracefence.cli import table
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_REJECTED = 0, 1, 2
@@ -142,7 +142,7 @@ def recorded_class(views: Sequence[SpanView]) -> tuple[ReplayClass, SpanView, st
     A span's ``tracefence.replay.class`` is its class; a value that is no class (``"REVIEW"``, ``["review"]``, ``3``)
     reads as ``review``, and so does any ``tracefence.plan.schema_version`` but this version's (a plan written by a
     schema this version does not know: its annotations cannot be read). The one rule behind ``tracefence plan`` and
-    :meth:`otel_tracefence.replay.ReplayGuard.from_file` (docs/DECISIONS.md 287, 355).
+    :meth:`otel_tracefence.agent.replay.ReplayGuard.from_file` (docs/DECISIONS.md 287, 355).
     """
     found: tuple[ReplayClass, SpanView, str] | None = None
     for view in views:

@@ -41,8 +41,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.cli.table import cell
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import ReplayClass
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
 from otel_tracefence.review.open import display_target, error_naming, open_review_store
 from otel_tracefence.review.paging import MAX_PAGE_SIZE
@@ -211,7 +211,7 @@ class ApiSource:
 
     def list(self, *, state, replay_classes, service_name, page_size, page_token, skipped=None):
         """A page from the API; ``skipped`` is not filled: the server leaves out items it cannot read and logs them."""
-        from otel_tracefence.schema import REPLAY_CLASS
+        from otel_tracefence.core.schema import REPLAY_CLASS
 
         request = pb.ListReviewItemsRequest(
             state=state or pb.REVIEW_STATE_UNSPECIFIED,

@@ -16,7 +16,7 @@ import sqlite3
 from pydantic import ValidationError
 
 from otel_tracefence import engine
-from otel_tracefence.config import ConfigError, ServiceSettings, TraceFenceConfig, UpstreamSettings, describe
+from otel_tracefence.core.config import ConfigError, ServiceSettings, TraceFenceConfig, UpstreamSettings, describe
 from otel_tracefence.review.store import ReviewStoreError
 
 
@@ -64,7 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFenceConfig:
     """The configuration with command-line flags on top, validated like the file's values.
 
-    Raises :class:`~otel_tracefence.config.ConfigError` for a flag value the configuration would refuse.
+    Raises :class:`~otel_tracefence.core.config.ConfigError` for a flag value the configuration would refuse.
     """
     service = {
         key: value

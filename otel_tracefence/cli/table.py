@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Sequence
 
-from otel_tracefence.model import TracePlan
+from otel_tracefence.core.model import TracePlan
 
 
 def cell(value: object) -> str:

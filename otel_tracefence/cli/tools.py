@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from otel_tracefence.cli.plan import _read, plan_text
 from otel_tracefence.cli.table import cell
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.readers.detect import FORMATS
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 

@@ -44,7 +44,7 @@ from otel_tracefence.normalize.conventions import (
     VERCEL_FINISH_REASON_KEY, misread_message,
 )
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.textfold import folded_word, visible
+from otel_tracefence.core.textfold import folded_word, visible
 
 # A convention's kind attribute, and the values it gives spans that are not tools (compared in lower case):
 # a span with one of these is an agent, chain, model... span. Any other value (OpenInference

@@ -1,6 +1,6 @@
 """What the normalizer reads of a configuration, read once per trace instead of once per use.
 
-:class:`~otel_tracefence.config.TraceFenceConfig` and :class:`~otel_tracefence.config.Limits` are
+:class:`~otel_tracefence.core.config.TraceFenceConfig` and :class:`~otel_tracefence.core.config.Limits` are
 pydantic models: every attribute read goes through the ``__getattr__`` hook pydantic installs, and
 ``rule_for`` is an interpreted method, so reading them per span and per value cost about 2,500
 instructions per span (docs/DECISIONS.md, 175). :func:`read_config` copies the fields the normalizer
@@ -14,12 +14,12 @@ from typing import Any
 
 import cython
 
-from otel_tracefence.config import Limits, TraceFenceConfig
+from otel_tracefence.core.config import Limits, TraceFenceConfig
 
 
 @cython.cclass
 class LimitsReading:
-    """A :class:`~otel_tracefence.config.Limits`' values, as plain attributes. Any other attribute is the
+    """A :class:`~otel_tracefence.core.config.Limits`' values, as plain attributes. Any other attribute is the
     model's own (read through)."""
 
     max_argument_bytes = cython.declare(object, visibility="readonly")
@@ -43,7 +43,7 @@ class LimitsReading:
 
 @cython.cclass
 class ConfigReading:
-    """A :class:`~otel_tracefence.config.TraceFenceConfig` as the normalizer reads it: the fields it reads
+    """A :class:`~otel_tracefence.core.config.TraceFenceConfig` as the normalizer reads it: the fields it reads
     as plain attributes (``limits`` a :class:`LimitsReading`), ``rule_for`` answered once per tool name,
     any other attribute the config's own (read through). ``config`` is the configuration read."""
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import cython
 
-from otel_tracefence.textfold import folded_word, unconfused
+from otel_tracefence.core.textfold import folded_word, unconfused
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
@@ -369,7 +369,7 @@ READ_MARKERS: frozenset[str] = _read_markers()
 """Lower-case text one of which is in any span whose attributes or events the normalizer reads (every key it
 reads starts with one of these namespaces, every word it looks for is here). A span whose text holds none of
 them, compared case-insensitively, is planned the same with no attributes and no events: the service reads
-such a span without them (``span_view.from_otlp_head``). tests/test_service_bytes.py proves it on every case."""
+such a span without them (``span_view.from_otlp_head``). tests/service/test_service_bytes.py proves it on every case."""
 
 
 # -- Keys misspelt: a key the normalizer does not read that is one it reads once folded (docs/DECISIONS.md 250) --------
@@ -390,7 +390,7 @@ FOLD_TWINS_IN_USE = frozenset({
 
 
 def fold_key(key: str) -> str:
-    """``key`` as every near-miss is compared (:func:`otel_tracefence.textfold.folded_word`: NFKC, Unicode format
+    """``key`` as every near-miss is compared (:func:`otel_tracefence.core.textfold.folded_word`: NFKC, Unicode format
     characters dropped, case-folded, without the separators ``.``, ``_``, ``-`` and white space):
     ``"tracefence.Status "`` and ``"tracefence_status"`` fold to ``"tracefencestatus"``."""
     return folded_word(key)

@@ -6,9 +6,9 @@ from typing import Any, Mapping
 
 import cython
 
-from otel_tracefence import reasons
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import (
+from otel_tracefence.core import reasons
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
 )
 from otel_tracefence.normalize.conventions import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from otel_tracefence.canonical import JSONTextError, parse_json_text
+from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.normalize import conventions as cv
 from otel_tracefence.normalize.span_view import SpanView
 

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from otel_tracefence.canonical import JSONTextError, parse_json_text
-from otel_tracefence.config import Limits
+from otel_tracefence.core.canonical import JSONTextError, parse_json_text
+from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY, OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,

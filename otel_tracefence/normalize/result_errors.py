@@ -3,7 +3,7 @@
 A tool span whose status is OK (or unset) but whose recorded result is an error is
 not a committed write: its status is ``error`` with the note ``error_in_result``.
 The shapes below are what producers really record; operators add their own with
-``result_error_shapes`` in the YAML config (:class:`~otel_tracefence.config.ResultErrorShape`).
+``result_error_shapes`` in the YAML config (:class:`~otel_tracefence.core.config.ResultErrorShape`).
 
 Sources:
 
@@ -42,8 +42,8 @@ from typing import Any, Iterable
 
 import cython
 
-from otel_tracefence.config import ResultErrorShape
-from otel_tracefence.textfold import folded_word
+from otel_tracefence.core.config import ResultErrorShape
+from otel_tracefence.core.textfold import folded_word
 
 # The HTTP statuses that say a call failed or may have done part of its work, read alike under every status-like key
 # (docs/DECISIONS.md 371): 500-599 (RFC 9110 section 15.6), 408 Request Timeout, 429 Too Many Requests; as [low, high).
@@ -94,7 +94,7 @@ def _shape_index(shapes: tuple[ResultErrorShape, ...]) -> ShapeIndex:
 
 
 def _folded_index(index: ShapeIndex) -> ShapeIndex:
-    """:func:`~otel_tracefence.textfold.folded_word` of each key of ``index`` -> the shapes looking for any key
+    """:func:`~otel_tracefence.core.textfold.folded_word` of each key of ``index`` -> the shapes looking for any key
     that folds so, in the shapes' order."""
     folded: dict[str, list[tuple[int, ResultErrorShape]]] = {}
     for key, entries in index.items():

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from otel_tracefence import reasons
-from otel_tracefence.model import READ, MalformedField, ToolStep
+from otel_tracefence.core import reasons
+from otel_tracefence.core.model import READ, MalformedField, ToolStep
 from otel_tracefence.normalize.span_view import SpanView
 
 FIELD = "parent_span_id"

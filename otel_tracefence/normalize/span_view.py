@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import cython
 
-from otel_tracefence.reprs import fields_repr
+from otel_tracefence.core.reprs import fields_repr
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as OtlpStatus
@@ -138,7 +138,7 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
     ``span``: anything with the OTLP ``Span`` fields ``trace_id``, ``span_id``, ``parent_span_id``, ``name``,
     ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``), ``flags``,
     ``dropped_attributes_count`` and ``dropped_events_count`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
-    the normalizer reads nothing else of such a span (tests/test_service_bytes.py compares the plans).
+    the normalizer reads nothing else of such a span (tests/service/test_service_bytes.py compares the plans).
     :func:`from_otlp` and the service's full view of span bytes (``otlp_spans.full_view``) pass the ``attributes``
     (a dict), ``events`` and ``duplicate_keys`` they read: every OTLP view takes the span's other fields by this one rule.
     """

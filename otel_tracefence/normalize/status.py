@@ -12,8 +12,8 @@ from typing import Any
 
 import cython
 
-from otel_tracefence import reasons
-from otel_tracefence.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
+from otel_tracefence.core import reasons
+from otel_tracefence.core.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )

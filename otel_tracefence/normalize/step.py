@@ -7,9 +7,9 @@ from itertools import islice
 
 import cython
 
-from otel_tracefence import reasons
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import (
+from otel_tracefence.core import reasons
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.conventions import (

@@ -44,7 +44,7 @@ from typing import Any
 
 import cython
 
-from otel_tracefence.canonical import JSONTextError, parse_json_text
+from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 
 _UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _HANDLE_RE = r"[A-Za-z]{1,16}[_-](?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{3,}"

@@ -8,9 +8,9 @@ from typing import Iterable, Sequence
 
 import cython
 
-from otel_tracefence import reasons
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import (
+from otel_tracefence.core import reasons
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import (
     ERROR, OK, READ, SOURCE_NONE, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep, step_order,
 )
 from otel_tracefence.normalize.conventions import (
@@ -28,7 +28,7 @@ from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import kept_arguments, span_arguments
-from otel_tracefence.textfold import folded_word
+from otel_tracefence.core.textfold import folded_word
 
 
 @dataclass(slots=True)
@@ -341,7 +341,7 @@ def quiet(span: SpanView) -> bool:
     Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
     reads it only as every stepless span is read beside those (its name and kind, its parents), without
     calling them. Most spans of an agent trace (chat, agent, plain spans) are quiet.
-    tests/test_quiet_spans.py checks each reader on every span of every OTLP case against it."""
+    tests/normalize/test_quiet_spans.py checks each reader on every span of every OTLP case against it."""
     if span.unreadable is not None or span.events:
         return False
     attributes = span.attributes

@@ -7,10 +7,10 @@ from typing import Any, Mapping, Sequence
 
 import cython
 
-from otel_tracefence.reprs import fields_repr
+from otel_tracefence.core.reprs import fields_repr
 
-from otel_tracefence import reasons
-from otel_tracefence.canonical import (
+from otel_tracefence.core import reasons
+from otel_tracefence.core.canonical import (
     JSONNumberError,
     JSONTextError,
     JSONTruncatedError,
@@ -23,15 +23,15 @@ from otel_tracefence.canonical import (
     sha256_text,
     text_too_large,
 )
-from otel_tracefence.config import Limits, TraceFenceConfig
-from otel_tracefence.model import MalformedField
+from otel_tracefence.core.config import Limits, TraceFenceConfig
+from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
 )
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape
 from otel_tracefence.normalize.span_view import SpanEvent
 from otel_tracefence.normalize.tokens import text_tokens, value_tokens
-from otel_tracefence.redact import REDACTED, redact_result_text, redact_value
+from otel_tracefence.core.redact import REDACTED, redact_result_text, redact_value
 
 _ABSENT = object()
 NOT_PARSED = object()
@@ -293,7 +293,7 @@ def result_tokens(result: Result | None, limit: int) -> tuple[int, ...]:
 
 # -- raw values kept on opt-in --------------------------------------------------------------
 # The one place where a step's raw values are kept (every step builder calls these): nothing
-# unless ``store_raw_values``, and then redacted (otel_tracefence/redact.py). The hashes are
+# unless ``store_raw_values``, and then redacted (otel_tracefence/core/redact.py). The hashes are
 # not touched: they stay those of the original values, so redaction never makes two
 # different calls compare equal.
 

@@ -7,9 +7,9 @@ from typing import Iterable
 
 import cython
 
-from otel_tracefence import reasons
-from otel_tracefence.config import Limits
-from otel_tracefence.model import CONFLICT, EFFECT_UNKNOWN, READ, REVIEW, WRITE, StepDecision, ToolStep, TracePlan, step_order
+from otel_tracefence.core import reasons
+from otel_tracefence.core.config import Limits
+from otel_tracefence.core.model import CONFLICT, EFFECT_UNKNOWN, READ, REVIEW, WRITE, StepDecision, ToolStep, TracePlan, step_order
 from otel_tracefence.planner.dataflow import FLOW_NOTES, DataFlow
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.replay_class import replay_class

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from otel_tracefence import reasons
-from otel_tracefence.model import OK, READ, WRITE, ToolStep
+from otel_tracefence.core import reasons
+from otel_tracefence.core.model import OK, READ, WRITE, ToolStep
 from otel_tracefence.planner.groups import TraceGroups
 from otel_tracefence.planner.rules import NONE, Finding
 

@@ -6,9 +6,9 @@ from typing import Any, Sequence
 
 import cython
 
-from otel_tracefence.reprs import fields_repr
+from otel_tracefence.core.reprs import fields_repr
 
-from otel_tracefence.model import EFFECT_UNKNOWN, WRITE, ToolStep
+from otel_tracefence.core.model import EFFECT_UNKNOWN, WRITE, ToolStep
 
 
 class Group(list):

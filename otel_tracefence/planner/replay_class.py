@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from otel_tracefence.model import (
+from otel_tracefence.core.model import (
     CLASS_DYNAMIC, CLASS_INJECTED, CLASS_REVIEW, CLASS_STATIC, CONFLICT, REPLAY, REVIEW, SKIP, ReplayClass, StepDecision,
 )
 

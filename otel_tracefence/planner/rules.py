@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from otel_tracefence import reasons
-from otel_tracefence.model import (
+from otel_tracefence.core import reasons
+from otel_tracefence.core.model import (
     CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision,
     Effect, ToolStep,
 )
@@ -38,7 +38,7 @@ _ONLY_FOR: dict[Rule, frozenset[Effect]] = {}
 def only_for(*effects: Effect) -> Callable[[Rule], Rule]:
     """Declare that a rule finds nothing for a step of any other effect. The rule still tests the effect itself (it
     is right when called alone); the planner does not call it for the others (:func:`rules_for`).
-    tests/test_planner.py checks every declaration against the rule."""
+    tests/planner/test_planner.py checks every declaration against the rule."""
 
     def declare(rule: Rule) -> Rule:
         _ONLY_FOR[rule] = frozenset(effects)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from otel_tracefence.canonical import printable
+from otel_tracefence.core.canonical import printable
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from otel_tracefence.canonical import is_unicode, printable
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import MalformedField, ToolStatus, ToolStep
+from otel_tracefence.core.canonical import is_unicode, printable
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
 from otel_tracefence.normalize.step import result_stability
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value, result_tokens
 from otel_tracefence.readers.errors import InputError, UnreadableInput
-from otel_tracefence.textfold import visible
+from otel_tracefence.core.textfold import visible
 
 _ABSENT = object()
 

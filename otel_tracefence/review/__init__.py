@@ -4,7 +4,7 @@
 selects :class:`~otel_tracefence.review.postgres.PostgresReviewStore` (one queue shared by every
 replica; needs the ``postgres`` extra), anything else is the path of a :class:`SQLiteReviewStore`
 file (the embedded default, WAL mode). Both implement :class:`ReviewStore`, with the same rules
-(:mod:`otel_tracefence.review.rules`) and page tokens (:mod:`otel_tracefence.review.paging`).
+(:mod:`otel_tracefence.review.transitions`) and page tokens (:mod:`otel_tracefence.review.paging`).
 """
 
 from otel_tracefence.review.events import EVENT_KINDS, ReviewEvent, ReviewStore

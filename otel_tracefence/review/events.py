@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.model import ReplayClass, TracePlan
+from otel_tracefence.core.model import ReplayClass, TracePlan
 
 EVENT_KINDS = ("plan_written", "plan_updated", "resolved", "reopened")
 """The kinds of :class:`ReviewEvent`, in the order a first item usually sees them."""

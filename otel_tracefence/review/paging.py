@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.model import ReplayClass
-from otel_tracefence.schema import REPLAY_CLASS
+from otel_tracefence.core.model import ReplayClass
+from otel_tracefence.core.schema import REPLAY_CLASS
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000

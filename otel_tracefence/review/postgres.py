@@ -10,7 +10,7 @@ both stores order and page alike.
 Concurrency: every upsert and resolution is one transaction that takes the item's row lock
 (``SELECT ... FOR UPDATE``; a new item is inserted with ``ON CONFLICT DO NOTHING`` and, when another
 writer inserted it first, read again under the lock), applies the shared rules
-(:mod:`otel_tracefence.review.rules`) to what it read and writes the item and its events before it
+(:mod:`otel_tracefence.review.transitions`) to what it read and writes the item and its events before it
 commits. Two writers of one trace are serialized: no update is lost, and an upsert that races a
 resolution either comes first (the resolution is then of the new plan) or sees the resolution and,
 for an unchanged plan, keeps it.
@@ -31,8 +31,8 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.model import ReplayClass, TracePlan
-from otel_tracefence.review import rules
+from otel_tracefence.core.model import ReplayClass, TracePlan
+from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.open import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
@@ -214,16 +214,16 @@ class PostgresReviewStore:
     def upsert_many(self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]]) -> builtins.list[pb.ReviewItem]:
         """:meth:`upsert` each ``(plan, service_name)`` in one transaction (one commit for all of them), as
         :meth:`SQLiteReviewStore.upsert_many <otel_tracefence.review.store.SQLiteReviewStore.upsert_many>`."""
-        messages = [(rules.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
+        messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
 
-        def one(conn: Any, message: pb.TracePlan, service_name: str) -> rules.Change:
+        def one(conn: Any, message: pb.TracePlan, service_name: str) -> transitions.Change:
             for _ in range(2):  # the second pass: another writer inserted the item first
                 row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (message.trace_id,)).fetchone()
                 if row is not None:
-                    change = rules.apply_upsert(pb.ReviewItem.FromString(row[1]), row[0], message, service_name=service_name, now_ns=self._clock())
+                    change = transitions.apply_upsert(pb.ReviewItem.FromString(row[1]), row[0], message, service_name=service_name, now_ns=self._clock())
                     self._update(conn, change)
                     return change
-                change = rules.apply_upsert(None, 0, message, service_name=service_name, now_ns=self._clock())
+                change = transitions.apply_upsert(None, 0, message, service_name=service_name, now_ns=self._clock())
                 inserted = conn.execute(
                     "INSERT INTO review_items (trace_id, state, replay_class, service_name, created_ns, updated_ns, item) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (trace_id) DO NOTHING",
@@ -234,14 +234,14 @@ class PostgresReviewStore:
                     return change
             raise ReviewStoreError(f"{self.target}: review item {message.trace_id} neither inserted nor found")
 
-        def work(conn: Any) -> builtins.list[rules.Change]:
+        def work(conn: Any) -> builtins.list[transitions.Change]:
             # Rows locked in trace id order, so two replicas writing overlapping batches never deadlock.
             by_index = {i: one(conn, *messages[i]) for i in sorted(range(len(messages)), key=lambda i: messages[i][0].trace_id)}
             return [by_index[i] for i in range(len(messages))]
 
         changes = self._run(work, write=True)
         for change in changes:
-            if any(e.kind == rules.REOPENED for e in change.events):
+            if any(e.kind == transitions.REOPENED for e in change.events):
                 logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
         return [change.item for change in changes]
 
@@ -271,13 +271,13 @@ class PostgresReviewStore:
     def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
         """As :meth:`SQLiteReviewStore.resolve <otel_tracefence.review.store.SQLiteReviewStore.resolve>`,
         under the item's row lock. Raises :class:`ReviewStoreError` when the database fails."""
-        rules.check_resolution(resolved_by, note)
+        transitions.check_resolution(resolved_by, note)
 
-        def work(conn: Any) -> rules.Change:
+        def work(conn: Any) -> transitions.Change:
             row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (trace_id,)).fetchone()
             if row is None:
                 raise KeyError(trace_id)
-            change = rules.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
+            change = transitions.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
             self._update(conn, change)
             return change
 
@@ -316,7 +316,7 @@ class PostgresReviewStore:
     # -- internals ---------------------------------------------------------
 
     @staticmethod
-    def _update(conn: Any, change: rules.Change) -> None:
+    def _update(conn: Any, change: transitions.Change) -> None:
         item = change.item
         conn.execute(
             "UPDATE review_items SET state = %s, replay_class = %s, service_name = %s, updated_ns = %s, item = %s WHERE trace_id = %s",
@@ -325,12 +325,12 @@ class PostgresReviewStore:
         _append_events(conn, change)
 
 
-def _columns(change: rules.Change) -> tuple[object, ...]:
+def _columns(change: transitions.Change) -> tuple[object, ...]:
     item = change.item
     return (item.trace_id, item.state, item.plan.replay_class, item.service_name, change.created_ns, change.updated_ns, item.SerializeToString(deterministic=True))
 
 
-def _append_events(conn: Any, change: rules.Change) -> None:
+def _append_events(conn: Any, change: transitions.Change) -> None:
     if change.events:
         with conn.cursor() as cur:
             cur.executemany(

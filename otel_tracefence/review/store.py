@@ -5,7 +5,7 @@ serialized protobuf bytes) and the columns lists filter and sort on: ``trace_id`
 (primary key), ``state``, ``replay_class``, ``service_name``, ``updated_ns``.
 ``review_events`` is each item's append-only history, written in the same
 transaction as the item. What an upsert or a resolution does is decided in
-:mod:`otel_tracefence.review.rules` (shared with the PostgreSQL store); list
+:mod:`otel_tracefence.review.transitions` (shared with the PostgreSQL store); list
 filters and page tokens in :mod:`otel_tracefence.review.paging`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``. With WAL, a commit
@@ -39,8 +39,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 from google.protobuf.message import DecodeError, Message
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.model import ReplayClass, TracePlan
-from otel_tracefence.review import rules
+from otel_tracefence.core.model import ReplayClass, TracePlan
+from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, KNOWN_STATES, MAX_PAGE_SIZE, list_query, like_prefix
 
@@ -361,7 +361,7 @@ class SQLiteReviewStore:
     def upsert(self, plan: TracePlan | pb.TracePlan, *, service_name: str = "") -> pb.ReviewItem:
         """Store the item for ``plan.trace_id``: insert it (state ``OPEN``), or update it.
 
-        ``plan``: a :class:`~otel_tracefence.model.TracePlan` or a
+        ``plan``: a :class:`~otel_tracefence.core.model.TracePlan` or a
         ``tracefence.v1.TracePlan``. The store does not choose which classes are
         queued; the caller does. Raw values are stripped unless
         ``store_raw_values``.
@@ -382,7 +382,7 @@ class SQLiteReviewStore:
         new item; ``plan_updated`` when the plan changed in substance, then
         ``reopened`` when that reopened a resolved item; nothing for an update
         that changes nothing of substance (a redelivery). The rules are
-        :func:`otel_tracefence.review.rules.apply_upsert`.
+        :func:`otel_tracefence.review.transitions.apply_upsert`.
 
         Returns the stored item. Raises :class:`ValueError` for a plan with no
         trace id or no tool step (class unspecified), :class:`TypeError` for
@@ -395,17 +395,17 @@ class SQLiteReviewStore:
         """:meth:`upsert` each ``(plan, service_name)``, all in one transaction (one commit, so one sync to disk
         for all of them: a stop hands on thousands at once). Returns the stored items; raises as :meth:`upsert`
         (then none of them is stored)."""
-        messages = [(rules.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
+        messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
         changes = []
         with self._transaction() as conn:
             for message, service_name in messages:
                 row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (message.trace_id,)).fetchone()
                 stored = (None, 0) if row is None else (pb.ReviewItem.FromString(row[1]), row[0])
-                change = rules.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
+                change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
                 self._write(conn, change)
                 changes.append(change)
         for change in changes:
-            if any(e.kind == rules.REOPENED for e in change.events):
+            if any(e.kind == transitions.REOPENED for e in change.events):
                 logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
         return [change.item for change in changes]
 
@@ -442,12 +442,12 @@ class SQLiteReviewStore:
         :class:`KeyError` for an unknown trace id, :class:`ValueError` when
         ``resolved_by`` is empty or blank, :class:`TypeError` when ``note`` is no str.
         """
-        rules.check_resolution(resolved_by, note)
+        transitions.check_resolution(resolved_by, note)
         with self._transaction() as conn:
             row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
             if row is None:
                 raise KeyError(trace_id)
-            change = rules.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
+            change = transitions.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
             self._write(conn, change)
         return change.item
 
@@ -465,7 +465,7 @@ class SQLiteReviewStore:
 
         ``state``: a ``tracefence.v1.ReviewState`` value; ``None`` or
         ``REVIEW_STATE_UNSPECIFIED`` for every state. ``replay_classes``:
-        :class:`~otel_tracefence.model.ReplayClass` or ``tracefence.v1.ReplayClass``
+        :class:`~otel_tracefence.core.model.ReplayClass` or ``tracefence.v1.ReplayClass``
         values; empty for every class. ``service_name``: ``None`` or ``""`` for
         every service. ``page_size``: at least 1; more than ``MAX_PAGE_SIZE`` is
         reduced to it.
@@ -505,7 +505,7 @@ class SQLiteReviewStore:
     # -- internals ---------------------------------------------------------
 
     @staticmethod
-    def _write(conn: sqlite3.Connection, change: rules.Change) -> None:
+    def _write(conn: sqlite3.Connection, change: transitions.Change) -> None:
         item = change.item
         conn.execute(
             "INSERT INTO review_items (trace_id, state, replay_class, service_name, created_ns, updated_ns, item) "
@@ -526,12 +526,12 @@ def _append_events(conn: sqlite3.Connection, trace_id: str, events: Iterable[Rev
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """Version 1 -> 2: the history table, with each item's history synthesized
-    (:func:`otel_tracefence.review.rules.migrated_events`), items in the order they were created."""
+    (:func:`otel_tracefence.review.transitions.migrated_events`), items in the order they were created."""
     for statement in _DDL_EVENTS:
         conn.execute(statement)
     for (blob,) in conn.execute("SELECT item FROM review_items ORDER BY created_ns, trace_id").fetchall():
         item = pb.ReviewItem.FromString(blob)
-        _append_events(conn, item.trace_id, rules.migrated_events(item))
+        _append_events(conn, item.trace_id, transitions.migrated_events(item))
 
 
 _MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}

@@ -10,10 +10,10 @@ from typing import Any, Callable, Sequence
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from otel_tracefence.config import TraceFenceConfig, load_config
+from otel_tracefence.core.config import TraceFenceConfig, load_config
 from otel_tracefence.sdk.wiring import check_downstream, check_settings, does_nothing
-from otel_tracefence.sdk.fence import ReviewSink, SdkFence, open_review_sink
-from otel_tracefence.telemetry import guarded
+from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, open_review_sink
+from otel_tracefence.core.telemetry import guarded
 
 _DEFAULT = object()
 _log = logging.getLogger("otel_tracefence")
@@ -51,7 +51,7 @@ class TraceFenceSpanProcessor(SpanProcessor):
     restrictive than one already handed on for its trace. Other late spans carry
     the trace's class; all are flagged ``tracefence.trace.late``.
 
-    Settings come from ``config`` (or :func:`~otel_tracefence.config.load_config`:
+    Settings come from ``config`` (or :func:`~otel_tracefence.core.config.load_config`:
     arguments, then ``OTEL_TRACEFENCE_*`` variables, then the YAML file in
     ``OTEL_TRACEFENCE_CONFIG``). Defaults: ``review_db`` ``tracefence-review.db``
     (``OTEL_TRACEFENCE_REVIEW_DB``; empty disables), ``review_classes`` ``review``
@@ -78,10 +78,10 @@ class TraceFenceSpanProcessor(SpanProcessor):
         """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the store
         ``config.review_db`` names (a SQLite file, or a ``postgresql://`` URL shared with other processes);
         pass ``None`` for none. ``settings``: any
-        :class:`~otel_tracefence.config.TraceFenceConfig` field, overriding the environment.
+        :class:`~otel_tracefence.core.config.TraceFenceConfig` field, overriding the environment.
         Raises :class:`TypeError` for a downstream that is not a span processor (an exporter must be
         wrapped in ``BatchSpanProcessor`` or ``SimpleSpanProcessor``) and for a keyword that is no
-        setting; :class:`~otel_tracefence.config.ConfigError` for a bad configuration."""
+        setting; :class:`~otel_tracefence.core.config.ConfigError` for a bad configuration."""
         check_downstream(downstream, type(self).__name__)
         check_settings(settings, type(self).__name__)
         self.config = config if config is not None else load_config(**settings)

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 
 
 def check_downstream(downstream: Sequence[Any], owner: str) -> None:

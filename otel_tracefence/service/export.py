@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
-from otel_tracefence.readers.otlp_json import read_otlp_json_request
+from otel_tracefence.otlp.json_reader import read_otlp_json_request
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, SpanHead, encoded_span_count
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, lazy_request, orphan, read_request, request_span_count, traces_by_span_id, under_parent

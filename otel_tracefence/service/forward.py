@@ -46,8 +46,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from otel_tracefence.config import UpstreamSettings
-from otel_tracefence.otlp_json import request_to_json
+from otel_tracefence.core.config import UpstreamSettings
+from otel_tracefence.otlp.json_writer import request_to_json
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.otlp_spans import lazy_request, request_span_count, split_request
 

@@ -13,7 +13,7 @@ Fairness: requests are queued per source (the client's address, as gRPC names
 its peer) and the worker takes them in turns, ``SLICE_SPANS`` spans at a time,
 so one client's giant trace never holds another client's spans back by more than
 a slice per queued source. One source's requests are read in the order they came.
-Each slice goes to the fence as one batch (:meth:`~otel_tracefence.fence.Fence.add_batch`):
+Each slice goes to the fence as one batch (:meth:`~otel_tracefence.pipeline.fence.Fence.add_batch`):
 late spans of one trace in it are re-planned once.
 """
 
@@ -25,7 +25,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Sequence
 
-from otel_tracefence.fence import Fence
+from otel_tracefence.pipeline.fence import Fence
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, held_span_id, held_view, to_request
 from otel_tracefence.service.persistent_queue import PersistentQueue
@@ -61,7 +61,7 @@ class _Entry:
 
 
 class Intake:
-    """A bounded queue of received spans for one :class:`~otel_tracefence.fence.Fence`, drained by a thread."""
+    """A bounded queue of received spans for one :class:`~otel_tracefence.pipeline.fence.Fence`, drained by a thread."""
 
     def __init__(self, fence: Fence[OtlpItem], max_spans: int, max_bytes: int | None = None, persistent: PersistentQueue | None = None) -> None:
         self.persistent = persistent  # every request written there before put() returns (before the acknowledgement)

@@ -347,7 +347,7 @@ def full_view(span: bytes, sequence: int = 0) -> SpanView:
     """The view of an encoded span, field for field what ``from_otlp(Span.FromString(span), sequence)`` gives
     (attributes in order, a repeated key keeping its last value and listed in ``duplicate_keys``; events), read
     through :data:`~otel_tracefence.service.otlp_bytes.SpanBody` with attributes converted by :func:`_attribute`.
-    tests/test_service_bytes.py compares the two. Raises ``DecodeError``."""
+    tests/service/test_service_bytes.py compares the two. Raises ``DecodeError``."""
     body = SpanBody.FromString(span)
     attributes: dict[str, Any] = {}
     encoded = body.attributes

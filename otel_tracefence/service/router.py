@@ -43,7 +43,7 @@ from grpc_health.v1 import health
 from opentelemetry import metrics
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
-from otel_tracefence.config import TraceFenceConfig, UpstreamSettings
+from otel_tracefence.core.config import TraceFenceConfig, UpstreamSettings
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.service.export import TraceExport
 from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
@@ -53,7 +53,7 @@ from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, carrying_fault,
 from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
-from otel_tracefence.telemetry import COMPONENT
+from otel_tracefence.core.telemetry import COMPONENT
 from otel_tracefence.ui.security import check_ui_exposure
 
 _log = logging.getLogger("otel_tracefence.service")

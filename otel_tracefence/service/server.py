@@ -20,8 +20,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry import metrics
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
-from otel_tracefence.config import ConfigError, TraceFenceConfig
-from otel_tracefence.fence import Fence
+from otel_tracefence.core.config import ConfigError, TraceFenceConfig
+from otel_tracefence.pipeline.fence import Fence
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
@@ -36,7 +36,7 @@ from otel_tracefence.service.otlp_bytes import span_key
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
-from otel_tracefence.telemetry import COMPONENT
+from otel_tracefence.core.telemetry import COMPONENT
 
 _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"

@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 
 _log = logging.getLogger("otel_tracefence.service")
 READY_TIMEOUT_S = 60.0  # a worker that does not answer health checks by then is a failed start

@@ -4,6 +4,6 @@
 """
 
 from otel_tracefence.ui.app import app_for, create_app
-from otel_tracefence.ui.store import open_store
+from otel_tracefence.ui.queue_source import open_store
 
 __all__ = ["app_for", "create_app", "open_store"]

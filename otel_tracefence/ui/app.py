@@ -48,11 +48,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.config import TraceFenceConfig, UiSettings, describe
-from otel_tracefence.model import ReplayClass
+from otel_tracefence.core.config import TraceFenceConfig, UiSettings, describe
+from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.review.store import ReviewStoreError
-from otel_tracefence.schema import plan_to_proto
+from otel_tracefence.core.schema import plan_to_proto
 from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from otel_tracefence.cli.plan import plan_document
-from otel_tracefence.config import TraceFenceConfig
-from otel_tracefence.model import TracePlan
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import TracePlan
 from otel_tracefence.readers.detect import FORMATS
 from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
 

@@ -28,7 +28,7 @@ from typing import Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from otel_tracefence.config import TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 
 SESSION_COOKIE = "tracefence_session"
 SIGNED_IN_COOKIE = "tracefence_signed_in"
@@ -152,10 +152,10 @@ def token_matches(given: str, expected: str) -> bool:
 
 def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
     """Fail closed, as the review API does (:func:`~otel_tracefence.service.server.check_review_exposure`):
-    raise :class:`~otel_tracefence.config.ConfigError` when the page would listen on ``listen`` beyond
+    raise :class:`~otel_tracefence.core.config.ConfigError` when the page would listen on ``listen`` beyond
     loopback with no ``service.review_token`` and no ``ui.insecure``; with that flag, return the warning
     to log. ``None`` when all is well."""
-    from otel_tracefence.config import ConfigError
+    from otel_tracefence.core.config import ConfigError
     from otel_tracefence.service.server import exposure_problem
 
     problem = exposure_problem(listen, config.service.review_token, what="the review page", token_setting="review token")

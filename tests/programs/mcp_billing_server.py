@@ -1,5 +1,5 @@
 """A small MCP server (the ``mcp`` SDK's ``MCPServer``, formerly FastMCP) run over stdio by
-tests/test_framework_mcp.py.
+tests/frameworks/test_framework_mcp.py.
 
 The SDK's own OpenTelemetry middleware makes a SERVER span ``tools/call <tool>`` for each
 call, parented (through the W3C ``traceparent`` the client puts in ``_meta``) under the
@@ -8,7 +8,7 @@ protobuf ``ExportTraceServiceRequest`` messages, one per span, base64 on a line 
 file named by ``TRACEFENCE_TEST_SPANS``, as each span ends. stdout is the MCP channel:
 nothing else may be printed there.
 
-Tools label the server span with ``otel_tracefence.instrument.declare`` in their body.
+Tools label the server span with ``otel_tracefence.agent.instrument.declare`` in their body.
 ``send_payment`` answers the first call for each idempotency key only after
 ``TRACEFENCE_TEST_SLOW_S`` seconds (the client times out), and later calls at once.
 """
@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
-from otel_tracefence.instrument import declare
+from otel_tracefence.agent.instrument import declare
 
 
 class LineFileExporter(SpanExporter):

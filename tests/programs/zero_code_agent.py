@@ -1,14 +1,14 @@
 """An agent-shaped program that knows nothing of the SDK: only the OpenTelemetry API and tool_call.
 
 Run under ``opentelemetry-instrument`` with ``OTEL_TRACES_EXPORTER=tracefence``
-(tests/test_zero_code.py). One trace: an ``invoke_agent`` root span with a read
+(tests/sdk/test_zero_code.py). One trace: an ``invoke_agent`` root span with a read
 tool call that succeeds and a write tool call that times out (the program
 catches the timeout, as an agent loop would, and exits 0).
 """
 
 from opentelemetry import trace
 
-from otel_tracefence.instrument import tool_call
+from otel_tracefence.agent.instrument import tool_call
 
 tracer = trace.get_tracer("zero_code_agent")
 

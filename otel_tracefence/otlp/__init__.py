@@ -1,0 +1,1 @@
+"""OTLP/JSON files: the reader (``json_reader``) and the writer (``json_writer``)."""

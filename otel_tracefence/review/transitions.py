@@ -1,0 +1,194 @@
+"""The review queue's rules, apart from any database: what an upsert or a resolution makes of an item
+and which history events it writes. Every store (SQLite, PostgreSQL) reads the stored item under its
+own lock or row lock, calls these, and writes what they return in the same transaction.
+
+* :func:`prepare_plan`: the plan as it is stored (validated, copied, raw values stripped unless kept);
+* :func:`apply_upsert`: insert, or merge a redelivered, late or re-decided plan into the stored item
+  (never losing a step), reopening a resolved item whose plan changed in substance;
+* :func:`apply_resolve`: a resolution, which never overwrites the history.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.core.model import TracePlan
+from otel_tracefence.review.events import ReviewEvent
+from otel_tracefence.core.schema import plan_to_proto
+
+PLAN_WRITTEN, PLAN_UPDATED, RESOLVED, REOPENED = "plan_written", "plan_updated", "resolved", "reopened"
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one upsert or resolution writes: the whole item, its ``created_ns`` and ``updated_ns`` (the
+    indexed columns, nanoseconds since the Unix epoch) and the history events to append, oldest first."""
+
+    item: pb.ReviewItem
+    created_ns: int
+    updated_ns: int
+    events: tuple[ReviewEvent, ...]
+
+
+def strip_raw_values(plan: pb.TracePlan) -> None:
+    """Clear every step's ``arguments_json`` and ``result_value`` in place (their SHA-256 stay)."""
+    for decision in plan.steps:
+        decision.step.ClearField("arguments_json")
+        decision.step.ClearField("result_value")
+
+
+def prepare_plan(plan: TracePlan | pb.TracePlan, *, store_raw_values: bool) -> pb.TracePlan:
+    """The ``tracefence.v1.TracePlan`` to store: a copy (the caller's message is not modified), raw values
+    stripped unless ``store_raw_values``. Raises :class:`ValueError` for a plan with no trace id or no tool
+    step (class unspecified), :class:`TypeError` for another type."""
+    if isinstance(plan, TracePlan):
+        message = plan_to_proto(plan)
+    elif isinstance(plan, pb.TracePlan):
+        message = pb.TracePlan()
+        message.CopyFrom(plan)
+    else:
+        raise TypeError(f"plan must be a TracePlan, not {type(plan).__name__}")
+    if not message.trace_id:
+        raise ValueError("the plan has no trace id")
+    if message.replay_class == pb.REPLAY_CLASS_UNSPECIFIED:
+        raise ValueError(f"trace {message.trace_id}: a plan with no tool step has nothing to review")
+    if not store_raw_values:
+        strip_raw_values(message)
+    return message
+
+
+def check_resolution(resolved_by: object, note: object) -> None:
+    """Raise :class:`ValueError` when ``resolved_by`` is not a non-blank str, :class:`TypeError` when ``note`` is no str."""
+    if not isinstance(resolved_by, str) or not resolved_by.strip():
+        raise ValueError("resolved_by must name who resolved the item")
+    if not isinstance(note, str):
+        raise TypeError(f"note must be a str, not {type(note).__name__}")
+
+
+def substance(plan: pb.TracePlan) -> tuple[int, builtins.list[pb.StepDecision]]:
+    """What a resolution was based on: the class and the steps, raw values aside (``partial`` aside too)."""
+    copy = pb.TracePlan()
+    copy.CopyFrom(plan)
+    strip_raw_values(copy)
+    return copy.replay_class, builtins.list(copy.steps)
+
+
+def _step_identity(decision: pb.StepDecision) -> tuple[str, str]:
+    return (decision.step.span_id, decision.step.call_id)
+
+
+def keep_missing_steps(stored: pb.TracePlan, new: pb.TracePlan) -> None:
+    """Carry into ``new`` every step of ``stored`` it lacks, so an update never drops an uncertain write.
+
+    Replay classes are ordered from safest to most restrictive in the schema
+    (dynamic=1 ... review=4), so the more restrictive is the larger value.
+    """
+    present = {_step_identity(d) for d in new.steps}
+    missing = [d for d in stored.steps if _step_identity(d) not in present]
+    if not missing:
+        return
+    new.steps.extend(missing)
+    new.partial = True
+    new.replay_class = max(new.replay_class, stored.replay_class)
+
+
+def _class_name(value: int) -> str:
+    return pb.ReplayClass.Name(value).removeprefix("REPLAY_CLASS_").lower()
+
+
+def what_changed(old: pb.TracePlan, new: pb.TracePlan) -> str:
+    """Why a resolved item reopens, for a person: the class change and the call ids added or changed."""
+    parts = []
+    if old.replay_class != new.replay_class:
+        parts.append(f"class {_class_name(old.replay_class)} -> {_class_name(new.replay_class)}")
+    old_steps = {_step_identity(d): d for d in substance(old)[1]}
+    added, changed = [], []
+    for d in substance(new)[1]:
+        before = old_steps.get(_step_identity(d))
+        if before is None:
+            added.append(d.step.call_id or d.step.span_id)
+        elif before != d:
+            changed.append(d.step.call_id or d.step.span_id)
+    if added:
+        parts.append("steps added: " + ", ".join(added))
+    if changed:
+        parts.append("steps changed: " + ", ".join(changed))
+    return "; ".join(parts) or "steps reordered"
+
+
+def _event(kind: str, item: pb.ReviewItem, time_ns: int, actor: str, note: str = "") -> ReviewEvent:
+    return ReviewEvent(kind=kind, time_ns=time_ns, actor=actor, note=note, state=item.state, replay_class=item.plan.replay_class)
+
+
+def apply_upsert(stored: pb.ReviewItem | None, stored_updated_ns: int, plan: pb.TracePlan, *, service_name: str, now_ns: int) -> Change:
+    """The item after storing ``plan`` (from :func:`prepare_plan`) over ``stored`` (``None``: no item yet).
+
+    A new item is ``OPEN``, created and updated at ``now_ns``: event ``plan_written``. An update replaces
+    the plan but never loses a step (:func:`keep_missing_steps`), keeps ``created_time``, and sets
+    ``updated_time`` to ``max(now_ns, stored_updated_ns + 1)`` (strictly later, even on a coarse clock).
+    ``service_name`` replaces the stored one only when non-empty. When the plan's :func:`substance`
+    changed: event ``plan_updated``, and a resolved item reopens (state ``OPEN``; ``resolved_by``,
+    ``resolution_note`` and ``resolved_time`` cleared; event ``reopened`` whose note says who had resolved
+    it and :func:`what_changed`). An update that changes nothing of substance (a redelivery) writes no
+    event and leaves a resolution as it was. Event actors: ``service_name`` (may be ``""``).
+    """
+    if stored is None:
+        item = pb.ReviewItem(trace_id=plan.trace_id, plan=plan, state=pb.REVIEW_STATE_OPEN, service_name=service_name)
+        item.created_time.FromNanoseconds(now_ns)
+        item.updated_time.FromNanoseconds(now_ns)
+        return Change(item, now_ns, now_ns, (_event(PLAN_WRITTEN, item, now_ns, service_name),))
+    item = pb.ReviewItem()
+    item.CopyFrom(stored)
+    new = pb.TracePlan()
+    new.CopyFrom(plan)
+    updated_ns = max(now_ns, stored_updated_ns + 1)
+    keep_missing_steps(item.plan, new)
+    changed = substance(item.plan) != substance(new)
+    why = what_changed(item.plan, new) if changed else ""
+    item.plan.CopyFrom(new)
+    if service_name:
+        item.service_name = service_name
+    events = []
+    reopened_from = ""
+    if changed and item.state == pb.REVIEW_STATE_RESOLVED:
+        reopened_from = item.resolved_by
+        item.state = pb.REVIEW_STATE_OPEN
+        item.ClearField("resolved_by")
+        item.ClearField("resolution_note")
+        item.ClearField("resolved_time")
+    item.updated_time.FromNanoseconds(updated_ns)
+    if changed:
+        events.append(_event(PLAN_UPDATED, item, updated_ns, service_name, why))
+    if reopened_from:
+        events.append(_event(REOPENED, item, updated_ns, service_name, f"the plan changed after {reopened_from} resolved it: {why}"))
+    return Change(item, item.created_time.ToNanoseconds(), updated_ns, tuple(events))
+
+
+def apply_resolve(stored: pb.ReviewItem, stored_updated_ns: int, *, resolved_by: str, note: str, now_ns: int) -> Change:
+    """The item after a resolution (checked with :func:`check_resolution`): state ``RESOLVED``,
+    ``resolved_by``, ``resolution_note``, and ``resolved_time`` = ``updated_time`` =
+    ``max(now_ns, stored_updated_ns + 1)``; event ``resolved`` (actor ``resolved_by``, the note). Resolving
+    a resolved item again shows the latest resolution on the item and adds a second event."""
+    item = pb.ReviewItem()
+    item.CopyFrom(stored)
+    updated_ns = max(now_ns, stored_updated_ns + 1)
+    item.state = pb.REVIEW_STATE_RESOLVED
+    item.resolved_by = resolved_by
+    item.resolution_note = note
+    item.resolved_time.FromNanoseconds(updated_ns)
+    item.updated_time.FromNanoseconds(updated_ns)
+    return Change(item, item.created_time.ToNanoseconds(), updated_ns, (_event(RESOLVED, item, updated_ns, resolved_by, note),))
+
+
+def migrated_events(item: pb.ReviewItem) -> builtins.list[ReviewEvent]:
+    """The history synthesized for an item stored before histories existed (schema version 1): ``plan_written``
+    at its ``created_time`` (the class it has now: earlier ones are not known), then, when it is resolved,
+    ``resolved`` at its ``resolved_time`` with who and the note."""
+    created_ns = item.created_time.ToNanoseconds()
+    note = "synthesized when the review database was migrated from schema version 1: earlier plan updates are not known"
+    events = [ReviewEvent(PLAN_WRITTEN, created_ns, item.service_name, note, pb.REVIEW_STATE_OPEN, item.plan.replay_class)]
+    if item.state == pb.REVIEW_STATE_RESOLVED:
+        events.append(_event(RESOLVED, item, item.resolved_time.ToNanoseconds(), item.resolved_by, item.resolution_note))
+    return events
