@@ -22,6 +22,7 @@ demo: setup
 	$(PY) -m otel_tracefence.demo
 
 test: setup
+	$(VENV)/bin/ruff check --no-cache otel_tracefence tests bench
 	$(PY) -m pytest
 
 # Regenerate the committed code from proto/ (tests check it is up to date).

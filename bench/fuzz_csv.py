@@ -25,7 +25,7 @@ import atheris
 with atheris.instrument_imports(include=["otel_tracefence"]):
     from fuzz_common import CONFIGS, ROOT, check, run
     from otel_tracefence.cli import table
-    from otel_tracefence.cli.plan import plan_text
+    from otel_tracefence.pipeline.documents import plan_text
     from otel_tracefence.core.config import ConfigError
     from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
 

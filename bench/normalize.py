@@ -25,7 +25,6 @@ modules setup.py built; the child refuses to run on anything else), ``python`` (
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys

@@ -143,7 +143,7 @@ def build_requests(salt: int, traces: int, batch: int, *, with_roots: bool = Tru
     start = time.time_ns() - 3_600_000_000_000
     stream = (span for t in range(traces) for i, span in enumerate(agent_trace(salt, t, start + t * 50_000_000)) if with_roots or i != ROOT_INDEX)
     requests: list[ExportTraceServiceRequest] = []
-    request = None
+    request = scope = None
     for span in stream:
         if request is None or len(scope.spans) >= batch:
             request = ExportTraceServiceRequest()

@@ -9,7 +9,7 @@ repeated under new trace ids until it holds ``--traces`` traces. Paired,
 interleaved runs (the order alternates each round) time, with
 ``time.perf_counter``:
 
-* ``direct``: :func:`otel_tracefence.cli.plan.plan_document` on the decoded text,
+* ``direct``: :func:`otel_tracefence.pipeline.documents.plan_document` on the decoded text,
   plus ``json_lines()`` (what ``tracefence plan --format json`` prints): the baseline;
 * ``page``: a POST of the same bytes to ``/inspect/plan`` of ``tracefence ui``'s
   app served by uvicorn on 127.0.0.1 (a thread of this process), through httpx,
@@ -32,7 +32,7 @@ import time
 import httpx
 import uvicorn
 
-from otel_tracefence.cli.plan import plan_document
+from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.ui import create_app
 from otel_tracefence.ui.app import SAMPLE

@@ -71,8 +71,8 @@ def readable_spans(path: Path) -> list[ReadableSpan]:
                         attributes=_attributes(span.attributes),
                         events=[Event(e.name, _attributes(e.attributes), e.time_unix_nano) for e in span.events],
                         links=[
-                            Link(SpanContext(int.from_bytes(l.trace_id, "big"), int.from_bytes(l.span_id, "big"), is_remote=True), _attributes(l.attributes))
-                            for l in span.links
+                            Link(SpanContext(int.from_bytes(link.trace_id, "big"), int.from_bytes(link.span_id, "big"), is_remote=True), _attributes(link.attributes))
+                            for link in span.links
                         ],
                         kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
                         status=Status(code, span.status.message or None) if code is StatusCode.ERROR else Status(code),

@@ -44,7 +44,7 @@ _CHILD = textwrap.dedent(
 
     sys.path.insert(0, sys.argv[1])  # tests/, for case_spans
     import otel_tracefence
-    from otel_tracefence.cli.plan import plan_document
+    from otel_tracefence.pipeline.documents import plan_document
     from otel_tracefence.core.config import TraceFenceConfig
     from otel_tracefence.readers.errors import UnreadableInput
 

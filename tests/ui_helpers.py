@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_tracefence.cli.plan import plan_document
+from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.core.config import TraceFenceConfig
-from otel_tracefence.review.store import SQLiteReviewStore
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -355,7 +355,7 @@ def _unrecorded(tool: str, effect: str | None, key: str | None, why: str) -> Non
         _log.warning(
             "tracefence: declare() in tool %r recorded nothing: %s to label, so its calls plan without this label "
             "(effect_unknown unless a rule says otherwise). Label the tool in the configuration instead: "
-            "tool_rules: [{%s}]. See README \"Labelling tools\" for your framework.",
+            "tool_rules: [{%s}]. See docs/processor.md, \"Labelling tools\", for your framework.",
             tool,
             why,
             ", ".join(rule),

@@ -41,7 +41,7 @@ import functools
 import inspect
 import json
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -451,10 +451,10 @@ class ReplayGuard:
         ``tracefence.trace.partial`` (any value but ``false``) or ``tracefence.trace.reasons`` (a file the service,
         the processor or the exporter wrote: spans that came after their trace was decided, a trace decided before
         it was complete or not planned) is planned partial (``tracefence plan``'s rule,
-        :func:`otel_tracefence.cli.plan.incomplete`), so the guard refuses it (docs/DECISIONS.md 271, 287); and
+        :func:`otel_tracefence.pipeline.documents.incomplete`), so the guard refuses it (docs/DECISIONS.md 271, 287); and
         with ``check``, a trace whose spans record a ``tracefence.replay.class`` more restrictive than ``mode`` takes
         is refused, whatever its steps allow (the door that wrote the file saw what the file may not hold: spans it
-        refused, a review item; the plan takes that class, :func:`otel_tracefence.cli.plan.recorded_class`,
+        refused, a review item; the plan takes that class, :func:`otel_tracefence.pipeline.documents.recorded_class`,
         docs/DECISIONS.md 287, 355).
         ``config`` (a :class:`~otel_tracefence.core.config.TraceFenceConfig`) supplies the
         tool rules; results are read raw (never redacted: they are injected byte
@@ -464,7 +464,7 @@ class ReplayGuard:
         cannot be read; :class:`NonReplayableTraceError` as the constructor.
         ``mode``, ``check`` and ``window`` are the constructor's.
         """
-        from otel_tracefence.cli.plan import plan_text
+        from otel_tracefence.pipeline.documents import plan_text
         from otel_tracefence.core.config import TraceFenceConfig
         from otel_tracefence.core.redact import Redaction
 
@@ -481,7 +481,7 @@ class ReplayGuard:
             plan = with_steps[_one_trace_id(path, trace_id, with_steps)]
         guard = cls(plan, mode=mode, check=check, window=window)  # the re-plan's own refusals first: they name the step
         if check and plan.replay_class is not None and plan.replay_class.rank > _ALLOWS[guard.mode].rank:
-            # Only the class its spans record puts a plan past what its steps allow (cli.plan.recorded_class).
+            # Only the class its spans record puts a plan past what its steps allow (pipeline.documents.recorded_class).
             raise NonReplayableTraceError(
                 f"{guard.mode.value} replay refused: trace {plan.trace_id} is planned {plan.replay_class.value}, more restrictive "
                 f"than the {guard.mode.value} replay mode takes, though its steps in this file allow it: its spans record that class "

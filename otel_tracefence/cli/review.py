@@ -44,7 +44,8 @@ from otel_tracefence.cli.table import cell
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
-from otel_tracefence.review.open import display_target, error_naming, open_review_store
+from otel_tracefence.review.open import open_review_store
+from otel_tracefence.review.targets import display_target, error_naming
 from otel_tracefence.review.paging import MAX_PAGE_SIZE
 from otel_tracefence.review.store import ReviewStoreError
 

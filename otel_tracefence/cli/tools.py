@@ -27,7 +27,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
-from otel_tracefence.cli.plan import _read, plan_text
+from otel_tracefence.cli.plan import _read
+
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.cli.table import cell
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.readers.detect import FORMATS
@@ -226,7 +228,7 @@ def calls_in_db(path: str, skipped: list | None = None) -> Iterator[Call]:
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    from otel_tracefence.review.open import display_target, error_naming
+    from otel_tracefence.review.targets import display_target, error_naming
     from otel_tracefence.review.store import ReviewStoreError
 
     if bool(args.files) == bool(args.db):

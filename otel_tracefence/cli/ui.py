@@ -11,7 +11,7 @@ import urllib.parse
 from pydantic import ValidationError
 
 from otel_tracefence.core.config import DEFAULT_UI_LISTEN, ConfigError, ServiceSettings, TraceFenceConfig, UiSettings, describe
-from otel_tracefence.review.open import display_target
+from otel_tracefence.review.targets import display_target
 from otel_tracefence.review.store import ReviewStoreError
 
 DEFAULT_DB = "tracefence-review.db"

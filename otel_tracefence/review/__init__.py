@@ -8,7 +8,8 @@ file (the embedded default, WAL mode). Both implement :class:`ReviewStore`, with
 """
 
 from otel_tracefence.review.events import EVENT_KINDS, ReviewEvent, ReviewStore
-from otel_tracefence.review.open import is_postgres_url, open_review_store
+from otel_tracefence.review.open import open_review_store
+from otel_tracefence.review.targets import is_postgres_url
 from otel_tracefence.review.store import SCHEMA_VERSION, ReviewStoreError, SQLiteReviewStore
 
 __all__ = ["EVENT_KINDS", "SCHEMA_VERSION", "ReviewEvent", "ReviewStore", "ReviewStoreError", "SQLiteReviewStore", "is_postgres_url", "open_review_store"]

@@ -34,7 +34,7 @@ from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
-from otel_tracefence.review.open import INSTALL_HINT, display_target
+from otel_tracefence.review.targets import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
 from otel_tracefence.review.store import ReviewStoreError, UnreadableItem, read_item, read_page
 

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.core.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
-from otel_tracefence.review.open import display_target
+from otel_tracefence.review.targets import display_target
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root, open_review_sink
 from otel_tracefence.core.telemetry import guarded
 

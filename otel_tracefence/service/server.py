@@ -7,11 +7,9 @@ trace id; see ``deploy/``).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 import time
-import urllib.parse
 from concurrent import futures
 from typing import Any, Callable
 
@@ -19,13 +17,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from opentelemetry import metrics
 
+from otel_tracefence.core.exposure import exposure_problem
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
 from otel_tracefence.core.config import ConfigError, TraceFenceConfig
 from otel_tracefence.pipeline.fence import Fence
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
-from otel_tracefence.review.open import display_target
+from otel_tracefence.review.targets import display_target
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
@@ -81,26 +80,6 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
         return grpc.unary_unary_rpc_method_handler(deny)
-
-
-def is_loopback(address: str) -> bool:
-    """True when ``host:port`` listens on loopback only (127.0.0.0/8, ::1, localhost)."""
-    host = urllib.parse.urlsplit("//" + address.strip()).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # another host name: it may resolve anywhere
-        return False
-
-
-def exposure_problem(address: str, token: str, *, what: str, token_setting: str) -> str | None:
-    """Why a listener that can resolve review items is exposed: ``what`` (e.g. ``the review API``) at
-    ``address`` beyond loopback with no ``token``; ``None`` when it is on loopback or has a token.
-    The one rule behind :func:`check_review_exposure` and ``tracefence ui``'s check."""
-    if token or is_loopback(address):
-        return None
-    return f"{what} would listen on {address}, beyond loopback, with no {token_setting}: anyone who reaches it could resolve review items"
 
 
 def check_review_exposure(config: TraceFenceConfig) -> str | None:

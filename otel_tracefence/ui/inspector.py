@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from otel_tracefence.cli.plan import plan_document
+from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import TracePlan
 from otel_tracefence.readers.detect import FORMATS
@@ -36,7 +36,7 @@ class TooManySteps(Exception):
 def inspect(
     data: bytes, config: TraceFenceConfig, *, input_format: str = "auto", on_malformed: str = "", max_steps: int | None = None
 ) -> Inspection:
-    """Plan ``data`` (the file's bytes) with :func:`otel_tracefence.cli.plan.plan_document`.
+    """Plan ``data`` (the file's bytes) with :func:`otel_tracefence.pipeline.documents.plan_document`.
 
     ``input_format``: one of :data:`INPUT_FORMATS`; ``on_malformed``: one of :data:`ON_MALFORMED`.
     Raises :class:`ValueError` for another value of either, and :class:`TooManySteps` when the plans hold

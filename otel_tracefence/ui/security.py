@@ -156,7 +156,7 @@ def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
     loopback with no ``service.review_token`` and no ``ui.insecure``; with that flag, return the warning
     to log. ``None`` when all is well."""
     from otel_tracefence.core.config import ConfigError
-    from otel_tracefence.service.server import exposure_problem
+    from otel_tracefence.core.exposure import exposure_problem
 
     problem = exposure_problem(listen, config.service.review_token, what="the review page", token_setting="review token")
     if problem is None:
@@ -174,7 +174,7 @@ def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
 def served_hosts(listen: str) -> list[str] | None:
     """The ``Host`` names a page on ``listen`` answers (against DNS rebinding): on loopback, ``localhost``,
     ``127.0.0.1`` and the listen host; beyond it, ``None`` (any name: the review token guards resolving)."""
-    from otel_tracefence.service.server import is_loopback
+    from otel_tracefence.core.exposure import is_loopback
 
     if not is_loopback(listen):
         return None

@@ -446,13 +446,12 @@ def test_make_demo_replays_from_a_clean_directory(tmp_path):
 
 def test_the_readme_example_runs_from_the_checkout(monkeypatch, capsys):
     root = Path(__file__).resolve().parents[2]
-    text = (root / "README.md").read_text()
-    section = text[text.index("### 5. The replay guard") : text.index("## How a trace is read")]
+    section = (root / "docs" / "replay-guard.md").read_text()
     code = section[section.index("```python\n") + len("```python\n") :]
     code = code[: code.index("```")]
     monkeypatch.chdir(root)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/replay-guard.md", "exec"), namespace)
     assert namespace["fired"] == [] and namespace["page"] == {"status": "paged", "id": "pg_8812"}
     assert capsys.readouterr().out.splitlines() == [
         "3 pager.trigger ('write_committed', 'result_not_recorded', 'unrecorded_result_may_be_consumed')",

@@ -7,9 +7,7 @@ exit 2, or in a malformed review decision; never a traceback or a hang.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 

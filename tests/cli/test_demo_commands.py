@@ -31,7 +31,7 @@ def test_the_demos_suggested_commands_run_without_an_active_venv(tmp_path: Path)
         proc = subprocess.run(shlex.split(command.replace("<trace id prefix>", trace_id[:8])), capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
         assert proc.returncode == 0, (command, proc.stderr)
         assert proc.stdout
-        if " tools " in command:  # the README shows this table
-            readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        if " tools " in command:  # the manual's command-line page shows this table
+            readme = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
             shown = readme[readme.index("$ tracefence tools out/demo-spans.otlp.jsonl\n") :].split("\n", 1)[1].split("```", 1)[0]
             assert proc.stdout == shown

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from otel_tracefence.cli import main
-from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.agent.replay import NonReplayableTraceError, ReplayGuard
 from tests.planner.test_recorded_class_and_partial_flags import TRACE, _file, _read, _span

@@ -46,7 +46,8 @@ from otel_tracefence.readers.rows import read_rows
 from otel_tracefence.core.redact import DEFAULT_KEYS, REDACTED, Redaction, luhn_valid, redact_result_text, redact_value
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.sdk import TraceFenceSpanProcessor
-from otel_tracefence.service import auth as auth_module, server as server_module
+from otel_tracefence.core import exposure
+from otel_tracefence.service import auth as auth_module
 from otel_tracefence.service.server import TraceFenceService
 from service_helpers import (
     attrs,
@@ -520,13 +521,13 @@ def test_review_api_on_its_own_address_with_tls_and_token(serve, upstream, tmp_p
      ("0.0.0.0:4317", False), ("[::]:4317", False), ("10.0.0.7:4317", False), ("tracefence:4317", False)],
 )
 def test_what_counts_as_loopback(address, loopback):
-    assert server_module.is_loopback(address) is loopback
+    assert exposure.is_loopback(address) is loopback
 
 
 def test_a_review_api_beyond_loopback_without_a_review_token_refuses_to_start(tmp_path, upstream, caplog):
     upstreams = [UpstreamSettings(endpoint=f"http://127.0.0.1:{upstream.port}", timeout_s=2)]
-    for settings in ({"endpoint": "0.0.0.0:0"}, {"endpoint": "127.0.0.1:0", "review_endpoint": "0.0.0.0:0"}):
-        config = TraceFenceConfig(review_db=str(tmp_path / "r.db"), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **settings))
+    for addresses in ({"endpoint": "0.0.0.0:0"}, {"endpoint": "127.0.0.1:0", "review_endpoint": "0.0.0.0:0"}):
+        config = TraceFenceConfig(review_db=str(tmp_path / "r.db"), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **addresses))
         with pytest.raises(ConfigError, match="refusing to start: the review API would listen on 0.0.0.0:0, beyond loopback, with no service.review_token"):
             TraceFenceService(config)
         # The ingest token does not stand in for the review token.
@@ -541,8 +542,8 @@ def test_a_review_api_beyond_loopback_without_a_review_token_refuses_to_start(tm
         ({"endpoint": "0.0.0.0:0", "review_token": "r3view"}, "r.db"),
         ({"endpoint": "0.0.0.0:0", "insecure_review_api": True}, "r.db"),
     ]
-    for settings, db in fine:
-        service = TraceFenceService(TraceFenceConfig(review_db=db and str(tmp_path / db), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **settings)))
+    for addresses, db in fine:
+        service = TraceFenceService(TraceFenceConfig(review_db=db and str(tmp_path / db), service=ServiceSettings(upstreams=upstreams, http_endpoint="", **addresses)))
         try:
             service.start()
         finally:

@@ -1085,7 +1085,8 @@ def test_stop_is_bounded_with_the_review_db_locked(start_service, upstream, clie
     holder.execute("BEGIN EXCLUSIVE")
     try:
         client = clients(service.port)
-        sent = [t for _ in range(5) for t in send_traces(client, 1)]  # review traces: each wants a write
+        for _ in range(5):
+            send_traces(client, 1)  # review traces: each wants a write
         time.sleep(0.5)  # the first write is waiting on the lock now
         started = time.monotonic()
         service.stop(grace_s=0)

@@ -41,7 +41,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from otel_tracefence.core import reasons
 from otel_tracefence.cli import table
-from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.core.config import ConfigError, Limits, ToolRule, TraceFenceConfig
 from otel_tracefence.core.model import Decision, Effect, EffectSource, MalformedField, ReplayClass, ToolStatus, ToolStep, TracePlan
 from otel_tracefence.normalize import conventions as cv
@@ -879,7 +879,7 @@ def test_the_cli_on_each_regression_file(tmp_path):
 
 
 def test_a_row_key_given_twice_is_refused_not_read_last_wins(config):
-    from otel_tracefence.cli.plan import plan_text
+    from otel_tracefence.pipeline.documents import plan_text
     from otel_tracefence.readers.errors import UnreadableInput
 
     row = '{"trace_id": "t", "call_id": "a", "tool": "payments.charge", "effect": "write", "effect": "read", "status": "ok"}'
@@ -910,7 +910,7 @@ def test_an_otlp_attribute_given_twice_makes_the_tool_span_malformed(config):
 
 def test_string_arguments_are_json_text_in_every_row_format(config):
     """The same calls give the same plan as CSV and as NDJSON, arguments encoded or not (newcomer's trial)."""
-    from otel_tracefence.cli.plan import plan_text
+    from otel_tracefence.pipeline.documents import plan_text
 
     def decisions(text: str, fmt: str) -> dict[str, str]:
         plans, errors = plan_text(text, fmt, config)

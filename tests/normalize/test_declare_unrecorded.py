@@ -58,7 +58,7 @@ def warning(tool: str, why: str, rule: str) -> str:
     return (
         f"tracefence: declare() in tool {tool!r} recorded nothing: {why} to label, so its calls plan without this label "
         f"(effect_unknown unless a rule says otherwise). Label the tool in the configuration instead: tool_rules: [{{{rule}}}]. "
-        'See README "Labelling tools" for your framework.'
+        'See docs/processor.md, "Labelling tools", for your framework.'
     )
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from otlp_json_helpers import json_span
 
-from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.agent.replay import NonReplayableTraceError, ReplayGuard
 

@@ -15,17 +15,11 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.config import Limits, TraceFenceConfig
-from otel_tracefence.agent.instrument import tool_call
 from otel_tracefence.core.model import Decision, Effect, ReplayClass, ToolStatus, ToolStep
-from otel_tracefence.normalize import from_readable
 from otel_tracefence.normalize.tokens import is_token, text_tokens, token_hash, tokens_of_string, value_tokens
-from otel_tracefence.pipeline.plan import plan_spans
 from otel_tracefence.readers.rows import read_rows
 from otel_tracefence.core.schema import plan_to_json
 from otel_tracefence.planner import plan_trace

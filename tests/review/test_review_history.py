@@ -15,7 +15,7 @@ import pytest
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review import ReviewEvent, ReviewStoreError, SQLiteReviewStore, open_review_store
 from otel_tracefence.review.events import event_from_proto, event_to_proto
-from otel_tracefence.review.open import display_target
+from otel_tracefence.review.targets import display_target
 from otel_tracefence.review.transitions import apply_upsert, prepare_plan
 from test_review_store import CHARGE_OK, CHARGE_TIMEOUT, EMAIL_UNKNOWN, LOOKUP, T0, Clock, _plan, _query, review_plan, static_plan, target  # noqa: F401 - target is a fixture
 

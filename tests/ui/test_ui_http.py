@@ -359,7 +359,7 @@ def test_the_item_page_shows_the_stores_history(tmp_path):
 
 
 def test_a_trace_id_with_a_slash_is_shown_and_resolved(tmp_path):
-    from otel_tracefence.cli.plan import plan_document
+    from otel_tracefence.pipeline.documents import plan_document
 
     db = make_queue(tmp_path / "review.db")
     with SQLiteReviewStore(db, create=False) as store:

@@ -1,0 +1,204 @@
+"""A whole document planned: OTLP/JSON or rows as text, every trace's plan and the messages ``tracefence plan``
+prints. The one function behind the command line, the inspector page (``tracefence ui``) and the replay guard's
+``from_file``, so all give the same plans (docs/DECISIONS.md 205, 287, 355)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.model import SCHEMA_VERSION, ReplayClass, TracePlan
+from otel_tracefence.core.reasons import TRACE_ROOT_MISSING
+from otel_tracefence.core.schema import plan_to_json
+from otel_tracefence.normalize import SpanView
+from otel_tracefence.otlp.json_reader import read_otlp_json
+from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
+from otel_tracefence.pipeline.plan import group_request, plan_spans, plan_steps
+from otel_tracefence.readers.detect import detect_format
+from otel_tracefence.readers.errors import InputError, UnreadableInput
+from otel_tracefence.readers.rows import read_rows
+
+T = TypeVar("T")
+
+
+def _no_progress(items: Sequence[T], total: int) -> Iterable[T]:
+    return items
+
+
+def plan_text(
+    text: str,
+    input_format: str,
+    config: TraceFenceConfig,
+    *,
+    warnings: list[InputError] | None = None,
+    progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+) -> tuple[list[TracePlan], list[InputError]]:
+    """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
+
+    ``warnings``, when given, receives what was read but ignored (a row column that is no field).
+    ``progress`` wraps the traces as they are planned (``progress(traces, count)``), e.g.
+    :func:`terminal_progress`. Raises :class:`UnreadableInput` when the text as a whole cannot
+    be read, or is empty.
+    """
+    if not text.strip():
+        raise UnreadableInput("the input is empty: no rows or spans to plan")
+    fmt = detect_format(text) if input_format == "auto" else input_format
+    if fmt == "otlp-json":
+        read = read_otlp_json(text)
+        errors = [replace(e, planned=True) if e.trace_id else e for e in read.errors]
+        traces = group_request(read.request)
+        for error in errors:
+            if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
+                view = SpanView(error.trace_id, error.span_id, "", {}, sequence=error.line, unreadable=(error.field, error.message))
+                traces.setdefault(error.trace_id, []).append(view)
+        plans = []
+        notes = warnings if warnings is not None else []
+        for trace_id, views in progress(sorted(traces.items()), len(traces)):
+            planned = plan_spans(trace_id, views, config, partial=incomplete(views))
+            plans.append(_bound_by_record(planned.plan, views, read.span_lines, notes))
+            for d in planned.plan.steps:
+                errors.extend(
+                    InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
+                    for f in d.step.malformed
+                    # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
+                    if d.step.span_id and f.reason != TRACE_ROOT_MISSING
+                )
+        return plans, errors
+    rows = read_rows(text, fmt, config)
+    if warnings is not None:
+        warnings.extend(rows.warnings)
+    return [plan_steps(trace_id, steps, config) for trace_id, steps in progress(sorted(rows.steps.items()), len(rows.steps))], rows.errors
+
+
+def incomplete(views: Sequence[SpanView]) -> bool:
+    """True when the file shows the trace in ``views`` is not whole, so its plan is flagged partial
+    (``TracePlan.partial``, the flag the service and the processor set on a trace decided before its root
+    came): a span names a parent span id no other span of the trace has (its root or a span between is missing;
+    a span naming itself as its parent has none), or a span carries ``tracefence.trace.partial``,
+    ``tracefence.trace.late`` (any value but ``false``: a value not understood fails closed) or
+    ``tracefence.trace.reasons`` (a file a door wrote: what it said of the trace is kept). docs/DECISIONS.md 205, 287."""
+    ids = {view.span_id for view in views}
+    for view in views:
+        parent = view.parent_span_id
+        if parent and (parent not in ids or parent == view.span_id):
+            return True
+        attributes = view.attributes
+        if attributes and any(key in attributes and attributes[key] is not False for key in FLAGS_OF_AN_INCOMPLETE_TRACE):
+            return True
+    return False
+
+
+FLAGS_OF_AN_INCOMPLETE_TRACE = (TRACE_PARTIAL, TRACE_LATE, TRACE_REASONS)
+_CLASS_VALUES = frozenset(c.value for c in ReplayClass)
+
+
+def recorded_class(views: Sequence[SpanView]) -> tuple[ReplayClass, SpanView, str] | None:
+    """The most restrictive class a door recorded on the trace in ``views`` (a file the service, the processor or the
+    exporter wrote), with the first span recording it and why, as a message; ``None`` when no span records one.
+
+    A span's ``tracefence.replay.class`` is its class; a value that is no class (``"REVIEW"``, ``["review"]``, ``3``)
+    reads as ``review``, and so does any ``tracefence.plan.schema_version`` but this version's (a plan written by a
+    schema this version does not know: its annotations cannot be read). The one rule behind ``tracefence plan`` and
+    :meth:`otel_tracefence.agent.replay.ReplayGuard.from_file` (docs/DECISIONS.md 287, 355).
+    """
+    found: tuple[ReplayClass, SpanView, str] | None = None
+    for view in views:
+        attributes = view.attributes
+        if not attributes:
+            continue
+        if PLAN_SCHEMA_VERSION in attributes and attributes[PLAN_SCHEMA_VERSION] != SCHEMA_VERSION:
+            said = (ReplayClass.REVIEW, view, f"its spans record {PLAN_SCHEMA_VERSION}={attributes[PLAN_SCHEMA_VERSION]!r}, "
+                    f"a plan schema this version (schema {SCHEMA_VERSION}) does not know, so what they record cannot be read")
+        elif REPLAY_CLASS in attributes:
+            value = attributes[REPLAY_CLASS]
+            cls = ReplayClass(value) if isinstance(value, str) and value in _CLASS_VALUES else ReplayClass.REVIEW
+            said = (cls, view, f"its spans record the class {cls.value} ({REPLAY_CLASS}={value!r})")
+        else:
+            continue
+        if found is None or said[0].rank > found[0].rank:
+            found = said
+    return found
+
+
+def _bound_by_record(plan: TracePlan, views: Sequence[SpanView], lines: dict[str, int], notes: list[InputError]) -> TracePlan:
+    """``plan`` with the class its spans record (:func:`recorded_class`) when that is more restrictive than its own,
+    and a note saying so in ``notes``: the door that wrote the file planned the trace with what the file may not hold
+    (a span it refused, late spans, a review item), so a re-plan never passes it as safer (docs/DECISIONS.md 355)."""
+    recorded = recorded_class(views)
+    if recorded is None:
+        return plan
+    cls, view, why = recorded
+    if plan.replay_class is not None and cls.rank <= plan.replay_class.rank:
+        return plan
+    own = plan.replay_class.value if plan.replay_class is not None else "none (no tool step)"
+    message = (f"trace {plan.trace_id}: {why}; its steps here give {own}: planned {cls.value}, as the door that wrote "
+               f"the file planned it (see its review item)")
+    notes.append(InputError(lines.get(view.span_id, 0), REPLAY_CLASS, message, view.span_id, planned=True))
+    return replace(plan, replay_class=cls)
+
+
+def on_malformed_default(fmt: str) -> str:
+    """What a malformed span or row does by default: an OTLP/JSON file is telemetry, planned as the
+    processor and the service plan it (the span's step held for review); rows are the seed's own
+    input format, whose malformed rows are rejected (docs/DECISIONS.md)."""
+    return "review" if fmt == "otlp-json" else "reject"
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """What ``tracefence plan`` makes of one input, before anything is printed.
+
+    ``plans``: every trace's plan, sorted by trace id (empty when ``rejected``).
+    ``messages``: the standard-error lines, each without the ``tracefence plan: FILE: ``
+    lead the command line puts before it (``warning: ...``, ``line 3: effect: ...``,
+    ``rejected, 2 error(s); nothing was planned``). ``rejected``: nothing was planned
+    (exit 2).
+    """
+
+    plans: list[TracePlan]
+    messages: list[str]
+    rejected: bool
+
+    def json_lines(self) -> str:
+        """The ``--format json`` output: one canonical protobuf JSON ``TracePlan`` per line, each ending in ``\\n``
+        (``""`` when rejected or when no trace has a plan)."""
+        return "".join(plan_to_json(plan) + "\n" for plan in self.plans)
+
+
+def plan_document(
+    text: str,
+    input_format: str,
+    config: TraceFenceConfig,
+    *,
+    on_malformed: str | None = None,
+    progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+) -> PlanOutcome:
+    """Plan ``text`` as ``tracefence plan`` does: the one function behind the command line and the
+    inspector page (``tracefence ui``), so both give the same plans and messages.
+
+    ``input_format``: ``auto`` or one of :data:`~otel_tracefence.readers.detect.FORMATS`.
+    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`.
+    Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
+    """
+    fmt = detect_format(text) if input_format == "auto" and text.strip() else input_format
+    on_malformed = on_malformed or on_malformed_default(fmt)
+    warnings: list[InputError] = []
+    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress)
+    messages = [f"warning: {warning}" for warning in warnings]
+    if errors:
+        # A row or span that could not be read at all is missing from the plans: planning the
+        # rest would hide it (a dropped write could leave its trace "dynamic"), so always reject.
+        rejected = on_malformed == "reject" or not all(e.planned for e in errors)
+        label = "" if rejected else "warning: "
+        listed = [error for error in errors if not error.repeat]  # a span standing in two traces is one error
+        messages.extend(f"{label}{error}" for error in sorted(listed, key=lambda e: (e.line, e.span_id)))
+        if rejected:
+            messages.append(f"rejected, {len(listed)} error(s); nothing was planned")
+            return PlanOutcome([], messages, True)
+    if not plans:
+        messages.append(f"warning: {NO_SPANS}")
+    return PlanOutcome(plans, messages, False)
+
+
+NO_SPANS = "no spans read: the input holds no span or row"
