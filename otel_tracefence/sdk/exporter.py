@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.core.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
-from otel_tracefence.review.targets import display_target
-from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root, open_review_sink
+from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
+from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root
 from otel_tracefence.core.telemetry import guarded
 
 INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
@@ -80,14 +80,6 @@ def _inner_or_otlp() -> SpanExporter:
         return OTLPSpanExporter()
 
 
-def _review_sink_or_none(config: TraceFenceConfig) -> ReviewSink | None:
-    try:
-        return open_review_sink(config)
-    except Exception as exc:  # noqa: BLE001 - any store failure: trace on without the review queue
-        _log.error("tracefence: cannot open the review database %r (%s); traces are planned and exported without a review queue", display_target(config.review_db), exc)
-        return None
-
-
 class TraceFenceSpanExporter(SpanExporter):
     """A ``SpanExporter`` that plans whole traces, then exports them annotated through ``inner``.
 
@@ -102,7 +94,7 @@ class TraceFenceSpanExporter(SpanExporter):
     Built by ``opentelemetry-instrument`` from environment variables, it never
     fails the agent's tracing setup: a bad ``OTEL_TRACEFENCE_*`` setting is
     logged as an error and the defaults are used instead; a review database
-    that cannot be opened is logged and the review queue is left out; an
+    that cannot be opened is logged once and its items are held in memory until it opens; an
     unknown ``OTEL_TRACEFENCE_EXPORTER`` falls back to OTLP. Explicit
     arguments (``config=``, ``inner=``, ``review_sink=``) are used as given.
     """
@@ -118,7 +110,7 @@ class TraceFenceSpanExporter(SpanExporter):
     ) -> None:
         self.config = config if config is not None else _config_or_defaults(settings)
         self._inner = inner if inner is not None else _inner_or_otlp()
-        sink = _review_sink_or_none(self.config) if review_sink is _DEFAULT else review_sink
+        sink = open_review_sink_or_hold(self.config, "exporter") if review_sink is _DEFAULT else review_sink
         # An exporter never sees spans start, so it cannot tell a complete trace from one with
         # spans still open: it waits only when a wait was set (argument, environment or file),
         # never the processor's default cap on every trace. A tool span that comes after its

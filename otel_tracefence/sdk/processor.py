@@ -12,7 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_tracefence.core.config import TraceFenceConfig, load_config
 from otel_tracefence.sdk.wiring import check_downstream, check_settings, does_nothing
-from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, open_review_sink
+from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
+from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence
 from otel_tracefence.core.telemetry import guarded
 
 _DEFAULT = object()
@@ -77,7 +78,8 @@ class TraceFenceSpanProcessor(SpanProcessor):
     ) -> None:
         """``downstream``: the processors to hand spans on to. ``review_sink``: defaults to the store
         ``config.review_db`` names (a SQLite file, or a ``postgresql://`` URL shared with other processes);
-        pass ``None`` for none. ``settings``: any
+        pass ``None`` for none. A store that cannot be opened never stops the agent: it is logged once, and review
+        items are held in memory until it opens (:mod:`otel_tracefence.sdk.review_sink`). ``settings``: any
         :class:`~otel_tracefence.core.config.TraceFenceConfig` field, overriding the environment.
         Raises :class:`TypeError` for a downstream that is not a span processor (an exporter must be
         wrapped in ``BatchSpanProcessor`` or ``SimpleSpanProcessor``) and for a keyword that is no
@@ -89,7 +91,7 @@ class TraceFenceSpanProcessor(SpanProcessor):
         # on_start is forwarded to the processors whose on_start does something (Batch's and Simple's do nothing):
         # a call fewer for every span the agent starts.
         self._starts = tuple(p for p in self._downstream if not does_nothing(getattr(p, "on_start", None)))
-        sink = open_review_sink(self.config) if review_sink is _DEFAULT else review_sink
+        sink = open_review_sink_or_hold(self.config, "processor") if review_sink is _DEFAULT else review_sink
         self._fence = SdkFence(self.config, self._emit, component="processor", review_sink=sink, meter_provider=meter_provider)
         self._bounded_lock = threading.Lock()
         self._bounded_thread: threading.Thread | None = None  # the flush or shutdown under way
