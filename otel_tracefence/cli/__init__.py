@@ -14,11 +14,12 @@ from otel_tracefence.cli import plan, review, serve, tools, ui
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command Ctrl-C stopped
 
 
 def _global_options(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument("--config", default=default, help="YAML config file (default: $OTEL_TRACEFENCE_CONFIG)")
-    parser.add_argument("--log-level", default=default, type=str.upper, choices=LOG_LEVELS, help="logging level (default: WARNING)")
+    parser.add_argument("--log-level", default=default, type=str.upper, choices=LOG_LEVELS, help="logging level (default: WARNING; INFO for serve)")
 
 
 def _everywhere(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
     parser.add_argument("--version", action=_VersionAction, help="show the version and the engine (compiled or python), and exit")
     _global_options(parser, None)
-    parser.set_defaults(log_level="WARNING")
+    parser.set_defaults(log_level=None)  # each command's own default: WARNING, INFO for serve
     subparsers = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(subparsers)
     review.add_parser(subparsers)
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (2 for usage, config and input errors)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=args.log_level or "WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config)
         return args.run(args, config)
@@ -81,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnreadableInput as exc:
         print(f"tracefence {args.command}: {getattr(args, 'file', '')}: {exc}; nothing was planned", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, never a traceback
+        print(f"tracefence {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (| head): not an error of ours
         sys.stderr.close()
         return 0

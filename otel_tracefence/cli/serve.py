@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--review-endpoint", help="separate address for the review API (default: beside the receiver)")
     parser.add_argument("--upstream", action="append", metavar="ENDPOINT", help="forward to this OTLP/gRPC endpoint (repeatable; http:// for plaintext)")
     parser.add_argument("--output-file", help="OTLP/JSON lines file when no upstream is set (default tracefence-spans.otlp.jsonl)")
-    parser.add_argument("--review-db", help="review queue: a SQLite file, or a postgresql:// URL shared by replicas (default tracefence-review.db)")
+    parser.add_argument("--review-db", "--db", dest="review_db", help="review queue (--db, as the other commands say it): a SQLite file, or a postgresql:// URL shared by replicas (default tracefence-review.db)")
     parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
     parser.add_argument("--max-wait-ms", type=float, help="longest a trace is held (default 30000)")
     parser.add_argument(
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service.server import TraceFenceService
     from otel_tracefence.service.workers import router_stopping, stop_budget, watch_parent
 
-    logs.configure(args.log_level if args.log_level != "WARNING" else "INFO", args.log_format)
+    logs.configure(args.log_level or "INFO", args.log_format)
     worker = getattr(args, "worker_index", None)
     try:
         if worker is not None:
