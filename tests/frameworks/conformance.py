@@ -676,6 +676,81 @@ def _run_llama_index(scenario: str) -> list:
     return collected.spans()
 
 
+# -- MCP Python SDK (native: the client's and the server's spans) ------------------------------------------------------------
+
+MCP_SERVER = ROOT / "tests" / "programs" / "mcp_billing_server.py"
+_MCP_RUNS: dict[str, list] = {}
+MCP_SCENARIOS = ("read_ok", "write_commits", "write_times_out", "parallel_one_fails", "mcp_is_error")
+
+
+def _setup_mcp() -> Callable[[], None]:
+    _MCP_RUNS.clear()
+    return _MCP_RUNS.clear
+
+
+def _mcp_all() -> None:
+    """Every MCP cell, each its own trace (under a plain ``invoke_agent`` span), against one server
+    process; the server's spans come back as OTLP protobuf and are read as finished SDK spans."""
+    import base64
+    import tempfile
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from case_spans import readable_spans
+    from otel_tracefence.otlp.json_writer import request_to_json
+
+    bodies = {
+        "read_ok": lambda session: session.call_tool("lookup_customer", CUSTOMER),
+        "write_commits": lambda session: session.call_tool("create_invoice", INVOICE),
+        "write_times_out": lambda session: session.call_tool("send_payment", {**PAYMENT, "idempotency_key": "pay-2"}, read_timeout_seconds=0.3),
+        "parallel_one_fails": lambda session: asyncio.gather(
+            session.call_tool("lookup_customer", CUSTOMER), session.call_tool("charge_card", {"customer": "a", "amount_cents": 1200})
+        ),
+        "mcp_is_error": lambda session: session.call_tool("charge_card", {"customer": "a", "amount_cents": 1200}),
+    }
+    folder = Path(tempfile.mkdtemp(prefix="tf-conformance-mcp-"))
+    spans_file = folder / "server-spans.b64"
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(MCP_SERVER)], env={"TRACEFENCE_TEST_SPANS": str(spans_file), "TRACEFENCE_TEST_SLOW_S": "1.0"}
+    )
+    tracer = _provider().get_tracer("conformance-agent")
+    trace_ids: dict[str, int] = {}
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for name in MCP_SCENARIOS:
+                    with tracer.start_as_current_span(f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+                        try:
+                            await bodies[name](session)
+                        except MCPError:
+                            pass  # the request timed out
+                    trace_ids[name] = root.get_span_context().trace_id
+
+    with Collector() as collected:
+        asyncio.run(main())
+    server = []
+    for line in spans_file.read_text().splitlines() if spans_file.exists() else []:
+        one = folder / "one.json"
+        one.write_text(request_to_json(ExportTraceServiceRequest.FromString(base64.b64decode(line))))
+        server.extend(readable_spans(one))
+    for name, trace_id in trace_ids.items():
+        _MCP_RUNS[name] = [s for s in collected.spans() + server if s.context.trace_id == trace_id]
+
+
+def _run_mcp(scenario: str) -> list:
+    cell_ = CELL_BY_KEY[("mcp", scenario)]
+    if cell_.cannot:
+        raise CannotProduce(cell_.cannot)
+    if not _MCP_RUNS:
+        _mcp_all()
+    return _MCP_RUNS[scenario]
+
+
 # -- The expected cells ------------------------------------------------------------------------------------------------------
 
 Step = tuple  # (tool, decision, reasons): one step of the plan
@@ -706,6 +781,7 @@ def cannot(framework: str, scenario: str, why: str) -> Cell:
     return Cell(framework, scenario, cannot=why)
 
 
+NA = "arguments_not_recorded"  # the MCP SDK's spans record no arguments
 U = "arguments_unwrapped"  # OpenInference wraps a call's arguments (input.value {"kwargs": ...})
 READ_OK = ("lookup_customer", "replay", ("declared_read",))
 COMMITTED = ("create_invoice", "skip", ("write_committed",))
@@ -805,9 +881,22 @@ CELLS: list[Cell] = [
     cannot("llama_index", "approval_interrupt_resume", "not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside a tool, not before a call"),
     cannot("llama_index", "mcp_is_error", NO_MCP),
     # MCP Python SDK, native (client and server spans)
-    *(
-        cannot("mcp", s, "not scripted in the matrix yet: the MCP SDK's own traces of these are pinned in tests/frameworks/test_framework_mcp.py")
-        for s in ("read_ok", "write_commits", "write_raises", "write_times_out", "parallel_one_fails", "framework_retries", "mcp_is_error")
+    cell("mcp", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", NA)),), "the client span is the step, the server span (declared read) its attempt; the SDK records no arguments"),
+    cell(
+        "mcp", "write_commits", "static", (("create_invoice", "skip", ("write_committed", "result_not_recorded", NA)),),
+        "the SDK records no results at all (the producer records none), so an OK write is committed and the trace static",
+    ),
+    cannot("mcp", "write_raises", "a server tool that raises is answered as an isError result by the SDK (mcp_is_error is that path)"),
+    cell("mcp", "write_times_out", "review", (("send_payment", "review", ("write_timeout", NA)),), "the client's read_timeout_seconds: its span records a TimeoutError; the outcome is unknown"),
+    cell(
+        "mcp", "parallel_one_fails", "review",
+        (("lookup_customer", "replay", ("declared_read", NA)), ("charge_card", "review", ("write_error", NA, "dispatch_attempt_failed"))),
+        "two requests in flight at once; the server span of the charge says isError (error.type tool_error)",
+    ),
+    cannot("mcp", "framework_retries", "no retry in the MCP SDK (a caller's retry inside one step is pinned in test_framework_mcp.py)"),
+    cell(
+        "mcp", "mcp_is_error", "review", (("charge_card", "review", ("write_error", NA, "dispatch_attempt_failed")),),
+        "CallToolResult(isError=True): the server span ends ERROR (error.type tool_error) while the client span stays UNSET",
     ),
     *(cannot("mcp", s, NO_MODEL) for s in ("tool_error_to_model", "requested_never_ran")),
     cannot("mcp", "approval_interrupt_resume", "no approval API in the MCP SDK (elicitation is a server's question to the user, not an approval of a call)"),
