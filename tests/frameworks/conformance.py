@@ -16,11 +16,11 @@ import asyncio
 import json
 import os
 import sys
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:  # framework_helpers and friends import by bare name (as under pytest)
@@ -226,20 +226,21 @@ class Collector:
     """One in-memory exporter per run, behind the process-wide switch the instrumentors are bound to."""
 
     def __init__(self) -> None:
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
         from framework_helpers import SWITCH
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
 
         self.exporter = InMemorySpanExporter()
         self.switch = SWITCH
         self.processor = SimpleSpanProcessor(self.exporter)
 
-    def __enter__(self) -> "Collector":
+    def __enter__(self) -> Collector:
         self.switch.target = self.processor
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.switch.target = None
 
     def spans(self) -> list:
@@ -336,7 +337,13 @@ def _run_openai_agents(scenario: str) -> list:
 
 
 def _run_pydantic_ai(scenario: str) -> list:
-    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, Tool
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ModelRetry,
+        Tool,
+    )
     from pydantic_ai.exceptions import UsageLimitExceeded
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
@@ -535,7 +542,11 @@ def _run_haystack(scenario: str) -> list:
     elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
         # max_agent_steps stops before the next model turn, never between a request and its run: the
         # requested call that never ran is one a human rejects (ScriptedConfirmation rejects all but invoices).
-        from haystack.hooks.human_in_the_loop import AlwaysAskPolicy, BlockingConfirmationStrategy, ConfirmationHook
+        from haystack.hooks.human_in_the_loop import (
+            AlwaysAskPolicy,
+            BlockingConfirmationStrategy,
+            ConfirmationHook,
+        )
 
         from tests.frameworks.test_framework_haystack import ScriptedConfirmation
 
@@ -587,7 +598,11 @@ def _setup_smolagents() -> Callable[[], None]:
 def _run_smolagents(scenario: str) -> list:
     from smolagents import OpenAIModel, ToolCallingAgent, tool
 
-    from tests.frameworks.test_framework_smolagents import ScriptedClient, completion, final
+    from tests.frameworks.test_framework_smolagents import (
+        ScriptedClient,
+        completion,
+        final,
+    )
 
     tools = {f.__name__: tool(f) for f in PLAIN_TOOLS}
     max_steps = 6
@@ -694,12 +709,14 @@ def _mcp_all() -> None:
     import base64
     import tempfile
 
+    from case_spans import readable_spans
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.shared.exceptions import MCPError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
-    from case_spans import readable_spans
     from otel_tracefence.otlp.json_writer import request_to_json
 
     bodies = {
@@ -965,8 +982,10 @@ def markdown() -> str:
     produced = [c for c in CELLS if not c.cannot]
     lines += [
         "",
-        f"{len(produced)} cells produced, {sum(1 for c in produced if c.wrong_today)} wrong today, "
-        f"{sum(1 for c in CELLS if c.cannot)} the framework cannot produce (or not scripted yet).",
+        (
+            f"{len(produced)} cells produced, {sum(1 for c in produced if c.wrong_today)} wrong today, "
+            f"{sum(1 for c in CELLS if c.cannot)} the framework cannot produce (or not scripted yet)."
+        ),
         "",
     ]
     return "\n".join(lines)
