@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROTO_OUT := otel_tracefence/_proto/tracefence/v1
 
-.PHONY: setup demo test proto bench soak chaos fuzz clean
+.PHONY: setup demo test proto bench soak chaos fuzz clean conformance
 
 # The engine's sources (otel_tracefence/compiled.py, ENGINE_SOURCES): setup.py compiles them at install, so an
 # edit reinstalls (meanwhile an extension module built from an older source is never loaded).
@@ -28,6 +28,10 @@ test: setup
 # Regenerate the committed code from proto/ (tests check it is up to date).
 proto: setup
 	$(PY) -m grpc_tools.protoc -Iotel_tracefence/_proto=proto --python_out=. --pyi_out=. --grpc_python_out=. proto/tracefence/v1/tracefence.proto
+
+# Regenerate docs/conformance.md from the conformance matrix's table (tests check it is up to date).
+conformance: setup
+	$(PY) -m tests.frameworks.conformance > docs/conformance.md
 
 bench: setup
 	$(PY) bench/planner.py

@@ -1,0 +1,995 @@
+"""The conformance matrix (issue 24, section 3): real agent frameworks x a fixed list of failure scenarios.
+
+Each installed framework runs offline inside the test with a scripted model and its own
+instrumentation; each (framework, scenario) cell is one trace, whose plan is checked
+(class, every step's decision and reasons) through all three doors by
+``tests/frameworks/test_conformance_matrix.py``. This module holds what that test and
+``docs/conformance.md`` share: the scenarios, the frameworks, the expected cell table
+and the runners that make each cell's spans.
+
+Regenerate the page with ``make conformance`` (``python -m tests.frameworks.conformance > docs/conformance.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests") not in sys.path:  # framework_helpers and friends import by bare name (as under pytest)
+    sys.path.insert(0, str(ROOT / "tests"))
+
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no usage events from Haystack
+
+REGENERATE = "make conformance"
+
+
+def _config():
+    """Every door plans with this: the defaults, and smolagents' own ``final_answer`` tool named a read by
+    the operator (nobody can ``declare`` it; the existing smolagents tests name it the same way)."""
+    from otel_tracefence.core.config import ToolRule, TraceFenceConfig
+
+    return TraceFenceConfig(tool_rules=[ToolRule(match="final_answer", effect="read")])
+
+
+# -- The scenarios ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    what: str
+
+
+SCENARIOS = [
+    Scenario("read_ok", "a read that succeeds"),
+    Scenario("write_commits", "a write that commits"),
+    Scenario("write_raises", "a write that raises (the run stops, where the framework lets an error through)"),
+    Scenario("write_times_out", "a write that times out (the framework's own tool timeout; else a TimeoutError raised in the tool)"),
+    Scenario("tool_error_to_model", "a write's failure handed back to the model as the tool's result"),
+    Scenario("parallel_one_fails", "two calls requested in one turn, run together, one write failing"),
+    Scenario("framework_retries", "a failed write run again (by the framework's retry, else by the agent loop on the model's second request)"),
+    Scenario("requested_never_ran", "a write the model requested that never ran (max turns / an interrupt / a cancelled task)"),
+    Scenario("approval_interrupt_resume", "a write interrupted for human approval, approved, and resumed"),
+    Scenario("mcp_is_error", "an MCP tool answering isError"),
+]
+SCENARIO_KEYS = [s.key for s in SCENARIOS]
+
+
+# -- The frameworks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Framework:
+    key: str
+    name: str
+    dist: str  # the framework's distribution (its version is read from importlib.metadata)
+    instrumentation: str
+    instrumentation_dist: str | None  # None: the framework traces itself
+    module: str  # what must import for the framework's cells to run
+
+
+FRAMEWORKS = [
+    Framework("openai_agents", "OpenAI Agents SDK", "openai-agents", "OpenLLMetry", "opentelemetry-instrumentation-openai-agents", "opentelemetry.instrumentation.openai_agents"),
+    Framework("pydantic_ai", "pydantic-ai", "pydantic-ai-slim", "native (InstrumentationSettings)", None, "pydantic_ai"),
+    Framework("strands", "Strands Agents", "strands-agents", "native", None, "strands"),
+    Framework("smolagents", "smolagents", "smolagents", "OpenInference", "openinference-instrumentation-smolagents", "openinference.instrumentation.smolagents"),
+    Framework("llama_index", "LlamaIndex", "llama-index-core", "OpenInference", "openinference-instrumentation-llama-index", "openinference.instrumentation.llama_index"),
+    Framework("haystack", "Haystack", "haystack-ai", "its own tracer (opentelemetry-haystack)", "opentelemetry-haystack", "haystack_integrations.tracing.opentelemetry"),
+    Framework("mcp", "MCP Python SDK", "mcp", "native", None, "mcp.server.mcpserver"),
+]
+FRAMEWORK_BY_KEY = {f.key: f for f in FRAMEWORKS}
+NOT_INSTALLED_HERE = [
+    ("OpenAI Agents SDK, its own tracing processor -> OTel", "no bridge from the SDK's trace processors to OpenTelemetry is installed (openinference-instrumentation-openai-agents and logfire are not in the environment)"),
+]
+
+
+def version(dist: str | None) -> str:
+    if dist is None:
+        return ""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def installed(framework: Framework) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(framework.module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+# -- The tools every framework runs (wrapped in each framework's own tool type) ----------------------------
+
+INVOICE = {"customer": "a", "amount_cents": 1200, "idempotency_key": "inv-17"}
+CHARGE = {"customer": "a", "amount_cents": 500}
+PAYMENT = {"customer": "a", "amount_cents": 700}
+REFUND = {"order": "o-7", "amount_cents": 300}
+CUSTOMER = {"customer": "a"}
+STATE: dict[str, Any] = {}  # per run: how often each tool ran, and how the flaky ones behave
+
+
+class CannotProduce(Exception):
+    """The framework (this version) cannot make this scenario; the message says why."""
+
+
+def _ran(name: str) -> int:
+    STATE[name] = STATE.get(name, 0) + 1
+    return STATE[name]
+
+
+def _declare(effect: str, **kwargs: Any) -> None:
+    from otel_tracefence.agent.instrument import declare
+
+    declare(effect, **kwargs)
+
+
+def lookup_customer(customer: str) -> str:
+    """Look a customer up.
+
+    Args:
+        customer: the customer id
+    """
+    _declare("read")
+    _ran("lookup_customer")
+    return f"customer {customer}: active"
+
+
+def create_invoice(customer: str, amount_cents: int, idempotency_key: str) -> str:
+    """Create an invoice; the first call fails when the run is set flaky.
+
+    Args:
+        customer: the customer id
+        amount_cents: the amount in cents
+        idempotency_key: the billing API's idempotency key
+    """
+    _declare("write", idempotency_key=idempotency_key)
+    if _ran("create_invoice") == 1 and STATE.get("flaky"):
+        raise ConnectionError("billing API reset the connection")
+    return "invoice inv_8812"
+
+
+def charge_card(customer: str, amount_cents: int) -> str:
+    """Charge a card: the processor declines (raises).
+
+    Args:
+        customer: the customer id
+        amount_cents: the amount in cents
+    """
+    _declare("write")
+    _ran("charge_card")
+    raise RuntimeError("card declined")
+
+
+def send_payment(customer: str, amount_cents: int) -> str:
+    """Send a payment: the payment API does not answer (raises TimeoutError).
+
+    Args:
+        customer: the customer id
+        amount_cents: the amount in cents
+    """
+    _declare("write")
+    _ran("send_payment")
+    raise TimeoutError("payment API did not answer in 10s")
+
+
+async def send_payment_slow(customer: str, amount_cents: int) -> str:
+    """Send a payment: the payment API answers after the framework's tool timeout.
+
+    Args:
+        customer: the customer id
+        amount_cents: the amount in cents
+    """
+    _declare("write")
+    _ran("send_payment")
+    await asyncio.sleep(2.0)
+    return "payment pay_1"
+
+
+def refund_order(order: str, amount_cents: int) -> str:
+    """Refund an order: the refund API refuses (raises; the framework hands it to the model).
+
+    Args:
+        order: the order id
+        amount_cents: the amount in cents
+    """
+    _declare("write")
+    _ran("refund_order")
+    raise RuntimeError("refund refused: order already refunded")
+
+
+PLAIN_TOOLS = [lookup_customer, create_invoice, charge_card, send_payment, refund_order]
+
+
+def _read():
+    return ("call_r1", "lookup_customer", CUSTOMER)
+
+
+def _write(call_id: str = "call_w1"):
+    return (call_id, "create_invoice", INVOICE)
+
+
+# -- Span collection -------------------------------------------------------------------------------------------
+
+
+class Collector:
+    """One in-memory exporter per run, behind the process-wide switch the instrumentors are bound to."""
+
+    def __init__(self) -> None:
+        from framework_helpers import SWITCH
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        self.exporter = InMemorySpanExporter()
+        self.switch = SWITCH
+        self.processor = SimpleSpanProcessor(self.exporter)
+
+    def __enter__(self) -> Collector:
+        self.switch.target = self.processor
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.switch.target = None
+
+    def spans(self) -> list:
+        return list(self.exporter.get_finished_spans())
+
+
+def _provider():
+    from framework_helpers import global_provider
+
+    return global_provider()
+
+
+def _one_session(name: str):
+    """A plain parent span: two runs of one agent session (interrupted, then resumed) make one trace."""
+    return _provider().get_tracer("conformance").start_as_current_span(name)
+
+
+# -- OpenAI Agents SDK (OpenLLMetry) ---------------------------------------------------------------------------------
+
+
+def _setup_openai_agents() -> Callable[[], None]:
+    from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    instrumentor = OpenAIAgentsInstrumentor(replace_existing_processors=True)
+    instrumentor.instrument(tracer_provider=_provider())
+    return instrumentor.uninstrument
+
+
+def _run_openai_agents(scenario: str) -> list:
+    from agents import Agent, Runner, function_tool
+    from agents.exceptions import MaxTurnsExceeded
+
+    from tests.frameworks.test_framework_openai_agents import ScriptedModel
+
+    tools = {
+        "lookup_customer": function_tool(lookup_customer),
+        "create_invoice": function_tool(create_invoice),
+        "refund_order": function_tool(refund_order),  # the SDK's default failure_error_function: the error goes to the model
+    }
+    turns: list = ["done"]
+    run_kwargs: dict[str, Any] = {}
+    if scenario == "read_ok":
+        turns = [[_read()], "done"]
+    elif scenario == "write_commits":
+        turns = [[_write()], "done"]
+    elif scenario == "write_raises":
+        tools["charge_card"] = function_tool(charge_card, failure_error_function=None)  # the error propagates
+        turns = [[("call_c1", "charge_card", CHARGE)], "done"]
+    elif scenario == "write_times_out":
+        tools["send_payment"] = function_tool(send_payment_slow, name_override="send_payment", timeout=0.2)
+        turns = [[("call_p1", "send_payment", PAYMENT)], "done"]
+    elif scenario == "tool_error_to_model":
+        turns = [[("call_f1", "refund_order", REFUND)], "done"]
+    elif scenario == "parallel_one_fails":
+        turns = [[_read(), ("call_f1", "refund_order", REFUND)], "done"]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [[_write("call_w1")], [_write("call_w2")], "done"]
+    elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
+        # max_turns cannot stop a requested call: the SDK runs a turn's calls before it counts the next turn.
+        # A call waiting for approval that is never given is the requested call that never ran.
+        tools["create_invoice"] = function_tool(create_invoice, needs_approval=True)
+        turns = [[_write()], "done"]
+    else:
+        raise CannotProduce(scenario)
+    agent = Agent(name="billing", model=ScriptedModel(turns), tools=list(tools.values()))
+    with Collector() as collected:
+        if tools["create_invoice"].needs_approval is True:
+            from agents import trace
+
+            async def session():
+                with trace("billing session"):
+                    result = await Runner.run(agent, "bill customer a")
+                    if scenario == "requested_never_ran":
+                        return result
+                    state = result.to_state()
+                    for item in result.interruptions:
+                        state.approve(item)
+                    return await Runner.run(agent, state)
+
+            asyncio.run(session())
+        else:
+            try:
+                Runner.run_sync(agent, "bill customer a", **run_kwargs)
+            except (RuntimeError, MaxTurnsExceeded):
+                pass
+            except Exception as exc:  # the SDK wraps a propagated tool error in UserError / AgentsException
+                if type(exc).__module__.split(".")[0] != "agents":
+                    raise
+    return collected.spans()
+
+
+# -- pydantic-ai (native instrumentation) -----------------------------------------------------------------------------
+
+
+def _run_pydantic_ai(scenario: str) -> list:
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ModelRetry,
+        Tool,
+    )
+    from pydantic_ai.exceptions import UsageLimitExceeded
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.usage import UsageLimits
+
+    def refund_retry(order: str, amount_cents: int) -> str:
+        """Refund an order: the refund API refuses (ModelRetry: the error goes back to the model)."""
+        _declare("write")
+        _ran("refund_order")
+        raise ModelRetry("refund refused: order already refunded")
+
+    def invoice_retry(customer: str, amount_cents: int, idempotency_key: str) -> str:
+        """Create an invoice: the first call asks the framework to retry (ModelRetry)."""
+        _declare("write", idempotency_key=idempotency_key)
+        if _ran("create_invoice") == 1:
+            raise ModelRetry("billing API reset the connection, try again")
+        return "invoice inv_8812"
+
+    tools = {"lookup_customer": Tool(lookup_customer), "create_invoice": Tool(create_invoice)}
+    turns: list = []
+    run_kwargs: dict[str, Any] = {}
+    output_type: Any = str
+    if scenario == "read_ok":
+        turns = [[_read()]]
+    elif scenario == "write_commits":
+        turns = [[_write()]]
+    elif scenario == "write_raises":
+        tools["charge_card"] = Tool(charge_card)  # pydantic-ai lets the exception out of the run
+        turns = [[("call_c1", "charge_card", CHARGE)]]
+    elif scenario == "write_times_out":
+        tools["send_payment"] = Tool(send_payment_slow, name="send_payment", timeout=0.2, max_retries=0)
+        turns = [[("call_p1", "send_payment", PAYMENT)]]
+    elif scenario == "tool_error_to_model":
+        tools["refund_order"] = Tool(refund_retry, name="refund_order", max_retries=3)
+        turns = [[("call_f1", "refund_order", REFUND)]]
+    elif scenario == "parallel_one_fails":
+        tools["refund_order"] = Tool(refund_retry, name="refund_order", max_retries=3)
+        turns = [[_read(), ("call_f1", "refund_order", REFUND)]]
+    elif scenario == "framework_retries":
+        tools["create_invoice"] = Tool(invoice_retry, name="create_invoice", max_retries=2)
+        turns = [[_write("call_w1")], [_write("call_w2")]]
+    elif scenario == "requested_never_ran":
+        turns = [[_write()]]
+        run_kwargs["usage_limits"] = UsageLimits(tool_calls_limit=0)
+    elif scenario == "approval_interrupt_resume":
+        tools["create_invoice"] = Tool(create_invoice, requires_approval=True)
+        turns = [[_write()]]
+        output_type = [str, DeferredToolRequests]
+    else:
+        raise CannotProduce(scenario)
+    script = list(turns)
+
+    def respond(messages, info):
+        if not script:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart(name, json.dumps(args), tool_call_id=cid) for cid, name, args in script.pop(0)])
+
+    agent = Agent(
+        FunctionModel(respond),
+        tools=list(tools.values()),
+        output_type=output_type,
+    )
+    agent.instrument = InstrumentationSettings(tracer_provider=_provider(), include_content=True)
+    with Collector() as collected:
+        if scenario == "approval_interrupt_resume":
+            with _one_session("billing session"):
+                first = agent.run_sync("bill customer a")
+                approvals = {call.tool_call_id: True for call in first.output.approvals}
+                agent.run_sync(message_history=first.all_messages(), deferred_tool_results=DeferredToolResults(approvals=approvals))
+        else:
+            try:
+                agent.run_sync("bill customer a", **run_kwargs)
+            except (RuntimeError, UsageLimitExceeded):
+                pass
+    return collected.spans()
+
+
+# -- Strands Agents (native) ---------------------------------------------------------------------------------------------
+
+
+def _run_strands(scenario: str) -> list:
+    import strands.telemetry.tracer as strands_tracer
+    from strands import Agent, tool
+    from strands.hooks import BeforeToolCallEvent, HookProvider
+
+    from tests.frameworks.test_framework_strands import ScriptedModel
+
+    def refund_error(order: str, amount_cents: int) -> dict:
+        """Refund an order: the refund API refuses (a ToolResult with status error, handed to the model)."""
+        _declare("write")
+        _ran("refund_order")
+        return {"status": "error", "content": [{"text": "refund refused: order already refunded"}]}
+
+    tools = {"lookup_customer": tool(lookup_customer), "create_invoice": tool(create_invoice)}
+    hooks: list = []
+    turns: list = ["done"]
+    resume = False
+    if scenario == "read_ok":
+        turns = [[_read()], "done"]
+    elif scenario == "write_commits":
+        turns = [[_write()], "done"]
+    elif scenario == "write_raises":
+        tools["charge_card"] = tool(charge_card)  # Strands catches it: the error goes to the model
+        turns = [[("call_c1", "charge_card", CHARGE)], "done"]
+    elif scenario == "write_times_out":
+        tools["send_payment"] = tool(send_payment)
+        turns = [[("call_p1", "send_payment", PAYMENT)], "done"]
+    elif scenario == "tool_error_to_model":
+        tools["refund_order"] = tool(refund_error, name="refund_order")
+        turns = [[("call_f1", "refund_order", REFUND)], "done"]
+    elif scenario == "parallel_one_fails":
+        tools["refund_order"] = tool(refund_error, name="refund_order")
+        turns = [[_read(), ("call_f1", "refund_order", REFUND)], "done"]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [[_write("call_w1")], [_write("call_w2")], "done"]
+    elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
+        resume = scenario == "approval_interrupt_resume"
+
+        class Approval(HookProvider):
+            def register_hooks(self, registry, **kwargs):
+                registry.add_callback(BeforeToolCallEvent, self.approve)
+
+            def approve(self, event):
+                if event.tool_use["name"] == "create_invoice" and event.interrupt("approve_invoice", reason="APPROVAL") != "yes":
+                    event.cancel_tool = "approval was not granted"
+
+        hooks = [Approval()]
+        turns = [[_write()], "done"]
+    else:
+        raise CannotProduce(scenario)
+    provider = _provider()
+    saved = strands_tracer._tracer_instance
+    tracer = strands_tracer.Tracer()
+    tracer.tracer_provider = provider
+    tracer.tracer = provider.get_tracer(tracer.service_name)
+    strands_tracer._tracer_instance = tracer
+    try:
+        with Collector() as collected:
+            agent = Agent(model=ScriptedModel(turns), tools=list(tools.values()), hooks=hooks, callback_handler=None)
+            if hooks:
+                with _one_session("billing session"):
+                    result = agent("bill customer a")
+                    if resume and result.stop_reason == "interrupt":
+                        agent([{"interruptResponse": {"interruptId": i.id, "response": "yes"}} for i in result.interrupts])
+            else:
+                agent("bill customer a")
+    finally:
+        strands_tracer._tracer_instance = saved
+    return collected.spans()
+
+
+def _setup_strands() -> Callable[[], None]:
+    saved = os.environ.pop("OTEL_SEMCONV_STABILITY_OPT_IN", None)
+
+    def teardown() -> None:
+        if saved is not None:
+            os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = saved
+
+    return teardown
+
+
+# -- Haystack (its own tracer, opentelemetry-haystack) -------------------------------------------------------------------
+
+
+def _run_haystack(scenario: str) -> list:
+    from haystack import tracing
+    from haystack.components.agents import Agent
+    from haystack.components.generators.chat import MockChatGenerator
+    from haystack.dataclasses import ChatMessage, ToolCall
+    from haystack.tools import create_tool_from_function
+    from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
+
+    def asks(*calls):
+        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name=name, arguments=args, id=cid) for cid, name, args in calls])
+
+    tools = {f.__name__: create_tool_from_function(f) for f in PLAIN_TOOLS}
+    agent_kwargs: dict[str, Any] = {}
+    if scenario == "read_ok":
+        replies = [asks(_read())]
+    elif scenario == "write_commits":
+        replies = [asks(_write())]
+    elif scenario == "write_raises":
+        replies = [asks(("call_c1", "charge_card", CHARGE))]
+        agent_kwargs["raise_on_tool_invocation_failure"] = True  # the error leaves the run
+    elif scenario == "write_times_out":
+        replies = [asks(("call_p1", "send_payment", PAYMENT))]
+    elif scenario == "tool_error_to_model":
+        replies = [asks(("call_f1", "refund_order", REFUND))]  # the default: the failure becomes the tool's result
+    elif scenario == "parallel_one_fails":
+        replies = [asks(_read(), ("call_f1", "refund_order", REFUND))]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        replies = [asks(_write("call_w1")), asks(_write("call_w2"))]
+    elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
+        # max_agent_steps stops before the next model turn, never between a request and its run: the
+        # requested call that never ran is one a human rejects (ScriptedConfirmation rejects all but invoices).
+        from haystack.hooks.human_in_the_loop import (
+            AlwaysAskPolicy,
+            BlockingConfirmationStrategy,
+            ConfirmationHook,
+        )
+
+        from tests.frameworks.test_framework_haystack import ScriptedConfirmation
+
+        strategy = BlockingConfirmationStrategy(confirmation_policy=AlwaysAskPolicy(), confirmation_ui=ScriptedConfirmation())
+        agent_kwargs["hooks"] = {"before_tool": [ConfirmationHook(confirmation_strategies={"*": strategy})]}
+        replies = [asks(_write())] if scenario == "approval_interrupt_resume" else [asks(("call_c1", "charge_card", CHARGE))]
+    else:
+        raise CannotProduce(scenario)
+    content = tracing.tracer.is_content_tracing_enabled
+    tracing.enable_tracing(OpenTelemetryTracer(_provider().get_tracer("haystack")))
+    tracing.tracer.is_content_tracing_enabled = True
+    try:
+        with Collector() as collected:
+            agent = Agent(chat_generator=MockChatGenerator(responses=[*replies, "done"]), tools=list(tools.values()), **agent_kwargs)
+            try:
+                agent.run(messages=[ChatMessage.from_user("bill customer a")])
+            except Exception as exc:  # raise_on_tool_invocation_failure: Haystack's ToolInvocationError
+                if type(exc).__module__.split(".")[0] != "haystack":
+                    raise
+    finally:
+        tracing.disable_tracing()
+        tracing.tracer.is_content_tracing_enabled = content
+    return collected.spans()
+
+
+def _setup_haystack() -> Callable[[], None]:
+    import haystack.telemetry._telemetry
+
+    saved = haystack.telemetry._telemetry.telemetry
+    haystack.telemetry._telemetry.telemetry = None
+
+    def teardown() -> None:
+        haystack.telemetry._telemetry.telemetry = saved
+
+    return teardown
+
+
+# -- smolagents (OpenInference) ----------------------------------------------------------------------------------------------
+
+
+def _setup_smolagents() -> Callable[[], None]:
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    instrumentor = SmolagentsInstrumentor()
+    instrumentor.instrument(tracer_provider=_provider())
+    return instrumentor.uninstrument
+
+
+def _run_smolagents(scenario: str) -> list:
+    from smolagents import OpenAIModel, ToolCallingAgent, tool
+
+    from tests.frameworks.test_framework_smolagents import (
+        ScriptedClient,
+        completion,
+        final,
+    )
+
+    tools = {f.__name__: tool(f) for f in PLAIN_TOOLS}
+    max_steps = 6
+    if scenario == "read_ok":
+        turns = [completion(_read()), final()]
+    elif scenario == "write_commits":
+        turns = [completion(_write()), final()]
+    elif scenario == "write_raises":
+        turns = [completion(("call_c1", "charge_card", CHARGE)), final()]  # smolagents hands every tool error to the model
+    elif scenario == "write_times_out":
+        turns = [completion(("call_p1", "send_payment", PAYMENT)), final()]
+    elif scenario == "tool_error_to_model":
+        raise CannotProduce("smolagents has one failure path: a raised error is handed to the model as the observation (write_raises is that path)")
+    elif scenario == "parallel_one_fails":
+        turns = [completion(_read(), ("call_f1", "refund_order", REFUND)), final()]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [completion(_write("call_w1")), completion(_write("call_w2")), final()]
+    elif scenario == "requested_never_ran":
+        # max_steps stops between steps, never between a request and its run: the requested call that
+        # never ran is one to a tool the agent does not have (smolagents answers an error, runs nothing).
+        turns = [completion(("call_x1", "delete_customer", CUSTOMER)), final()]
+    elif scenario == "approval_interrupt_resume":
+        raise CannotProduce("no human-approval API in smolagents 1.26 (step callbacks can only interrupt the whole run)")
+    else:
+        raise CannotProduce(scenario)
+    with Collector() as collected:
+        model = OpenAIModel(model_id="scripted-model", client=ScriptedClient(turns))
+        agent = ToolCallingAgent(tools=list(tools.values()), model=model, max_steps=max_steps, verbosity_level=-1)
+        agent.run("bill customer a")
+    return collected.spans()
+
+
+# -- LlamaIndex (OpenInference) ---------------------------------------------------------------------------------------------
+
+
+def _setup_llama_index() -> Callable[[], None]:
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    instrumentor = LlamaIndexInstrumentor()
+    instrumentor.instrument(tracer_provider=_provider())
+    return instrumentor.uninstrument
+
+
+def _run_llama_index(scenario: str) -> list:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+
+    from tests.frameworks.test_framework_llama_index import OneSpanPerTurnLLM, script
+
+    tools = {f.__name__: FunctionTool.from_defaults(f) for f in PLAIN_TOOLS}
+    run_kwargs: dict[str, Any] = {}
+    if scenario == "read_ok":
+        turns = [[_read()]]
+    elif scenario == "write_commits":
+        turns = [[_write()]]
+    elif scenario == "write_raises":
+        turns = [[("call_c1", "charge_card", CHARGE)]]  # FunctionAgent hands every tool error to the model
+    elif scenario == "write_times_out":
+        turns = [[("call_p1", "send_payment", PAYMENT)]]
+    elif scenario == "tool_error_to_model":
+        raise CannotProduce("FunctionAgent has one failure path: a raised error becomes the tool's result (is_error), which write_raises is")
+    elif scenario == "parallel_one_fails":
+        turns = [[_read(), ("call_f1", "refund_order", REFUND)]]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [[_write("call_w1")], [_write("call_w2")]]
+    elif scenario == "requested_never_ran":
+        turns = [[_write()]]
+        run_kwargs["max_iterations"] = 1  # the workflow stops after the model's turn, before the call runs
+    elif scenario == "approval_interrupt_resume":
+        raise CannotProduce("not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside the tool, no approval before a call")
+    else:
+        raise CannotProduce(scenario)
+    agent = FunctionAgent(tools=list(tools.values()), llm=OneSpanPerTurnLLM(response_generator=script(*turns), is_chat_model=True), streaming=False)
+
+    async def main():
+        try:
+            return await agent.run("bill customer a", **run_kwargs)
+        except Exception as exc:  # max_iterations: the workflow raises
+            if "max iterations" not in str(exc).lower():
+                raise
+
+    with Collector() as collected:
+        asyncio.run(main())
+    return collected.spans()
+
+
+# -- MCP Python SDK (native: the client's and the server's spans) ------------------------------------------------------------
+
+MCP_SERVER = ROOT / "tests" / "programs" / "mcp_billing_server.py"
+_MCP_RUNS: dict[str, list] = {}
+MCP_SCENARIOS = ("read_ok", "write_commits", "write_times_out", "parallel_one_fails", "mcp_is_error")
+
+
+def _setup_mcp() -> Callable[[], None]:
+    _MCP_RUNS.clear()
+    return _MCP_RUNS.clear
+
+
+def _mcp_all() -> None:
+    """Every MCP cell, each its own trace (under a plain ``invoke_agent`` span), against one server
+    process; the server's spans come back as OTLP protobuf and are read as finished SDK spans."""
+    import base64
+    import tempfile
+
+    from case_spans import readable_spans
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from otel_tracefence.otlp.json_writer import request_to_json
+
+    bodies = {
+        "read_ok": lambda session: session.call_tool("lookup_customer", CUSTOMER),
+        "write_commits": lambda session: session.call_tool("create_invoice", INVOICE),
+        "write_times_out": lambda session: session.call_tool("send_payment", {**PAYMENT, "idempotency_key": "pay-2"}, read_timeout_seconds=0.3),
+        "parallel_one_fails": lambda session: asyncio.gather(
+            session.call_tool("lookup_customer", CUSTOMER), session.call_tool("charge_card", {"customer": "a", "amount_cents": 1200})
+        ),
+        "mcp_is_error": lambda session: session.call_tool("charge_card", {"customer": "a", "amount_cents": 1200}),
+    }
+    folder = Path(tempfile.mkdtemp(prefix="tf-conformance-mcp-"))
+    spans_file = folder / "server-spans.b64"
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(MCP_SERVER)], env={"TRACEFENCE_TEST_SPANS": str(spans_file), "TRACEFENCE_TEST_SLOW_S": "1.0"}
+    )
+    tracer = _provider().get_tracer("conformance-agent")
+    trace_ids: dict[str, int] = {}
+
+    async def main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                for name in MCP_SCENARIOS:
+                    with tracer.start_as_current_span(f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+                        try:
+                            await bodies[name](session)
+                        except MCPError:
+                            pass  # the request timed out
+                    trace_ids[name] = root.get_span_context().trace_id
+
+    with Collector() as collected:
+        asyncio.run(main())
+    server = []
+    for line in spans_file.read_text().splitlines() if spans_file.exists() else []:
+        one = folder / "one.json"
+        one.write_text(request_to_json(ExportTraceServiceRequest.FromString(base64.b64decode(line))))
+        server.extend(readable_spans(one))
+    for name, trace_id in trace_ids.items():
+        _MCP_RUNS[name] = [s for s in collected.spans() + server if s.context.trace_id == trace_id]
+
+
+def _run_mcp(scenario: str) -> list:
+    cell_ = CELL_BY_KEY[("mcp", scenario)]
+    if cell_.cannot:
+        raise CannotProduce(cell_.cannot)
+    if not _MCP_RUNS:
+        _mcp_all()
+    return _MCP_RUNS[scenario]
+
+
+# -- The expected cells ------------------------------------------------------------------------------------------------------
+
+Step = tuple  # (tool, decision, reasons): one step of the plan
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One framework x scenario: the plan it must get (class and each step), and why, in one line.
+
+    ``wrong_today``: the cell plans otherwise today; names the kind of issue 24 (A-E) and what it plans
+    instead (the matrix test marks it ``xfail(strict=True)``: flip it when the kind is fixed).
+    ``cannot``: the framework (this version) cannot make the scenario, and why."""
+
+    framework: str
+    scenario: str
+    replay_class: str | None = None
+    steps: tuple = ()
+    reason: str = ""
+    wrong_today: str | None = None
+    cannot: str | None = None
+
+
+def cell(framework: str, scenario: str, replay_class: str | None, steps: tuple, reason: str, wrong_today: str | None = None) -> Cell:
+    return Cell(framework, scenario, replay_class, tuple(sorted(steps)), reason, wrong_today)
+
+
+def cannot(framework: str, scenario: str, why: str) -> Cell:
+    return Cell(framework, scenario, cannot=why)
+
+
+NA = "arguments_not_recorded"  # the MCP SDK's spans record no arguments
+U = "arguments_unwrapped"  # OpenInference wraps a call's arguments (input.value {"kwargs": ...})
+READ_OK = ("lookup_customer", "replay", ("declared_read",))
+COMMITTED = ("create_invoice", "skip", ("write_committed",))
+RETRIED = (("create_invoice", "review", ("write_error", "repeated_later")), ("create_invoice", "review", ("repeats_earlier_write",)))
+NO_MCP = "not scripted yet: this framework calls no MCP server in the matrix (isError is the MCP SDK's row; the agent-over-MCP traces are in its own test file)"
+NO_MODEL = "the MCP SDK is no agent: there is no model to request, retry or hand an error to"
+
+
+def _oi(step: Step) -> Step:
+    """The same step as OpenInference reports it: its arguments were unwrapped."""
+    return (step[0], step[1], (*step[2], U))
+
+
+FINAL = ("final_answer", "replay", ("declared_read", U))  # smolagents ends each run with it (a tool rule names it a read)
+
+CELLS: list[Cell] = [
+    # OpenAI Agents SDK, OpenLLMetry
+    cell("openai_agents", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
+    cell("openai_agents", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed; the result is injected on replay"),
+    cell("openai_agents", "write_raises", "review", (("charge_card", "review", ("write_error",)),), "failure_error_function=None lets the error out; the tool span ends ERROR"),
+    cell(
+        "openai_agents", "write_times_out", "review", (("send_payment", "review", ("write_timeout",)),),
+        "the SDK's own timeout (function_tool timeout=) hands its timeout text to the model: the write's outcome is unknown",
+        wrong_today="A: the tool span is OK with the SDK's timeout text as its result; today skip (write_committed), class injected",
+    ),
+    cell("openai_agents", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),), "the default failure_error_function hands the error to the model; OpenLLMetry ends the span ERROR"),
+    cell("openai_agents", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell("openai_agents", "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice"),
+    cell("openai_agents", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown",)),), "a call waiting for approval (needs_approval) never approved: its span has arguments, no result, no label"),
+    cell(
+        "openai_agents", "approval_interrupt_resume", "injected", (COMMITTED,),
+        "approved and run once after the resume: one committed write",
+        wrong_today="D: the interrupted run's approval-pending tool span (arguments, no result) is a second step of unknown effect; today review",
+    ),
+    cannot("openai_agents", "mcp_is_error", NO_MCP),
+    # pydantic-ai, native
+    cell("pydantic_ai", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
+    cell("pydantic_ai", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed; the result is injected on replay"),
+    cell("pydantic_ai", "write_raises", "review", (("charge_card", "review", ("write_error",)),), "pydantic-ai lets the exception out of the run; the span ends ERROR"),
+    cell("pydantic_ai", "write_times_out", "review", (("send_payment", "review", ("write_error",)),), "the framework's own timeout (Tool timeout=, no retries left) fails the run; the span names no timeout, so error"),
+    cell("pydantic_ai", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),), "ModelRetry hands the error to the model as a retry prompt; the span ends ERROR"),
+    cell("pydantic_ai", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell("pydantic_ai", "framework_retries", "review", RETRIED, "ModelRetry: the framework asks for the call again; one write dispatched twice"),
+    cell("pydantic_ai", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),), "tool_calls_limit stops the run after the request, before the call: only the model's request shows it"),
+    cell("pydantic_ai", "approval_interrupt_resume", "injected", (COMMITTED,), "requires_approval: the deferred call runs once in the resumed run, committed"),
+    cannot("pydantic_ai", "mcp_is_error", NO_MCP),
+    # Strands, native
+    cell("strands", "read_ok", "dynamic", (READ_OK,), "a declared read replays (arguments and result read from span events)"),
+    cell("strands", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed"),
+    cell("strands", "write_raises", "review", (("charge_card", "review", ("write_error",)),), "Strands catches the error and hands it to the model; the span ends ERROR"),
+    cell("strands", "write_times_out", "review", (("send_payment", "review", ("write_timeout",)),), "no tool timeout in Strands: a TimeoutError raised in the tool, recorded as an exception"),
+    cell("strands", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),), "a ToolResult with status error: gen_ai.tool.status error"),
+    cell("strands", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell("strands", "framework_retries", "review", RETRIED, "no tool retry in Strands: the model asks again, one write dispatched twice"),
+    cell(
+        "strands", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
+        "an interrupt (BeforeToolCallEvent) never answered: the requested write never ran",
+        wrong_today="D: the agent span's interrupt record is read as a requested call it cannot read (an extra step requested_call_unread)",
+    ),
+    cell(
+        "strands", "approval_interrupt_resume", "injected", (COMMITTED,),
+        "the interrupt answered, the write ran once: committed",
+        wrong_today="D: the agent span's interrupt record is an extra step (requested_call_unread, effect_unknown); today review",
+    ),
+    cannot("strands", "mcp_is_error", NO_MCP),
+    # Haystack, its own tracer
+    cell("haystack", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
+    cell("haystack", "write_commits", "injected", (COMMITTED,), "a result and no error: committed"),
+    cell("haystack", "write_raises", "review", (("charge_card", "review", ("write_error",)),), "raise_on_tool_invocation_failure lets the error out; haystack.tool.error says it failed"),
+    cell("haystack", "write_times_out", "review", (("send_payment", "review", ("write_error",)),), "no tool timeout in Haystack: a TimeoutError raised in the tool; Haystack keeps no exception type, so error"),
+    cell("haystack", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),), "the default: the failure becomes the tool's result; haystack.tool.error = true"),
+    cell("haystack", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell("haystack", "framework_retries", "review", RETRIED, "no tool retry in Haystack: the model asks again, one write dispatched twice"),
+    cell("haystack", "requested_never_ran", "review", (("charge_card", "review", ("effect_unknown", "requested_not_recorded")),), "a human rejected the call (ConfirmationHook): only the model's request shows it"),
+    cell("haystack", "approval_interrupt_resume", "injected", (COMMITTED,), "ConfirmationHook confirmed (blocking, no resume needed): the write ran once"),
+    cannot("haystack", "mcp_is_error", NO_MCP),
+    # smolagents, OpenInference
+    cell("smolagents", "read_ok", "dynamic", (_oi(READ_OK), FINAL), "a declared read replays"),
+    cell("smolagents", "write_commits", "injected", (_oi(COMMITTED), FINAL), "OK span with a result: committed"),
+    cell("smolagents", "write_raises", "review", (("charge_card", "review", ("write_error", U)), FINAL), "smolagents hands the error to the model as the observation; the TOOL span ends ERROR"),
+    cell("smolagents", "write_times_out", "review", (("send_payment", "review", ("write_timeout", U)), FINAL), "no tool timeout in smolagents: a TimeoutError raised in the tool"),
+    cannot("smolagents", "tool_error_to_model", "smolagents has one failure path: a raised error is handed to the model as the observation (write_raises is that path)"),
+    cell("smolagents", "parallel_one_fails", "review", (_oi(READ_OK), ("refund_order", "review", ("write_error", U)), FINAL), "the calls of one turn run in a thread pool; the failed write holds the trace"),
+    cell("smolagents", "framework_retries", "review", (*(_oi(s) for s in RETRIED), FINAL), "no tool retry in smolagents: the model asks again, one write dispatched twice"),
+    cell("smolagents", "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")), FINAL), "a call to a tool the agent lacks never runs (max_steps stops only between steps)"),
+    cannot("smolagents", "approval_interrupt_resume", "no human-approval API in smolagents 1.26 (step callbacks can only interrupt the whole run)"),
+    cannot("smolagents", "mcp_is_error", NO_MCP),
+    # LlamaIndex, OpenInference
+    cell("llama_index", "read_ok", "dynamic", (_oi(READ_OK),), "a declared read replays"),
+    cell("llama_index", "write_commits", "injected", (_oi(COMMITTED),), "OK span with a result (is_error false): committed"),
+    cell("llama_index", "write_raises", "review", (("charge_card", "review", ("write_error", U)),), "FunctionAgent hands the error to the model (is_error); the TOOL span ends ERROR"),
+    cell("llama_index", "write_times_out", "review", (("send_payment", "review", ("write_timeout", U)),), "no tool timeout in FunctionAgent: a TimeoutError raised in the tool"),
+    cannot("llama_index", "tool_error_to_model", "FunctionAgent has one failure path: a raised error becomes the tool's result (is_error), which write_raises is"),
+    cell("llama_index", "parallel_one_fails", "review", (_oi(READ_OK), ("refund_order", "review", ("write_error", U))), "the read replays, the failed write holds the trace"),
+    cell("llama_index", "framework_retries", "review", tuple(_oi(s) for s in RETRIED), "no tool retry in FunctionAgent: the model asks again, one write dispatched twice"),
+    cell("llama_index", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),), "max_iterations stops the workflow after the model's turn, before the call ran"),
+    cannot("llama_index", "approval_interrupt_resume", "not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside a tool, not before a call"),
+    cannot("llama_index", "mcp_is_error", NO_MCP),
+    # MCP Python SDK, native (client and server spans)
+    cell("mcp", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", NA)),), "the client span is the step, the server span (declared read) its attempt; the SDK records no arguments"),
+    cell(
+        "mcp", "write_commits", "static", (("create_invoice", "skip", ("write_committed", "result_not_recorded", NA)),),
+        "the SDK records no results at all (the producer records none), so an OK write is committed and the trace static",
+    ),
+    cannot("mcp", "write_raises", "a server tool that raises is answered as an isError result by the SDK (mcp_is_error is that path)"),
+    cell("mcp", "write_times_out", "review", (("send_payment", "review", ("write_timeout", NA)),), "the client's read_timeout_seconds: its span records a TimeoutError; the outcome is unknown"),
+    cell(
+        "mcp", "parallel_one_fails", "review",
+        (("lookup_customer", "replay", ("declared_read", NA)), ("charge_card", "review", ("write_error", NA, "dispatch_attempt_failed"))),
+        "two requests in flight at once; the server span of the charge says isError (error.type tool_error)",
+    ),
+    cannot("mcp", "framework_retries", "no retry in the MCP SDK (a caller's retry inside one step is pinned in test_framework_mcp.py)"),
+    cell(
+        "mcp", "mcp_is_error", "review", (("charge_card", "review", ("write_error", NA, "dispatch_attempt_failed")),),
+        "CallToolResult(isError=True): the server span ends ERROR (error.type tool_error) while the client span stays UNSET",
+    ),
+    *(cannot("mcp", s, NO_MODEL) for s in ("tool_error_to_model", "requested_never_ran")),
+    cannot("mcp", "approval_interrupt_resume", "no approval API in the MCP SDK (elicitation is a server's question to the user, not an approval of a call)"),
+]
+CELL_BY_KEY = {(c.framework, c.scenario): c for c in CELLS}
+
+RUNNERS: dict[str, Callable[[str], list]] = {}
+SETUPS: dict[str, Callable[[], Callable[[], None]]] = {}
+
+
+def runner(framework: str) -> Callable[[str], list]:
+    return globals()[f"_run_{framework}"]
+
+
+def setup(framework: str) -> Callable[[], None]:
+    """Instrument the framework (process-wide, onto the global provider's switch); returns its teardown."""
+    made = globals().get(f"_setup_{framework}")
+    return made() if made else (lambda: None)
+
+
+def collect(framework: str, scenario: str) -> list:
+    """The spans of one cell's run (one trace); the framework must be set up."""
+    STATE.clear()
+    return runner(framework)(scenario)
+
+
+# -- docs/conformance.md ---------------------------------------------------------------------------------------------------------
+
+
+def _steps_text(steps: tuple) -> str:
+    return "; ".join(f"{tool} {decision} ({', '.join(r for r in reasons if r != U) or '-'})" for tool, decision, reasons in steps)
+
+
+def markdown() -> str:
+    """docs/conformance.md: the cell table, with each framework's installed version."""
+    lines = [
+        "# Conformance matrix: agent frameworks x failure scenarios",
+        "",
+        "Generated from `tests/frameworks/conformance.py` (the table `tests/frameworks/test_conformance_matrix.py` checks);",
+        f"do not edit by hand: regenerate with `{REGENERATE}`.",
+        "",
+        "Each framework runs offline inside the test with a scripted model under its own instrumentation; each cell is one",
+        "trace, planned through all three doors (the span processor, `tracefence plan` on the spans' OTLP/JSON, and",
+        "`tracefence serve`), which must agree on the class and on every tool span's decision. Tools label their own spans",
+        "with `declare`; smolagents' `final_answer` is named a read by a tool rule. Step reasons below leave out",
+        "`arguments_unwrapped` (OpenInference's wrapped arguments). **wrong today** cells plan otherwise now (the kind of",
+        "issue 24 they belong to is named) and are `xfail(strict=True)` in the test.",
+        "",
+        "| framework | version | instrumentation | scenario | expected class | today | doors agree | steps expected | why |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for framework in FRAMEWORKS:
+        instrumentation = framework.instrumentation + (f" {version(framework.instrumentation_dist)}" if framework.instrumentation_dist else "")
+        for scenario in SCENARIO_KEYS:
+            c = CELL_BY_KEY.get((framework.key, scenario))
+            if c is None:
+                continue
+            head = f"| {framework.name} | {version(framework.dist)} | {instrumentation} | {scenario} |"
+            if c.cannot:
+                lines.append(f"{head} - | cannot | - | - | {c.cannot} |")
+                continue
+            today = f"wrong ({c.wrong_today})" if c.wrong_today else "as expected"
+            lines.append(f"{head} {c.replay_class or 'none'} | {today} | yes | {_steps_text(c.steps)} | {c.reason} |")
+    lines += ["", "## Not in the matrix on this machine", ""]
+    lines += [f"- {what}: {why}" for what, why in NOT_INSTALLED_HERE]
+    produced = [c for c in CELLS if not c.cannot]
+    lines += [
+        "",
+        (
+            f"{len(produced)} cells produced, {sum(1 for c in produced if c.wrong_today)} wrong today, "
+            f"{sum(1 for c in CELLS if c.cannot)} the framework cannot produce (or not scripted yet)."
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
