@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from case_spans import feed
 from framework_helpers import plan_of_spans
 from service_helpers import RecordingUpstream, service_config
-from otel_tracefence.cli.plan import plan_text
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.otlp.json_writer import OtlpJsonFileSpanExporter
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service.server import TraceFenceService
