@@ -243,3 +243,39 @@ def test_key_evidence_reads_only_the_named_headers() -> None:
     # The step's own key stands when the requests send none; the requests' is the step's when it records none.
     assert reconciled_key("k", [("span x", KeyEvidence(None, None, True))]) == ("k", None)
     assert reconciled_key(None, [("span x", KeyEvidence("k", None, False, "h"))]) == ("k", None)
+
+
+def test_a_late_request_carrying_the_key_gives_the_late_step_its_key(tmp_path: Path) -> None:
+    """A POST below a payout that ends after its trace was decided (the processor, no wait): the step, fenced as
+    decided before complete, carries the key the late request sent (trace.late_request reads it as in time)."""
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+    from otel_tracefence.review.store import SQLiteReviewStore
+    from otel_tracefence.sdk import TraceFenceSpanProcessor
+
+    exporter = InMemorySpanExporter()
+    store = SQLiteReviewStore(tmp_path / "review.db")
+    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(exporter), review_sink=store, decision_wait_ms=0)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("agent")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "payouts.send", "gen_ai.tool.call.id": "call-1", "tracefence.effect": "write",
+            "gen_ai.tool.call.arguments": '{"amount": 12500}', "gen_ai.tool.call.result": "{}"}  # fmt: skip
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        outer = tracer.start_span("execute_tool payouts.send", attributes=tool)
+        with otel_trace.use_span(outer, end_on_exit=False):
+            post = tracer.start_span("POST", kind=otel_trace.SpanKind.CLIENT, attributes={
+                "http.request.method": "POST", "url.full": "https://api.example/v2/payouts", "http.response.status_code": 201,
+                "http.request.header.idempotency-key": (KEY,), "http.response.header.idempotent-replayed": ("true",)})  # fmt: skip
+        outer.end()
+    post.end()
+    (item,) = store.list()[0]
+    (decision,) = item.plan.steps
+    assert (decision.step.call_id, decision.step.idempotency_key, decision.decision, list(decision.reasons)) == (
+        "call-1", KEY, pb.DECISION_REVIEW, ["decided_before_complete", "response_replayed"])  # fmt: skip
+    provider.shutdown()
+    store.close()
