@@ -419,7 +419,6 @@ def _http_dispatches(
 _CONTRADICTABLE_SOURCES = (SOURCE_MCP_HINT, SOURCE_HTTP_METHOD, SOURCE_CONFIG)
 
 
-@cython.ccall
 def _contradicts(request: HttpRequest) -> bool:
     """True for an HTTP request whose method is not safe (RFC 9110 section 9.2.1): an RPC request's method says nothing
     of safety, so it contradicts no read."""
