@@ -5,6 +5,11 @@ decided it, its status counts, how many of its steps were held (``review`` or
 ``conflict``), and an example call id (the least held one, else the least). Rows
 are sorted by held steps, most first, then by tool name.
 
+Below the table, an audit: each tool whose effect a hint or a tool rule gave as ``read`` while
+a request below one of its calls sent a method that is not safe (``effect_contradicted_by_dispatch``,
+docs/DECISIONS.md 424): the hint or rule its dispatches contradict, how many of its calls, and an
+example. Left out when no call is contradicted.
+
 ``--rules-skeleton`` prints, instead of the table, a YAML ``tool_rules`` block with
 one rule per tool whose effect nobody declared or labelled (effect ``unknown``,
 source ``none``), each with ``effect: FILL_IN`` for a person to replace with
@@ -31,6 +36,7 @@ from otel_tracefence.cli.plan import _read
 
 from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.cli.table import cell
+from otel_tracefence.core.reasons import EFFECT_CONTRADICTED_BY_DISPATCH
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.readers.detect import FORMATS
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
@@ -49,6 +55,7 @@ class Call(NamedTuple):
     effect_source: str
     status: str
     decision: str
+    contradicted: bool = False  # held effect_contradicted_by_dispatch: a request below it says the read writes
 
 
 @dataclass
@@ -63,6 +70,8 @@ class ToolSummary:
     held: int = 0
     example: str = ""
     unlabelled: int = 0  # steps whose effect is unknown with no source: what a tool rule would settle
+    contradicted: Counter = field(default_factory=Counter)  # effect source -> calls whose dispatches contradict it
+    contradicted_example: str = ""  # the least contradicted call id
 
     def add(self, call: Call) -> None:
         self.calls += 1
@@ -71,6 +80,9 @@ class ToolSummary:
         self.statuses[call.status] += 1
         if call.effect == "unknown" and call.effect_source == "none":
             self.unlabelled += 1
+        if call.contradicted:
+            self.contradicted[call.effect_source] += 1
+            self.contradicted_example = min(self.contradicted_example, call.call_id) if self.contradicted_example else call.call_id
         # The example: a held call (the one worth looking at) when there is one, the least call id of
         # its kind, so the same traces give the same table whatever order their ids sort in.
         if call.decision in HELD:
@@ -112,6 +124,23 @@ def render(summaries: Sequence[ToolSummary]) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+AUDIT_HEAD = "effects the traces contradict (read by a hint or a tool rule; a request below sent a method that is not safe):"
+AUDIT_COLUMNS = ("tool", "said_by", "calls", "contradicted", "example")
+
+
+def audit(summaries: Sequence[ToolSummary]) -> str:
+    """The audit of declared effects against observed behaviour: one row per tool whose hint or rule its dispatches
+    contradict (in table order), or ``""`` when none is."""
+    rows = [AUDIT_COLUMNS]
+    for t in summaries:
+        if t.contradicted:
+            rows.append((cell(t.tool), _counts(t.contradicted, bare_when_one=True), str(t.calls), str(sum(t.contradicted.values())), cell(t.contradicted_example)))
+    if len(rows) == 1:
+        return ""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(AUDIT_COLUMNS))]
+    return "\n".join([AUDIT_HEAD, *("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)])
 
 
 def glob_literal(name: str) -> str:
@@ -186,7 +215,8 @@ def calls_in_files(paths: Sequence[str], input_format: str, config: TraceFenceCo
         for plan in plans:
             for d in plan.steps:
                 s = d.step
-                calls.append(Call(s.tool, s.call_id, s.effect.value, s.effect_source.value, s.status.value, d.decision.value))
+                calls.append(Call(s.tool, s.call_id, s.effect.value, s.effect_source.value, s.status.value, d.decision.value,
+                                  EFFECT_CONTRADICTED_BY_DISPATCH in d.reasons))
     return calls
 
 
@@ -224,6 +254,7 @@ def calls_in_db(path: str, skipped: list | None = None) -> Iterator[Call]:
                 name(pb.EffectSource, s.effect_source, "EFFECT_SOURCE_", "none"),
                 name(pb.ToolStatus, s.status, "TOOL_STATUS_"),
                 name(pb.Decision, d.decision, "DECISION_"),
+                EFFECT_CONTRADICTED_BY_DISPATCH in d.reasons,
             )
 
 
@@ -256,6 +287,10 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
         print(skeleton(summaries))
     elif summaries:
         print(render(summaries))
+        contradicted = audit(summaries)
+        if contradicted:
+            print()
+            print(contradicted)
     else:
         print("no tool steps")
     for unreadable in skipped:

@@ -15,6 +15,7 @@ REQUESTED_CALL_UNREAD = "requested_call_unread"  # a model's recorded output hol
 SPAN_DATA_DROPPED = "span_data_dropped"  # the span says it dropped attributes or events (a span limit): not read as complete
 STATUS_EVIDENCE_CONFLICT = "status_evidence_conflict"  # tracefence.status=ok declared on a span whose own record says it failed
 EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different effects (readOnlyHint=true, method POST)
+EFFECT_CONTRADICTED_BY_DISPATCH = "effect_contradicted_by_dispatch"  # a hinted or rule-given read with an unsafe HTTP request below it
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
 LATE_REQUEST_UNTIED = "late_request_untied"  # a late HTTP/RPC dispatch or failure whose parent is no remembered step span
 TRACE_ROOT_MISSING = "trace_root_missing"  # a step that is not a read, in a trace decided partial with no root span (docs/DECISIONS.md 301)
@@ -52,6 +53,7 @@ RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
+RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server replayed a stored one (Idempotent-Replayed: true)
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
 CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
 RESULT_CONSUMED_BY = "result_consumed_by"  # this step's recorded result returned a token later arguments hold
@@ -76,6 +78,7 @@ NOTES = frozenset(
         ERROR_IN_RESULT,
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,
+        RESPONSE_REPLAYED,
         CONSUMES_RESULT_OF,
         RESULT_CONSUMED_BY,
         MAY_CONSUME_UNRECORDED_RESULT,

@@ -136,6 +136,7 @@ OPERATION_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 # MCP semantic conventions: a tools/call span is named "tools/call <tool>" ("MCP send tools/call
 # <tool>" in the MCP Python SDK's client span) and names its tool in gen_ai.tool.name.
+MCP_METHOD_KEY = "mcp.method.name"  # MCP semantic conventions: the JSON-RPC method of an MCP span (tools/call, initialize, ...)
 MCP_TOOL_SPAN_NAME_PATTERN = r"(?:^|\s)tools/call\s+(\S+)\s*$"
 # OpenLLMetry's OpenAI Agents instrumentation names tool spans "<tool>.tool".
 TRACELOOP_TOOL_SPAN_SUFFIX = ".tool"
@@ -176,6 +177,21 @@ RPC_GRPC_STATUS_KEY = "rpc.grpc.status_code"
 GRPC_SERVER_ERRORS = frozenset({2, 4, 12, 13, 14, 15})
 # The keys that record a span's own response status: HTTP's and gRPC's.
 RESPONSE_STATUS_KEYS = (*HTTP_STATUS_KEYS, RPC_GRPC_STATUS_KEY)
+# Idempotency evidence a request records (docs/DECISIONS.md 420-423). HTTP semantic conventions: a request header is
+# http.request.header.<key>, <key> the header's name in lower case, the value an array of strings (one per value, or
+# one comma-joined); before semantic conventions 1.21 the name's dashes were written as underscores; producers also
+# write a plain string, or keep the name's case. gRPC metadata the same way (RPC conventions, "gRPC":
+# rpc.grpc.request.metadata.<key>; rpc.request.metadata.<key> in later versions). Responses: the same with
+# "response". A header name is compared in lower case with underscores read as dashes.
+REQUEST_HEADER_PREFIXES = ("http.request.header.", "rpc.grpc.request.metadata.", "rpc.request.metadata.")
+RESPONSE_HEADER_PREFIXES = ("http.response.header.", "rpc.grpc.response.metadata.", "rpc.response.metadata.")
+# The request headers that carry an idempotency key: Idempotency-Key (IETF draft-ietf-httpapi-idempotency-key-header;
+# Stripe, Adyen, Square's Connect v2 HTTP form, the OpenAI Agents examples), and its X- form (older APIs).
+IDEMPOTENCY_KEY_HEADERS = frozenset({"idempotency-key", "x-idempotency-key"})
+# The response headers that say the server answered with the response stored for the key, making no new effect
+# (Stripe: "Idempotent-Replayed: true"), and the value that says so (compared in lower case).
+REPLAYED_RESPONSE_HEADERS = frozenset({"idempotent-replayed", "x-idempotent-replayed"})
+REPLAYED_TRUE = "true"
 
 # Timeouts and cancellations, by exception or error type (error.type, exception.type, status message).
 TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"

@@ -12,14 +12,20 @@ URLs are compared without their query string and fragment: a retry that adds
 ``?attempt=2`` sent the same effect. RPC client spans (``rpc.system``, RPC semantic
 conventions) are requests too, to ``rpc.service/rpc.method``; RPC methods say nothing of
 safety, so they count as unsafe.
+
+A request's recorded headers (``http.request.header.<key>``, gRPC metadata) may carry its idempotency key
+(``Idempotency-Key``) and its response's the server's word that it replayed a stored response
+(``Idempotent-Replayed: true``): :func:`key_evidence` reads them, :func:`reconciled_key` gives the step's one key
+(docs/DECISIONS.md 420-423).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from otel_tracefence.normalize.conventions import (
+    IDEMPOTENCY_KEY_HEADERS, REPLAYED_RESPONSE_HEADERS, REPLAYED_TRUE, REQUEST_HEADER_PREFIXES, RESPONSE_HEADER_PREFIXES,
     GRPC_SERVER_ERRORS, HTTP_CLIENT_ERROR, HTTP_METHOD_KEYS, HTTP_METHOD_ORIGINAL_KEY, HTTP_OTHER_METHOD, HTTP_SAFE_METHODS, HTTP_SERVER_ERROR, HTTP_STATUS_KEYS, HTTP_URL_KEYS, HTTP_URL_PART_KEYS,
     RPC_GRPC_STATUS_KEY, RPC_METHOD, RPC_SYSTEM_KEY,
 )
@@ -164,3 +170,105 @@ def own_response(span: SpanView) -> HttpRequest | None:
     if status is None and grpc_status is None:
         return None
     return HttpRequest("", None, status, server=span.kind == KIND_SERVER, grpc_status=grpc_status)
+
+
+# -- Idempotency evidence in recorded headers (docs/DECISIONS.md 420-423) ------------------------------------------
+_HEADER_PREFIXES = (*REQUEST_HEADER_PREFIXES, *RESPONSE_HEADER_PREFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEvidence:
+    """What one span's recorded headers say of idempotency. ``key``: the one idempotency key its request sent, read
+    from the attribute ``source``; ``problem``: why its headers give no one key (``key`` then ``None``: a value that
+    is no string, an empty one, several different ones); ``replayed``: its response says the server answered with
+    the response stored for the key (no new effect)."""
+
+    key: str | None = None
+    problem: str | None = None
+    replayed: bool = False
+    source: str = ""
+
+
+def _header_values(value: Any) -> list[str] | None:
+    """A header attribute's values: a plain string is one value, an array of strings its values; ``None`` for any
+    other value (a number, an array holding no string)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def _key_text(value: str) -> str:
+    """A header value as a key: trimmed (RFC 9110 section 5.5: a field value's surrounding white space is no part of
+    it), and an RFC 8941 sf-string (``"abc"``, the IETF draft's form of Idempotency-Key) read as its text."""
+    text = value.strip()
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        text = text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text
+
+
+def key_evidence(attributes: Mapping[str, Any]) -> KeyEvidence | None:
+    """What the span's recorded request and response headers say of idempotency (:class:`KeyEvidence`), or ``None``
+    when it records none of the headers ``conventions.IDEMPOTENCY_KEY_HEADERS`` and
+    ``conventions.REPLAYED_RESPONSE_HEADERS`` name. Keys are compared in lower case, underscores read as dashes
+    (``http.request.header.idempotency-key``, ``http.request.header.idempotency_key``,
+    ``http.request.header.Idempotency-Key``, ``rpc.grpc.request.metadata.idempotency-key``); a request sending
+    two different keys (or two headers that disagree) gives no one key."""
+    keys: dict[str, str] = {}  # key -> the attribute it was read from (the first, in key order)
+    problem = None
+    replayed = False
+    found = False
+    for name in sorted(attributes):  # sorted: the same evidence whatever order the attributes came in
+        lowered = name.lower()
+        if not lowered.startswith(_HEADER_PREFIXES):
+            continue
+        request = lowered.startswith(REQUEST_HEADER_PREFIXES)
+        prefixes = REQUEST_HEADER_PREFIXES if request else RESPONSE_HEADER_PREFIXES
+        header = next(lowered[len(p):] for p in prefixes if lowered.startswith(p)).replace("_", "-")
+        if request and header in IDEMPOTENCY_KEY_HEADERS:
+            found = True
+            values = _header_values(attributes[name])
+            if values is None:
+                problem = problem or f"{name}={attributes[name]!r:.80} is no string or array of strings"
+                continue
+            for value in values:
+                text = _key_text(value)
+                if not text:
+                    problem = problem or f"{name}={attributes[name]!r:.80} holds an empty key"
+                else:
+                    keys.setdefault(text, name)
+        elif not request and header in REPLAYED_RESPONSE_HEADERS:
+            found = True
+            values = _header_values(attributes[name]) or []
+            replayed = replayed or any(value.strip().lower() == REPLAYED_TRUE for value in values)
+    if not found:
+        return None
+    if problem is None and len(keys) > 1:
+        problem = "the request sent several idempotency keys: " + ", ".join(f"{source}={key!r}" for key, source in sorted(keys.items()))
+    if problem is not None or not keys:
+        return KeyEvidence(None, problem, replayed)
+    key, source = next(iter(keys.items()))
+    return KeyEvidence(key, None, replayed, source)
+
+
+def reconciled_key(own: str | None, found: Sequence[tuple[str, KeyEvidence]]) -> tuple[str | None, str | None]:
+    """``(key, disagreement)``: the step's idempotency key given ``own`` (the key its span records: declared, or read
+    from its arguments by the operator's rule) and ``found`` (each request's evidence, with the words naming where it
+    is: ``"span 3b38e114a44b0498 ('POST')"``). The key the requests sent is the step's when it records none; when the
+    records give no one key (``own`` and a request's differ, two requests' differ, a header that cannot be read),
+    ``disagreement`` says so and ``key`` is ``own``: never resolved by order (docs/DECISIONS.md 421), the step is held
+    (``malformed_idempotency_key``). The one rule for a tool span's own headers and for the requests below it, in
+    time and late."""
+    key = own
+    origin = "the step's own record"
+    for where, evidence in found:
+        if evidence.problem is not None:
+            return own, f"{where}: {evidence.problem}"
+        if evidence.key is None:
+            continue
+        if key is None:
+            key, origin = evidence.key, f"{where} ({evidence.source})"
+        elif evidence.key != key:
+            return own, f"the idempotency keys recorded disagree: {key!r} ({origin}), {evidence.key!r} ({where}, {evidence.source})"
+    return key, None

@@ -17,7 +17,7 @@ from otel_tracefence.normalize.conventions import (
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.http import own_response
+from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, key_evidence, own_response, reconciled_key
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
@@ -213,6 +213,14 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if isinstance(key, MalformedField):
         malformed.append(key)
         key = None
+    replayed = False
+    if not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # a tool span that is an HTTP (or RPC) request: its own headers
+        evidence = key_evidence(attributes)
+        if evidence is not None:  # the rule for requests below a step too (trace.request_evidence; DECISIONS 420-423)
+            key, why = reconciled_key(key, (("its own span's headers", evidence),))
+            if why is not None:
+                malformed.append(MalformedField("idempotency_key", why))
+            replayed = evidence.replayed
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
@@ -244,7 +252,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         start_time_unix_nano=span.start_time_unix_nano,
         sequence=span.sequence,
         malformed=tuple(malformed),
-        notes=arguments.notes + notes,
+        notes=arguments.notes + notes + ((reasons.RESPONSE_REPLAYED,) if replayed else ()),
         result_stable=stable,
         argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),

@@ -505,6 +505,7 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.UNRECOGNIZED_TOOL_SPAN,
         reasons.REQUESTED_CALL_UNREAD,
         reasons.EFFECT_HINTS_CONFLICT,
+        reasons.EFFECT_CONTRADICTED_BY_DISPATCH,  # issue 24 E (DECISIONS 424)
         reasons.CHILD_SPAN_UNREAD,
         reasons.LATE_REQUEST_UNTIED,
         reasons.TRACE_ROOT_MISSING,
