@@ -113,8 +113,12 @@ def failure_evidence(attributes: Mapping[str, Any]) -> MalformedField | None:
 @cython.ccall
 def producer_of(attributes: Mapping[str, Any]) -> tuple:
     """``(producer, whether it records results by default)`` for a tool span (``conventions.PRODUCER_RESULT_DEFAULTS``,
-    first match); ``("", None)`` for a producer not in the table (the trace alone shows whether it records them)."""
+    first match); ``(OTHER_PRODUCER, None)`` for a span of a producer not in the table (the trace alone shows whether it
+    records them). A step not read from a span (a row) has producer ``""``: none of this applies to it."""
     for producer, key, records, _ in PRODUCER_RESULT_DEFAULTS:
         if key in attributes:
             return producer, records
-    return "", None
+    return OTHER_PRODUCER, None
+
+
+OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list

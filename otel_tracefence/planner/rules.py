@@ -155,9 +155,10 @@ def producer_records_results(step: ToolStep, groups: TraceGroups) -> bool:
     A producer the conventions table says records none by default (content capture opt-in: the GenAI semantic
     conventions) is taken at its word: no. Else another tool step of that producer in the trace with a result says
     yes; other readable steps of it all without one say no (content capture off); a step alone of its producer
-    takes the table's default (``ToolStep.producer_records_results``), and no producer known, no."""
+    takes the table's default (``ToolStep.producer_records_results``), and no producer known, no. A step not read
+    from a span (a row: producer ``""``) is not judged so: its writer declared its status and result."""
     default = step.producer_records_results
-    if default is False:
+    if default is False or not step.producer:  # opt-in content; or a row, whose status its writer declared
         return False
     counts = groups.results_by_producer.get(step.producer) if groups.results_by_producer else None
     if counts is None:
