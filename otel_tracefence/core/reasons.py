@@ -56,6 +56,7 @@ REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 ERROR_TEMPLATE_IN_RESULT = "error_template_in_result"  # the result is a framework's own error or timeout text (conventions.FRAMEWORK_ERROR_TEMPLATES)
+FRAMEWORK_STATUS_ERROR = "framework_status_error"  # status error read from a framework's own status attribute (conventions.FRAMEWORK_STATUS_KEYS)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
@@ -81,6 +82,7 @@ NOTES = frozenset(
         RELATED_CALL_IDS_TRUNCATED,
         ERROR_IN_RESULT,
         ERROR_TEMPLATE_IN_RESULT,
+        FRAMEWORK_STATUS_ERROR,
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,
         CONSUMES_RESULT_OF,

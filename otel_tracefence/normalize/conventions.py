@@ -240,6 +240,12 @@ PRODUCER_RESULT_DEFAULTS = (
      "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
 )
 
+# Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
+# (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets
+# gen_ai.tool.status ("success" / "error", strands-agents/sdk-python src/strands/telemetry/tracer.py end_tool_call_span);
+# OpenLLMetry's LangChain handler sets gen_ai.task.status (traceloop/openllmetry opentelemetry-instrumentation-langchain).
+FRAMEWORK_STATUS_KEYS = ("gen_ai.tool.status", "gen_ai.task.status")
+
 # An attribute the normalizer does not read whose key names one of these (its words: split at separators and case
 # changes, lower-cased) is failure evidence on a write step unless its value is a success value (docs/DECISIONS.md 400).
 FAILURE_EVIDENCE_WORDS = {

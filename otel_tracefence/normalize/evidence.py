@@ -21,8 +21,8 @@ from otel_tracefence.core import reasons
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, NO_FAILURE_VALUES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, SUCCESS_FLAG_VALUES,
-    SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, SUCCESS_FLAG_VALUES,
+    SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
 )
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -38,12 +38,13 @@ here costs one C-level ``issuperset``."""
 @cython.ccall
 def outcome_kind(key: str) -> str:
     """What outcome an attribute key names (``status``, ``error``, ``timeout``, ``success``), or ``""``: none, or a
-    key the normalizer reads (``conventions.READ_KEYS``) or of its own namespace (read elsewhere). Cached per key."""
+    key the normalizer reads (``conventions.READ_KEYS``), of its own namespace or one it holds as a misspelling of a key
+    it reads (``conventions.misread_key``: held there already). Cached per key."""
     found = _KINDS.get(key)
     if found is not None:
         return found
     found = NO_KIND
-    if key not in READ_KEYS and not folded_word(key).startswith(TRACEFENCE_NAMESPACE):
+    if key not in READ_KEYS and not folded_word(key).startswith(TRACEFENCE_NAMESPACE) and misread_key(key) is None:
         words = [word.lower() for word in _WORDS.findall(key)]
         for position, word in enumerate(words):
             kind = FAILURE_EVIDENCE_WORDS.get(word)
@@ -122,3 +123,14 @@ def producer_of(attributes: Mapping[str, Any]) -> tuple:
 
 
 OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
+
+
+@cython.ccall
+def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
+    """True when a framework's own status attribute (``conventions.FRAMEWORK_STATUS_KEYS``: Strands'
+    ``gen_ai.tool.status``, OpenLLMetry's ``gen_ai.task.status``) holds no success value."""
+    for key in FRAMEWORK_STATUS_KEYS:
+        value = attributes.get(key)
+        if value is not None and not says_no_failure("status", value):
+            return True
+    return False

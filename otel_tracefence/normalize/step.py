@@ -12,7 +12,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
-from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, producer_of
+from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
@@ -220,6 +220,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         key = None
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
+    if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
+        status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)

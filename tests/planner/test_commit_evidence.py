@@ -155,7 +155,6 @@ def test_a_serialized_message_of_another_class_is_not_read_as_a_tool_message() -
 @pytest.mark.parametrize(
     "key,value",
     [
-        ("gen_ai.task.status", "failure"),  # OpenLLMetry's own, saying failure
         ("crewai.tool.status", "ERROR"),
         ("app.tool.status", "failed"),
         ("agent.toolStatus", "cancelled"),  # camelCase
@@ -171,6 +170,13 @@ def test_a_serialized_message_of_another_class_is_not_read_as_a_tool_message() -
 def test_a_failure_attribute_nobody_reads_holds_a_write(key: str, value: Any) -> None:
     cls, steps = plan(openllmetry("b1" * 8, "book_carrier", "write", {"output": tool_message("success")}, **{key: value}))
     assert (cls, steps) == ("review", [("book_carrier", "review", ("unrecognized_failure_evidence",))])
+
+
+@pytest.mark.parametrize("key,value", [("gen_ai.task.status", "failure"), ("gen_ai.tool.status", "error"), ("gen_ai.tool.status", "timeout")])
+def test_a_frameworks_own_status_attribute_is_read_as_the_calls_status(key: str, value: str) -> None:
+    # OpenLLMetry's gen_ai.task.status, Strands' gen_ai.tool.status: known keys, read as the status (the span says unset).
+    assert plan(openllmetry("b1" * 8, "book_carrier", "write", {"output": tool_message("success")}, **{key: value})) == (
+        "review", [("book_carrier", "review", ("write_error", "framework_status_error"))])
 
 
 @pytest.mark.parametrize(
