@@ -244,6 +244,16 @@ _TEMPLATES = tuple((framework, versions, re.compile(pattern), source) for framew
 _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in FRAMEWORK_ERROR_TEMPLATES))
 
 
+# Words every template holds one of ("Error", "error", "timed out"): JSON text without any holds no template.
+_TEMPLATE_HINT = re.compile(r"rror|timed out")
+
+
+@cython.ccall
+def template_hint(text: str) -> bool:
+    """False when ``text`` (a result's JSON text) cannot hold a framework's error template: none of their words."""
+    return _TEMPLATE_HINT.search(text) is not None
+
+
 @cython.ccall
 def _template_of(text: str) -> str | None:
     """The framework whose own error or timeout text ``text`` is (``conventions.FRAMEWORK_ERROR_TEMPLATES``), or ``None``."""

@@ -259,3 +259,12 @@ def test_rows_are_not_judged_so() -> None:
     (trace,), _ = plan_text(rows, "ndjson", TraceFenceConfig())
     assert (trace.replay_class.value, [(d.decision.value, d.reasons) for d in trace.steps]) == (
         "static", [("replay", ("declared_read",)), ("skip", ("write_committed", "result_not_recorded"))])
+
+
+def test_every_template_has_its_source_and_holds_a_word_the_prefilter_looks_for() -> None:
+    from otel_tracefence.normalize.conventions import FRAMEWORK_ERROR_TEMPLATES
+    from otel_tracefence.normalize.result_errors import template_hint
+
+    assert all(framework and versions and source for framework, versions, _, source in FRAMEWORK_ERROR_TEMPLATES)
+    assert all(template_hint(text) for text in TEMPLATES.values())
+    assert all(template_hint(pattern.replace("\\", "")) for _, _, pattern, _ in FRAMEWORK_ERROR_TEMPLATES)
