@@ -157,6 +157,8 @@ class ToolStep:
     result_stable: bool = True  # False: results differ between executions (tracefence.result_stable, tool rule ``result``)
     argument_tokens: tuple[int, ...] = ()  # hashes of the id-like tokens in the arguments (normalize/tokens.py), sorted
     result_tokens: tuple[int, ...] = ()  # hashes of the id-like tokens in the recorded result, sorted
+    producer: str = ""  # which producer recorded the span (conventions.PRODUCER_RESULT_DEFAULTS); "" when not known
+    producer_records_results: bool | None = None  # whether that producer records results by default; None: not known (docs/DECISIONS.md 401)
 
     @property
     def order_key(self) -> tuple[int, int, str, str]:

@@ -18,6 +18,7 @@ EFFECT_HINTS_CONFLICT = "effect_hints_conflict"  # hints that give different eff
 EFFECT_CONTRADICTED_BY_DISPATCH = "effect_contradicted_by_dispatch"  # a hinted or rule-given read with an unsafe HTTP request below it
 CHILD_SPAN_UNREAD = "child_span_unread"  # a span refused for its trace id names a span of this trace as its parent
 LATE_REQUEST_UNTIED = "late_request_untied"  # a late HTTP/RPC dispatch or failure whose parent is no remembered step span
+UNRECOGNIZED_FAILURE_EVIDENCE = "unrecognized_failure_evidence"  # a write span's attribute the normalizer does not read whose key names a status, error, failure or timeout and whose value is no success value (docs/DECISIONS.md 400)
 TRACE_ROOT_MISSING = "trace_root_missing"  # a step that is not a read, in a trace decided partial with no root span (docs/DECISIONS.md 301)
 IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
 CALL_ID_EXECUTED_MORE_THAN_ONCE = "call_id_executed_more_than_once"
@@ -26,6 +27,10 @@ EFFECT_UNKNOWN = "effect_unknown"
 WRITE_TIMEOUT = "write_timeout"
 WRITE_STATUS_UNKNOWN = "write_status_unknown"
 WRITE_ERROR = "write_error"
+# A write recorded ok (or unset) with no result, where its producer records results (another tool span of the trace
+# has one, or the conventions table says the producer records them by default): its outcome went where the trace
+# does not show (a cancelled task, an error sent only to the model), so it is not shown committed (docs/DECISIONS.md 401).
+WRITE_OUTCOME_UNRECORDED = "write_outcome_unrecorded"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
 REPEATS_EARLIER_WRITE = "repeats_earlier_write"
 # A tool span that arrived after its trace was decided (and its other spans exported): the
@@ -51,6 +56,8 @@ RESULT_NOT_RECORDED = "result_not_recorded"
 REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
+ERROR_TEMPLATE_IN_RESULT = "error_template_in_result"  # the result is a framework's own error or timeout text (conventions.FRAMEWORK_ERROR_TEMPLATES)
+FRAMEWORK_STATUS_ERROR = "framework_status_error"  # status error read from a framework's own status attribute (conventions.FRAMEWORK_STATUS_KEYS)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server replayed a stored one (Idempotent-Replayed: true)
@@ -76,6 +83,8 @@ NOTES = frozenset(
         REQUESTED_NOT_RECORDED,
         RELATED_CALL_IDS_TRUNCATED,
         ERROR_IN_RESULT,
+        ERROR_TEMPLATE_IN_RESULT,
+        FRAMEWORK_STATUS_ERROR,
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,
         RESPONSE_REPLAYED,

@@ -197,6 +197,88 @@ REPLAYED_TRUE = "true"
 TIMEOUT_PATTERN = r"time[ds]?[ _-]?out(?!put)|deadline"
 CANCEL_PATTERN = r"cancel"
 
+# -- Commit on evidence (docs/DECISIONS.md 400-403) -------------------------------------------------------------------
+# A framework's own error-to-model or timeout text returned as a tool's output: the call failed although its span
+# says ok. Per framework and version: (framework, versions, the text's pattern (``re.match`` at the start of a result
+# string, or of a string under a content key inside a JSON result), where it was read). Patterns are written as
+# the framework writes the text; only its variable parts are left open.
+FRAMEWORK_ERROR_TEMPLATES = (
+    ("openai-agents (Python)", ">= 0.0.3", r"An error occurred while running the tool\. Please try again\.",
+     "openai/openai-agents-python src/agents/tool.py, default_tool_error_function (failure_error_function's default)"),
+    ("openai-agents (Python)", ">= 0.2", r"An error occurred while parsing tool arguments\. Please try again with valid JSON\.",
+     "openai/openai-agents-python src/agents/tool.py, default_tool_error_function (a JSON decode error)"),
+    ("openai-agents (Python)", ">= 0.4 (function_tool timeout)", r"Tool '[^'\n]*' timed out after [0-9][0-9.e+-]* seconds\.",
+     "openai/openai-agents-python src/agents/tool.py, default_tool_timeout_error_message (timeout_behavior error_as_result)"),
+    ("langgraph", "prebuilt ToolNode, handle_tool_errors=True", r"Error: (?s:.*)\n Please fix your mistakes\.\s*$",
+     "langchain-ai/langgraph libs/prebuilt/langgraph/prebuilt/tool_node.py, TOOL_CALL_ERROR_TEMPLATE"),
+    ("langgraph", "prebuilt ToolNode", r"Error executing tool '[^'\n]*' with kwargs (?s:.*) with error:\n",
+     "langchain-ai/langgraph libs/prebuilt/langgraph/prebuilt/tool_node.py, TOOL_EXECUTION_ERROR_TEMPLATE"),
+    ("langchain-core", "BaseTool, handle_tool_error=True on a ToolException without a message", r"Tool execution error\s*$",
+     "langchain-ai/langchain libs/core/langchain_core/tools/base.py, _handle_tool_error"),
+    ("langchain-core", "BaseTool, handle_validation_error=True", r"Tool input validation error\s*$",
+     "langchain-ai/langchain libs/core/langchain_core/tools/base.py, _handle_validation_error"),
+    ("crewai", "ToolUsage, translations errors.tool_usage_exception", r"I encountered an error while trying to use the tool\. This was the error: ",
+     "crewAIInc/crewAI src/crewai/translations/en.json, errors.tool_usage_exception"),
+    ("crewai", "ToolUsage, translations errors.tool_usage_error", r"I encountered an error: ",
+     "crewAIInc/crewAI src/crewai/translations/en.json, errors.tool_usage_error"),
+    ("smolagents", ">= 1.0, execute_tool_call", r"Error executing tool '[^'\n]*' with arguments ",
+     "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
+    ("smolagents", ">= 1.0, a managed agent called as a tool", r"Error executing request to team member '[^'\n]*' with arguments ",
+     "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
+)
+# Keys inside a JSON result whose string value is the text a framework handed the model (a LangChain ToolMessage's
+# content, an MCP or AI SDK text part): where a template is looked for besides a result that is itself a string.
+TEMPLATE_TEXT_KEYS = frozenset({"content", "text", "output", "result", "observation"})
+# A LangChain message as langchain_core.load.dumpd serializes it ({"lc": 1, "type": "constructor", "id": [...,
+# "ToolMessage"], "kwargs": {...}}: OpenLLMetry's and OpenInference's LangChain handlers record tool outputs so): its
+# kwargs are the message, read as a result's top (its "status": "error" says the call failed). A ToolMessage dumped
+# as a plain object ({"type": "tool", "tool_call_id": ..., "status": ...}) is read so too, wherever it is.
+LANGCHAIN_SERIALIZED_MARKER = ("lc", "constructor", "kwargs")
+LANGCHAIN_TOOL_MESSAGE = "ToolMessage"
+TOOL_MESSAGE_SHAPE = ("type", "tool", "tool_call_id")
+
+# Which producer recorded a tool span, and whether it records a tool's result by default: (producer, the attribute
+# key whose presence marks its spans, records results by default, where that default was read). First match wins. A
+# write with no result whose producer records results is not shown committed (write_outcome_unrecorded), unless the
+# trace's other tool spans of that producer carry none either (content capture off). A producer recording none by
+# default (opt-in content) is taken at its word; a producer not listed is judged by the trace alone (DECISIONS 401).
+PRODUCER_RESULT_DEFAULTS = (
+    ("openinference", "openinference.span.kind", True,
+     "Arize-ai/openinference TraceConfig: hide_outputs (OPENINFERENCE_HIDE_OUTPUTS) is false by default"),
+    ("openllmetry", "traceloop.span.kind", True, "traceloop/openllmetry: TRACELOOP_TRACE_CONTENT is true by default"),
+    ("openllmetry", "traceloop.entity.name", True, "traceloop/openllmetry: TRACELOOP_TRACE_CONTENT is true by default"),
+    ("openllmetry", "gen_ai.completion.tool.name", True, "traceloop/openllmetry openai-agents instrumentation: content traced by default"),
+    ("vercel-ai", "ai.toolCall.name", True, "vercel/ai experimental_telemetry: recordOutputs is true by default"),
+    ("langfuse", "langfuse.observation.type", True, "langfuse: observation output recorded by default"),
+    ("mlflow", "mlflow.spanType", True, "mlflow tracing: span outputs recorded by default"),
+    ("google-adk", "gcp.vertex.agent.tool_call_args", True, "google/adk-python telemetry: tool_response recorded by default"),
+    ("gen_ai", GEN_AI_OPERATION, False,
+     "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
+)
+
+# Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
+# (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets
+# gen_ai.tool.status ("success" / "error", strands-agents/sdk-python src/strands/telemetry/tracer.py end_tool_call_span);
+# OpenLLMetry's LangChain handler sets gen_ai.task.status (traceloop/openllmetry opentelemetry-instrumentation-langchain).
+FRAMEWORK_STATUS_KEYS = ("gen_ai.tool.status", "gen_ai.task.status")
+
+# An attribute the normalizer does not read whose key names one of these (its words: split at separators and case
+# changes, lower-cased) is failure evidence on a write step unless its value is a success value (docs/DECISIONS.md 400).
+FAILURE_EVIDENCE_WORDS = {
+    "status": "status", "statuses": "status",
+    "error": "error", "errors": "error", "err": "error", "exception": "error", "exceptions": "error",
+    "failure": "error", "failures": "error", "failed": "error", "fail": "error", "fails": "error",
+    "timeout": "timeout", "timeouts": "timeout", "timedout": "timeout",
+    "success": "success", "succeeded": "success", "successful": "success",
+}
+# Values that say all went well, compared folded (textfold.folded_word): for a status, for a success flag, for an error,
+# failure or timeout attribute (that no error, failure or timeout happened).
+SUCCESS_STATUS_VALUES = frozenset({"ok", "success", "succeeded", "successful", "completed", "complete", "done", "finished", "unset", "statuscodeok", "statuscodeunset"})
+SUCCESS_FLAG_VALUES = frozenset({"true", "yes", "1"})
+NO_FAILURE_VALUES = frozenset({"", "false", "no", "none", "null", "0", "nil", "ok"})
+# A timeout attribute holding a number or a duration is a setting, not an outcome.
+DURATION_VALUE_PATTERN = r"^\s*[0-9]+(?:\.[0-9]+)?\s*(?:ns|us|µs|ms|s|sec|secs|seconds|m|min|mins|minutes|h)?\s*$"
+
 # Where a model's output records the tool calls it requested.
 GEN_AI_OUTPUT_MESSAGES = OUTPUT_MESSAGES_KEY
 OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"

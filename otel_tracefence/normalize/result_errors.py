@@ -42,8 +42,13 @@ from typing import Any, Iterable
 
 import cython
 
+import re
+
 from otel_tracefence.core.config import ResultErrorShape
 from otel_tracefence.core.textfold import folded_word
+from otel_tracefence.normalize.conventions import (
+    FRAMEWORK_ERROR_TEMPLATES, LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS, TOOL_MESSAGE_SHAPE,
+)
 
 # The HTTP statuses that say a call failed or may have done part of its work, read alike under every status-like key
 # (docs/DECISIONS.md 371): 500-599 (RFC 9110 section 15.6), 408 Request Timeout, 429 Too Many Requests; as [low, high).
@@ -201,10 +206,89 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
     if type(result) is dict and _flat(result):
         return _first_shape(result, True, index)  # the common flat object: itself only, without the walk
     wrapped = _wrapped(result)
+    messages: list = []  # a LangChain serialized message's kwargs: the message itself, read as a top (docs/DECISIONS.md 402)
     for obj, level in _objects(result, 0):
-        shape = _first_shape(obj, level == 0 or (level == 1 and any(obj is inner for inner in wrapped)), index)
+        inner = _serialized_message(obj)
+        if inner is not None:
+            messages.append(inner)
+        top = level == 0 or (level == 1 and any(obj is w for w in wrapped)) or any(obj is m for m in messages) or _tool_message(obj)
+        shape = _first_shape(obj, top, index)
         if shape is not None:
             return shape
+    return None
+
+
+@cython.ccall
+def _serialized_message(obj: dict) -> Any:
+    """The ``kwargs`` of a LangChain message serialized by ``langchain_core.load.dumpd`` whose class is a
+    ``ToolMessage`` (``{"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``), else ``None``."""
+    lc, constructor, kwargs = LANGCHAIN_SERIALIZED_MARKER
+    if lc not in obj or obj.get("type") != constructor:
+        return None
+    inner = obj.get(kwargs)
+    path = obj.get("id")
+    if type(inner) is not dict or type(path) is not list or not path or path[-1] != LANGCHAIN_TOOL_MESSAGE:
+        return None
+    return inner
+
+
+@cython.ccall
+def _tool_message(obj: dict) -> bool:
+    """True for a tool message dumped as a plain object (``{"type": "tool", "tool_call_id": ..., "status": ...}``:
+    LangChain's ``ToolMessage.model_dump()``): it is a result of its own, read as a top wherever it is."""
+    key, value, call_id = TOOL_MESSAGE_SHAPE
+    return call_id in obj and obj.get(key) == value
+
+
+_TEMPLATES = tuple((framework, versions, re.compile(pattern), source) for framework, versions, pattern, source in FRAMEWORK_ERROR_TEMPLATES)
+_TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in FRAMEWORK_ERROR_TEMPLATES))
+
+
+# Words every template holds one of ("Error", "error", "timed out"): JSON text without any holds no template.
+_TEMPLATE_HINT = re.compile(r"rror|timed out")
+
+
+@cython.ccall
+def template_hint(text: str) -> bool:
+    """False when ``text`` (a result's JSON text) cannot hold a framework's error template: none of their words."""
+    return _TEMPLATE_HINT.search(text) is not None
+
+
+@cython.ccall
+def _template_of(text: str) -> str | None:
+    """The framework whose own error or timeout text ``text`` is (``conventions.FRAMEWORK_ERROR_TEMPLATES``), or ``None``."""
+    if not _TEMPLATE_START.match(text):  # one match for the common result: none of them
+        return None
+    for framework, _, pattern, _ in _TEMPLATES:
+        if pattern.match(text):
+            return framework
+    return None
+
+
+def error_template(result: Any) -> str | None:
+    """The framework whose own error or timeout text (``conventions.FRAMEWORK_ERROR_TEMPLATES``) a recorded result
+    is: the result as a string, or a string under a content key (``conventions.TEMPLATE_TEXT_KEYS``) or in a list
+    inside a JSON result, down to ``MAX_DEPTH``; ``None`` for none (docs/DECISIONS.md 402)."""
+    if type(result) is str:
+        return _template_of(result.lstrip())
+    for obj, _ in _objects(result, 0):
+        for key, value in obj.items():
+            if type(value) is str and key in TEMPLATE_TEXT_KEYS:
+                found = _template_of(value.lstrip())
+                if found is not None:
+                    return found
+            elif type(value) is list:
+                for item in value:
+                    if type(item) is str:
+                        found = _template_of(item.lstrip())
+                        if found is not None:
+                            return found
+    if type(result) is list:
+        for item in result:
+            if type(item) is str:
+                found = _template_of(item.lstrip())
+                if found is not None:
+                    return found
     return None
 
 

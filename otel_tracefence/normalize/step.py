@@ -10,8 +10,9 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
-    EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep,
+    EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
+from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
     misread_message, tool_name,
@@ -21,7 +22,7 @@ from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, ke
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
+from otel_tracefence.normalize.values import TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
 
 
 @cython.ccall
@@ -91,7 +92,7 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
     the one that fences wins. A declared ``error``, ``timeout`` or ``unknown`` is never changed."""
     if status is OK and result.error is not None:
-        return ERROR, (reasons.ERROR_IN_RESULT,)
+        return ERROR, ((reasons.ERROR_TEMPLATE_IN_RESULT,) if result.error.startswith(TEMPLATE_ERROR_PREFIX) else (reasons.ERROR_IN_RESULT,))
     return status, ()
 
 
@@ -203,6 +204,10 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if isinstance(status, MalformedField):
         malformed.append(status)
         status = STATUS_UNKNOWN
+    if effect is WRITE and not attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
+        evidence = failure_evidence(attributes)
+        if evidence is not None:
+            malformed.append(evidence)
     arguments = span_arguments(attributes, config.limits, span.events)
     length_limit = span.value_length_limit
     if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
@@ -223,6 +228,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
             replayed = evidence.replayed
     result = span_result(attributes, config.limits, span.events, config)
     status, notes = result_status(status, result)
+    if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
+        status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
@@ -233,6 +240,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if bad_stability is not None:
         malformed.append(bad_stability)
     call_id = tool_call_id(attributes)
+    producer, records_results = producer_of(attributes)
     return ToolStep(
         trace_id=span.trace_id,
         call_id=call_id or span.span_id,
@@ -256,4 +264,6 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         result_stable=stable,
         argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),
+        producer=producer,
+        producer_records_results=records_results,
     )

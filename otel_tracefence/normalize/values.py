@@ -28,7 +28,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
 )
-from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape
+from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
 from otel_tracefence.normalize.span_view import SpanEvent
 from otel_tracefence.normalize.tokens import text_tokens, value_tokens
 from otel_tracefence.core.redact import REDACTED, redact_result_text, redact_value
@@ -233,20 +233,36 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     """(the error shape the result matches, whether its JSON text is cut off, the value parsed from
     JSON text or :data:`NOT_PARSED`)."""
     parsed = NOT_PARSED
+    text = value if isinstance(value, str) else None
     if isinstance(value, str):
         if not _looks_like_json(value) or text_too_large(value, limits.max_argument_bytes):
-            return None, False, parsed
+            return _template_error(value), False, parsed  # text: a framework's own error text? (DECISIONS 402)
         try:
             value = parsed = parse_json_text(value)
         except JSONTruncatedError:
             return None, True, parsed
         except (JSONTextError, RecursionError):
-            return None, False, parsed
+            return _template_error(value), False, parsed
     if not isinstance(value, (dict, list)):
-        return None, False, NOT_PARSED  # a JSON string: read as the text it is, as before it was parsed
+        return (_template_error(value) if isinstance(value, str) else None), False, NOT_PARSED  # a JSON string: read as the text it is
     shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)
     shape = error_shape(value, shapes)
-    return (f"{shape.key}" if shape is not None else None), False, parsed
+    if shape is not None:
+        return f"{shape.key}", False, parsed
+    if text is not None and not template_hint(text):  # JSON text that holds no template's words: no walk (most results)
+        return None, False, parsed
+    return _template_error(value), False, parsed
+
+
+TEMPLATE_ERROR_PREFIX = "template:"  # Result.error of a result that is a framework's own error text: + the framework
+
+
+@cython.ccall
+def _template_error(value: Any) -> str | None:
+    """``Result.error`` for a result that is a framework's own error or timeout text (``result_errors.error_template``):
+    ``template:<framework>``; else ``None``."""
+    framework = error_template(value)
+    return None if framework is None else TEMPLATE_ERROR_PREFIX + framework
 
 
 @cython.ccall

@@ -73,6 +73,9 @@ class TraceGroups:
     uncomparable_keys: set
     max_related: int = 50
     flow: Any = None  # planner.dataflow.DataFlow: links between steps through id-like tokens (None: no link)
+    # producer -> [tool steps with a recorded result, readable tool steps without one] (requested-only and malformed
+    # steps aside): whether a producer records results in this trace (write_outcome_unrecorded, docs/DECISIONS.md 401)
+    results_by_producer: Any = None
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":
@@ -81,7 +84,16 @@ class TraceGroups:
         call_id_of = []
         content_of = []
         unknown = []  # steps of unknown effect with arguments
+        results: dict = {}
         for step in ordered:
+            if not step.requested_only:
+                counts = results.get(step.producer)
+                if counts is None:
+                    counts = results[step.producer] = [0, 0]
+                if step.result_recorded:
+                    counts[0] += 1
+                elif not step.malformed:
+                    counts[1] += 1
             key_of.append((step.tool, step.idempotency_key) if step.idempotency_key is not None else _NO_KEY)
             call_id_of.append(step.call_id if not step.call_id_from_span and not step.requested_only else _NO_KEY)
             if step.arguments_sha256 is None:
@@ -92,6 +104,7 @@ class TraceGroups:
             else:
                 content_of.append((step.effect is WRITE, step.tool, step.arguments_sha256))
         groups = cls(_repeated(key_of, ordered), _repeated(call_id_of, ordered), {}, set(), set(), max_related)
+        groups.results_by_producer = results
         repeats = groups.repeats
         by_content = _repeated(content_of, ordered)
         for group in by_content.values():

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import cython
+
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import (
     CONFLICT, EFFECT_UNKNOWN, ERROR, OK, READ, REPLAY, REVIEW, SKIP, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, STATUS_UNKNOWN, TIMEOUT, WRITE, Decision,
@@ -143,6 +145,41 @@ def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
     return (Finding(REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
 
 
+_WRITE_OUTCOME_UNRECORDED = (Finding(REVIEW, reasons.WRITE_OUTCOME_UNRECORDED),)
+
+
+@cython.ccall
+def producer_records_results(step: ToolStep, groups: TraceGroups) -> bool:
+    """Whether the producer of ``step`` (a tool step with no result) records results (docs/DECISIONS.md 401).
+
+    A producer the conventions table says records none by default (content capture opt-in: the GenAI semantic
+    conventions) is taken at its word: no. Else another tool step of that producer in the trace with a result says
+    yes; other readable steps of it all without one say no (content capture off); a step alone of its producer
+    takes the table's default (``ToolStep.producer_records_results``), and no producer known, no. A step not read
+    from a span (a row: producer ``""``) is not judged so: its writer declared its status and result."""
+    default = step.producer_records_results
+    if default is False or not step.producer:  # opt-in content; or a row, whose status its writer declared
+        return False
+    counts = groups.results_by_producer.get(step.producer) if groups.results_by_producer else None
+    if counts is None:
+        return default is True
+    if counts[0] > 0:
+        return True
+    others_without = counts[1] - (0 if step.malformed else 1)
+    return default is True and others_without <= 0
+
+
+@only_for(WRITE)
+def write_outcome_unrecorded(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write recorded ok (or unset) with no result, where its producer records results: its outcome went where
+    the trace does not show (a cancelled task, an error sent only to the model's stream). It is shown committed
+    only on evidence, never on silence (docs/DECISIONS.md 401): review. Where the producer records no results
+    (content capture off) it is committed as before, class ``static``."""
+    if step.effect is not WRITE or step.status is not OK or step.result_recorded or step.requested_only:
+        return NONE
+    return _WRITE_OUTCOME_UNRECORDED if producer_records_results(step, groups) else NONE
+
+
 @only_for(WRITE)
 def write_committed(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
     """A write recorded ok: never re-fire it; a replay injects its recorded result."""
@@ -181,6 +218,7 @@ DECISION_RULES: tuple[Rule, ...] = (
     write_outcome_uncertain,
     write_dispatched_more_than_once,
     repeats_earlier_write,
+    write_outcome_unrecorded,
     write_committed,
     unstable_result,
     declared_read,

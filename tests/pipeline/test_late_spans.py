@@ -521,6 +521,8 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.WRITE_DISPATCHED_MORE_THAN_ONCE,
         reasons.REPEATS_EARLIER_WRITE,
         reasons.DECIDED_BEFORE_COMPLETE,
+        reasons.UNRECOGNIZED_FAILURE_EVIDENCE,  # docs/DECISIONS.md 400
+        reasons.WRITE_OUTCOME_UNRECORDED,  # 401
     }
     assert codes - NOTES - NOT_FENCING - TRACE_CODES - fencing == set()
     assert not (NOTES & fencing) and not (NOT_FENCING & fencing) and not (TRACE_CODES & (NOTES | NOT_FENCING | fencing))

@@ -1,0 +1,136 @@
+"""Commit on evidence, not on silence (docs/DECISIONS.md 400-403): what a write step's span says of its outcome
+besides the conventions the normalizer reads.
+
+* :func:`failure_evidence`: an attribute the normalizer does not read whose key names a status, an error, a failure,
+  a timeout or a success (``conventions.FAILURE_EVIDENCE_WORDS``) and whose value is no success value holds a write
+  (``unrecognized_failure_evidence``, naming the key): a framework's own status attribute (``app.tool.status=error``)
+  must not let a failed write pass as committed because its convention is not learnt yet.
+* :func:`producer_of`: which producer recorded a tool span and whether it records results by default
+  (``conventions.PRODUCER_RESULT_DEFAULTS``): the planner asks it of a write with no result
+  (``write_outcome_unrecorded``, ``planner/rules.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import cython
+
+from otel_tracefence.core import reasons
+from otel_tracefence.core.model import MalformedField
+from otel_tracefence.core.textfold import folded_word
+from otel_tracefence.normalize.conventions import (
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, SUCCESS_FLAG_VALUES,
+    SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
+)
+
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_DURATION = re.compile(DURATION_VALUE_PATTERN)
+_KINDS: dict[str, Any] = {}  # key -> the kind of outcome it names, or "": keys repeat across spans (bounded below)
+_KINDS_MOST = 4096
+NO_KIND = ""
+WITHOUT_EVIDENCE: set[str] = set()
+"""Keys that name no outcome or that the normalizer reads (bounded as :data:`_KINDS`): a span whose keys are all
+here costs one C-level ``issuperset``."""
+
+
+@cython.ccall
+def outcome_kind(key: str) -> str:
+    """What outcome an attribute key names (``status``, ``error``, ``timeout``, ``success``), or ``""``: none, or a
+    key the normalizer reads (``conventions.READ_KEYS``), of its own namespace or one it holds as a misspelling of a key
+    it reads (``conventions.misread_key``: held there already). Cached per key."""
+    found = _KINDS.get(key)
+    if found is not None:
+        return found
+    found = NO_KIND
+    if key not in READ_KEYS and not folded_word(key).startswith(TRACEFENCE_NAMESPACE) and misread_key(key) is None:
+        words = [word.lower() for word in _WORDS.findall(key)]
+        for position, word in enumerate(words):
+            kind = FAILURE_EVIDENCE_WORDS.get(word)
+            if kind is None and word == "timed" and position + 1 < len(words) and words[position + 1] == "out":
+                kind = "timeout"
+            if kind is not None:
+                found = kind
+                break
+    if len(_KINDS) >= _KINDS_MOST:
+        _KINDS.clear()
+        WITHOUT_EVIDENCE.clear()
+    _KINDS[key] = found
+    if found == NO_KIND:
+        WITHOUT_EVIDENCE.add(key)
+    return found
+
+
+def says_no_failure(kind: str, value: Any) -> bool:
+    """True when ``value`` of an attribute naming ``kind`` is a success value: a status of ``ok``, ``success``,
+    ``completed``... (folded), 0 or an HTTP 2xx; a success flag true; an error, failure or timeout attribute false,
+    empty or ``none``; a timeout attribute holding a number or a duration (a setting, not an outcome)."""
+    if isinstance(value, (list, tuple)):
+        return all(says_no_failure(kind, item) for item in value)
+    if isinstance(value, bool):
+        return value if kind == "success" else (not value if kind != "status" else False)
+    if isinstance(value, (int, float)):
+        if kind == "status":
+            return value == 0 or 200 <= value < 300
+        if kind == "success":
+            return value == 1
+        if kind == "timeout":
+            return True
+        return value == 0
+    if value is None:
+        return kind != "success"
+    if not isinstance(value, str):
+        return False  # bytes, a kvlist: not understood
+    folded = folded_word(value)
+    if kind == "status":
+        return folded in SUCCESS_STATUS_VALUES or (folded.isdigit() and (folded == "0" or 200 <= int(folded) < 300))
+    if kind == "success":
+        return folded in SUCCESS_FLAG_VALUES
+    if kind == "timeout" and _DURATION.match(value):
+        return True
+    return folded in NO_FAILURE_VALUES
+
+
+def failure_evidence(attributes: Mapping[str, Any]) -> MalformedField | None:
+    """The first attribute that names an outcome the normalizer does not read (:func:`outcome_kind`) and holds no
+    success value (:func:`says_no_failure`), as the reason to hold a write step (``unrecognized_failure_evidence``);
+    ``None`` when there is none. Asked of write steps only: a read replays whatever its outcome."""
+    if attributes.keys() <= WITHOUT_EVIDENCE:
+        return None
+    for key, value in attributes.items():
+        kind = outcome_kind(key)
+        if kind != NO_KIND and not says_no_failure(kind, value):
+            shown = repr(value)
+            return MalformedField(
+                "status",
+                f"attribute {key!r} = {shown[:120]} names the call's {kind} and is no success value the normalizer knows: "
+                "whether the write committed cannot be known",
+                reason=reasons.UNRECOGNIZED_FAILURE_EVIDENCE,
+            )
+    return None
+
+
+@cython.ccall
+def producer_of(attributes: Mapping[str, Any]) -> tuple:
+    """``(producer, whether it records results by default)`` for a tool span (``conventions.PRODUCER_RESULT_DEFAULTS``,
+    first match); ``(OTHER_PRODUCER, None)`` for a span of a producer not in the table (the trace alone shows whether it
+    records them). A step not read from a span (a row) has producer ``""``: none of this applies to it."""
+    for producer, key, records, _ in PRODUCER_RESULT_DEFAULTS:
+        if key in attributes:
+            return producer, records
+    return OTHER_PRODUCER, None
+
+
+OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
+
+
+@cython.ccall
+def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
+    """True when a framework's own status attribute (``conventions.FRAMEWORK_STATUS_KEYS``: Strands'
+    ``gen_ai.tool.status``, OpenLLMetry's ``gen_ai.task.status``) holds no success value."""
+    for key in FRAMEWORK_STATUS_KEYS:
+        value = attributes.get(key)
+        if value is not None and not says_no_failure("status", value):
+            return True
+    return False
