@@ -184,8 +184,20 @@ CANCEL_PATTERN = r"cancel"
 # Where a model's output records the tool calls it requested.
 GEN_AI_OUTPUT_MESSAGES = OUTPUT_MESSAGES_KEY
 OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"
-# Older OpenLLMetry: gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}.
-OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0-9]+)\.(id|name|arguments)$"
+# Calls flattened into indexed gen_ai.completion.* keys (docs/DECISIONS.md 440), one rule for every producer that writes them:
+# older OpenLLMetry, gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}; LiteLLM's OpenTelemetry callback
+# (litellm/integrations/opentelemetry.py, OpenTelemetry._tool_calls_kv_pair: the i-th tool call of the response in
+# completion slot i, fields name and arguments, no id) and OpenLLMetry's legacy function_call form,
+# gen_ai.completion.<i>.function_call.{name,arguments}; the Traceloop SDK before the gen_ai rename wrote the same under
+# llm.completions.<i>.
+OPENLLMETRY_TOOL_CALL_PATTERN = (
+    r"^(?:gen_ai\.completion|llm\.completions)\.([0-9]+)\.(?:tool_calls\.([0-9]+)|function_call)\.(id|name|arguments)$"
+)
+INDEXED_COMPLETION_PREFIXES = ("gen_ai.completion.", "llm.completions.")
+# Every prefix of indexed keys that may hold requested calls (OpenInference's and the completion keys above), each
+# followed by a slot index: read on any span that carries one, whatever its kind (LiteLLM writes onto whatever span
+# is current, an ASGI server span; DECISIONS 440).
+INDEXED_CALL_PREFIXES = ("llm.output_messages.", *INDEXED_COMPLETION_PREFIXES)
 OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))

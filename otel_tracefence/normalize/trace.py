@@ -20,7 +20,9 @@ from otel_tracefence.normalize.conventions import (
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, recorded_output, requested_calls
+from otel_tracefence.normalize.requested import (
+    REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, has_indexed_call_keys, recorded_output, requested_calls,
+)
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
@@ -335,8 +337,9 @@ _READER_KEYS = TOOL_MARKER_KEYS | REQUESTED_KEYS | HTTP_REQUEST_KEYS
 @cython.ccall
 def quiet(span: SpanView) -> bool:
     """True when none of the readers that look for tool calls and requests can find anything in ``span``:
-    it is readable, has no events, its operation is not ``execute_tool``, and it holds none of the keys
-    those readers look for first (``conventions.is_tool_span`` and ``is_tool_invoker``,
+    it is readable, has no events, its operation is not ``execute_tool``, no key of it is an indexed key that may
+    hold a call (``requested.has_indexed_call_keys``), and it holds none of the keys those readers look for first
+    (``conventions.is_tool_span`` and ``is_tool_invoker``,
     ``requested.requested_calls``, ``http.http_request``, each returning at its first test on such a span).
     Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
     reads it only as every stepless span is read beside those (its name and kind, its parents), without
@@ -346,7 +349,9 @@ def quiet(span: SpanView) -> bool:
         return False
     attributes = span.attributes
     # ``in`` then ``[]``: two C-level mapping operations, cheaper than a ``get`` method call
-    return not (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) and _READER_KEYS.isdisjoint(attributes)
+    if (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) or not _READER_KEYS.isdisjoint(attributes):
+        return False
+    return not has_indexed_call_keys(attributes)  # calls in indexed keys, on a span of any kind (DECISIONS 440)
 
 
 def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
