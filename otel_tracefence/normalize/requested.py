@@ -32,7 +32,7 @@ from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
-    OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
+    OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
 )
 from otel_tracefence.normalize import haystack
@@ -254,6 +254,25 @@ def recorded_output(span: SpanView) -> bool:
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
 REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
+
+
+def output_tools(span: SpanView) -> frozenset:
+    """The names of the output tools the span declares (pydantic-ai's ``model_request_parameters.output_tools``,
+    kind ``output``; ``conventions.OUTPUT_TOOLS_KEY``, docs/DECISIONS.md 444): a call of one of them is the model's
+    structured answer, which no tool runs. Empty when the span declares none or the declaration cannot be read."""
+    value = span.attributes.get(OUTPUT_TOOLS_KEY)
+    if isinstance(value, str):
+        try:
+            value = parse_json_text(value)
+        except (JSONTextError, RecursionError):
+            return frozenset()
+    tools = value.get(OUTPUT_TOOLS_FIELD) if isinstance(value, dict) else None
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(
+        tool["name"] for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool.get("kind", OUTPUT_TOOL_KIND) == OUTPUT_TOOL_KIND
+    )
 
 
 def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None = None) -> list[RequestedCall]:
