@@ -152,6 +152,9 @@ class ToolStep:
     sequence: int = 0
     requested_only: bool = False
     call_id_from_span: bool = False
+    # The call id a tool span with none of its own records inside its result (a LangChain ToolMessage's
+    # tool_call_id, normalize/values.result_call_id): used only to match the model's request to the span.
+    result_call_id: str | None = None
     malformed: tuple[MalformedField, ...] = ()
     notes: tuple[str, ...] = ()  # how the normalizer read the span (reason codes that never decide)
     result_stable: bool = True  # False: results differ between executions (tracefence.result_stable, tool rule ``result``)

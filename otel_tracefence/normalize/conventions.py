@@ -140,6 +140,16 @@ MCP_METHOD_KEY = "mcp.method.name"  # MCP semantic conventions: the JSON-RPC met
 MCP_TOOL_SPAN_NAME_PATTERN = r"(?:^|\s)tools/call\s+(\S+)\s*$"
 # OpenLLMetry's OpenAI Agents instrumentation names tool spans "<tool>.tool".
 TRACELOOP_TOOL_SPAN_SUFFIX = ".tool"
+# Koog's execute_tool spans named tool.<Name> (span ids as names, ai.koog.agents.features.opentelemetry, ExecuteToolSpan:
+# "...tool.<toolName>"), read as the tool's name only on a span whose operation is execute_tool (docs/DECISIONS.md 444).
+KOOG_TOOL_SPAN_PREFIX = "tool."
+# pydantic-ai's output tools: the structured answer the model gives by calling a tool the agent declared as output
+# (kind "output", default name final_result, _output.DEFAULT_OUTPUT_TOOL_NAME). pydantic-ai runs no tool for them
+# (an output type is validated in-process, no execute_tool span; an output function is traced as an execute_tool span
+# of its own); each chat span declares them in model_request_parameters.output_tools (docs/DECISIONS.md 444).
+OUTPUT_TOOLS_KEY = "model_request_parameters"
+OUTPUT_TOOLS_FIELD = "output_tools"
+OUTPUT_TOOL_KIND = "output"
 # OpenInference says whether input.value / output.value is JSON or plain text.
 MIME_TYPE_KEYS = {"input.value": "input.mime_type", "output.value": "output.mime_type"}
 CODE_PARAMETER_PREFIX = "code.function.parameters."
@@ -282,8 +292,35 @@ DURATION_VALUE_PATTERN = r"^\s*[0-9]+(?:\.[0-9]+)?\s*(?:ns|us|µs|ms|s|sec|secs|
 # Where a model's output records the tool calls it requested.
 GEN_AI_OUTPUT_MESSAGES = OUTPUT_MESSAGES_KEY
 OPENINFERENCE_TOOL_CALL_PATTERN = r"^llm\.output_messages\.([0-9]+)\.message\.tool_calls\.([0-9]+)\.tool_call\.(id|function\.name|function\.arguments)$"
-# Older OpenLLMetry: gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}.
-OPENLLMETRY_TOOL_CALL_PATTERN = r"^gen_ai\.completion\.([0-9]+)\.tool_calls\.([0-9]+)\.(id|name|arguments)$"
+# Calls flattened into indexed gen_ai.completion.* keys (docs/DECISIONS.md 440), one rule for every producer that writes them:
+# older OpenLLMetry, gen_ai.completion.<i>.tool_calls.<j>.{id,name,arguments}; LiteLLM's OpenTelemetry callback
+# (litellm/integrations/opentelemetry.py, OpenTelemetry._tool_calls_kv_pair: the i-th tool call of the response in
+# completion slot i, fields name and arguments, no id) and OpenLLMetry's legacy function_call form,
+# gen_ai.completion.<i>.function_call.{name,arguments}; the Traceloop SDK before the gen_ai rename wrote the same under
+# llm.completions.<i>.
+OPENLLMETRY_TOOL_CALL_PATTERN = (
+    r"^(?:gen_ai\.completion|llm\.completions)\.([0-9]+)\.(?:tool_calls\.([0-9]+)|function_call)\.(id|name|arguments)$"
+)
+INDEXED_COMPLETION_PREFIXES = ("gen_ai.completion.", "llm.completions.")
+# Every prefix of indexed keys that may hold requested calls (OpenInference's and the completion keys above), each
+# followed by a slot index: read on any span that carries one, whatever its kind (LiteLLM writes onto whatever span
+# is current, an ASGI server span; DECISIONS 440).
+INDEXED_CALL_PREFIXES = ("llm.output_messages.", *INDEXED_COMPLETION_PREFIXES)
+# A tool's result that is a LangChain ToolMessage names the call it answers (docs/DECISIONS.md 443), in each form it is
+# recorded: LangChain's serialized form ({"lc": 1, "type": "constructor", "id": [..., "ToolMessage"], "kwargs":
+# {"tool_call_id"}}, OpenLLMetry's LangChain handler, under "output"), a message's dict ({"type": "tool", "data":
+# {"tool_call_id"}}, langchain_core.messages.message_to_dict, OpenInference LangChain's output.value) or its fields
+# ({"type": "tool", "tool_call_id"}). The keys a result wraps one such message under:
+TOOL_MESSAGE_WRAPPER_KEYS = ("output", "outputs")
+TOOL_MESSAGE_CLASS = "ToolMessage"
+TOOL_MESSAGE_TYPE = "tool"
+# A framework's summary span: an ``execute_tool`` span opened after parallel calls that carries their merged
+# responses and no call of its own (docs/DECISIONS.md 441). Its tool name is a placeholder in parentheses, which no
+# model can call (OpenAI function names are ^[a-zA-Z0-9_-]{1,64}$, MCP tool names letters, digits, _-.):
+# Google ADK's ``execute_tool (merged)`` span, ``gen_ai.tool.name`` = ``(merged tools)``, arguments ``N/A``
+# (google/adk-python, src/google/adk/telemetry/tracing.py, trace_merged_tool_calls); trpc-agent-go's
+# ``execute_tool (merged tools)``, the same attributes (trpc-group/trpc-agent-go, telemetry/trace, TraceMergedToolCalls).
+SUMMARY_TOOL_NAME_PATTERN = r"^\s*\(.*\)\s*$"
 OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
@@ -381,7 +418,8 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
 
     Attributes first (``TOOL_NAME_KEYS``; OpenLLMetry's ``traceloop.entity.name`` on its
     tool spans), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
-    (OpenLLMetry's OpenAI Agents spans), ``[MCP send ]tools/call <tool>`` (MCP), and the
+    (OpenLLMetry's OpenAI Agents spans), ``tool.<tool>`` on an ``execute_tool`` span (Koog),
+    ``[MCP send ]tools/call <tool>`` (MCP), and the
     whole name for conventions that name tool spans after the tool (OpenInference, ...).
     """
     for key in TOOL_NAME_KEYS:
@@ -395,6 +433,8 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
             return value
     if name.startswith(EXECUTE_TOOL_PREFIX) and len(name) > len(EXECUTE_TOOL_PREFIX):
         return name[len(EXECUTE_TOOL_PREFIX):]
+    if name.startswith(KOOG_TOOL_SPAN_PREFIX) and len(name) > len(KOOG_TOOL_SPAN_PREFIX) and attributes.get(GEN_AI_OPERATION) == EXECUTE_TOOL:
+        return name[len(KOOG_TOOL_SPAN_PREFIX):]
     if traceloop_tool and name.endswith(TRACELOOP_TOOL_SPAN_SUFFIX) and len(name) > len(TRACELOOP_TOOL_SPAN_SUFFIX):
         return name[: -len(TRACELOOP_TOOL_SPAN_SUFFIX)]
     if attributes.get("mcp.method.name") == "tools/call" or "tools/call" in name:

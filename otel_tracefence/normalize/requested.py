@@ -8,7 +8,10 @@
 * OpenAI-shaped messages: ``{"tool_calls": [{"id", "function": {"name", "arguments"}}]}``.
 * OpenInference: ``llm.output_messages.<i>.message.tool_calls.<j>.tool_call.{id,
   function.name, function.arguments}``.
-* Older OpenLLMetry: ``gen_ai.completion.<i>.tool_calls.<j>.{id, name, arguments}``.
+* Indexed completion keys, on any span that carries them, as OpenInference's above (docs/DECISIONS.md 440): older OpenLLMetry,
+  ``gen_ai.completion.<i>.tool_calls.<j>.{id, name, arguments}``; LiteLLM's OpenTelemetry callback and OpenLLMetry's
+  legacy form, ``gen_ai.completion.<i>.function_call.{name, arguments}`` (no id: the call's index is the slot's);
+  the same under ``llm.completions.<i>`` (the Traceloop SDK before the gen_ai rename).
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
 * The Vercel AI SDK: ``ai.response.toolCalls``, JSON text of ``[{"toolCallId", "toolName", "args" | "input"}]``
   (``conventions.VERCEL_TOOL_CALLS_KEY``; docs/DECISIONS.md 341).
@@ -23,12 +26,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
-    GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY, OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS,
+    GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
+    OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
 )
 from otel_tracefence.normalize import haystack
@@ -180,24 +184,54 @@ def _index(digits: str) -> tuple[int, str]:
     return len(significant), significant
 
 
-def _indexed_calls(span: SpanView, prefix: str, pattern: re.Pattern[str], name_field: str, arguments_field: str) -> Iterator[Call | Unread]:
-    """Calls flattened into indexed attribute keys (OpenInference, older OpenLLMetry)."""
+def _indexed_calls(span: SpanView, prefix: str | tuple, pattern: re.Pattern[str], name_field: str, arguments_field: str) -> Iterator[Call | Unread]:
+    """Calls flattened into indexed attribute keys (OpenInference; OpenLLMetry and LiteLLM, ``conventions.OPENLLMETRY_TOOL_CALL_PATTERN``).
+    A key of no call index (LiteLLM's ``function_call``) is the slot's one call, after its indexed ones; one that repeats
+    an indexed call of its slot (same name and arguments: OpenLLMetry wrote ``function_call`` from ``tool_calls[0]``) is
+    that call, read once."""
     found: dict[tuple[tuple[int, str], tuple[int, str]], dict[str, Any]] = {}
     for key, value in span.attributes.items():
         if not key.startswith(prefix):
             continue
         match = pattern.match(key)
         if match:
-            found.setdefault((_index(match.group(1)), _index(match.group(2))), {})[match.group(3)] = value
+            slot = match.group(2)
+            call = _index(slot) if slot is not None else _SLOT_CALL
+            found.setdefault((_index(match.group(1)), call), {})[match.group(3)] = value
     for (message, call), fields in sorted(found.items()):
-        yield _call(f"{prefix}{message[1] or 0} tool call {call[1] or 0}", fields.get("id"), fields.get(name_field), fields.get(arguments_field))
+        if call == _SLOT_CALL:
+            indexed = [f for (m, c), f in found.items() if m == message and c != _SLOT_CALL]
+            if any(f.get(name_field) == fields.get(name_field) and f.get(arguments_field) == fields.get(arguments_field) for f in indexed):
+                continue
+            where = f"{_where(prefix)}{message[1] or 0} function call"
+        else:
+            where = f"{_where(prefix)}{message[1] or 0} tool call {call[1] or 0}"
+        yield _call(where, fields.get("id"), fields.get(name_field), fields.get(arguments_field))
 
 
-def _has_indexed_calls(span: SpanView) -> bool:
-    """True for the model spans whose conventions flatten calls into indexed keys: OpenInference
-    ``LLM`` spans, OpenLLMetry's (``llm.request.type``). Checked without scanning every key."""
-    attributes = span.attributes
-    return attributes.get("openinference.span.kind") == "LLM" or OPENLLMETRY_MODEL_SPAN_KEY in attributes
+# The sort key of a completion slot's call of no index (LiteLLM's function_call): after every indexed one.
+_SLOT_CALL = (1 << 30, "")
+# A newline, then one of conventions.INDEXED_CALL_PREFIXES and a digit: one key of the joined keys that may hold a call.
+_INDEXED_KEY = re.compile("\n(?:" + "|".join(re.escape(prefix) for prefix in INDEXED_CALL_PREFIXES) + ")[0-9]")
+
+
+def _where(prefix: str | tuple) -> str:
+    return prefix if isinstance(prefix, str) else prefix[0]
+
+
+def has_indexed_call_keys(attributes: Mapping[str, Any]) -> bool:
+    """True when an attribute key is one of ``conventions.INDEXED_CALL_PREFIXES`` followed by a slot index: the span
+    may hold requested calls in indexed keys, whatever its kind (docs/DECISIONS.md 440). Asked of every span
+    (``trace.quiet``): one C-level join of the keys and three substring tests, the pattern only where one matched."""
+    if not attributes:
+        return False
+    try:
+        keys = "\n" + "\n".join(attributes)
+    except TypeError:  # a key that is no string (only a view built by hand): the string keys
+        keys = "\n" + "\n".join(key for key in attributes if isinstance(key, str))
+    if "\ngen_ai.completion." in keys or "\nllm.output_messages." in keys or "\nllm.completions." in keys:
+        return _INDEXED_KEY.search(keys) is not None
+    return False
 
 
 def _mentions_tools(text: str) -> bool:
@@ -215,18 +249,38 @@ def recorded_output(span: SpanView) -> bool:
         return True
     if any(event.name in _OUTPUT_EVENT_NAMES for event in span.events):
         return True
-    return _has_indexed_calls(span) and any(key.startswith(("llm.output_messages.", "gen_ai.completion.")) for key in attributes)
+    return has_indexed_call_keys(attributes)
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
 REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
 
 
+def output_tools(span: SpanView) -> frozenset:
+    """The names of the output tools the span declares (pydantic-ai's ``model_request_parameters.output_tools``,
+    kind ``output``; ``conventions.OUTPUT_TOOLS_KEY``, docs/DECISIONS.md 444): a call of one of them is the model's
+    structured answer, which no tool runs. Empty when the span declares none or the declaration cannot be read."""
+    value = span.attributes.get(OUTPUT_TOOLS_KEY)
+    if isinstance(value, str):
+        try:
+            value = parse_json_text(value)
+        except (JSONTextError, RecursionError):
+            return frozenset()
+    tools = value.get(OUTPUT_TOOLS_FIELD) if isinstance(value, dict) else None
+    if not isinstance(tools, list):
+        return frozenset()
+    return frozenset(
+        tool["name"] for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str) and tool.get("kind", OUTPUT_TOOL_KIND) == OUTPUT_TOOL_KIND
+    )
+
+
 def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None = None) -> list[RequestedCall]:
     """Every tool call the model asked for in this (model or agent) span's recorded output, in order.
     Each call found but not readable is described in ``unread``, when given, instead."""
     attributes = span.attributes
-    if not span.events and REQUEST_KEYS.isdisjoint(attributes):  # most spans: one C-level set test
+    indexed = has_indexed_call_keys(attributes)
+    if not span.events and not indexed and REQUEST_KEYS.isdisjoint(attributes):  # most spans: C-level tests
         return []
     found: list[Call | Unread] = []
     if GEN_AI_OUTPUT_MESSAGES in attributes:
@@ -237,9 +291,9 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
         found.extend(haystack.requested(span))
     if VERCEL_TOOL_CALLS_KEY in attributes:
         found.extend(_vercel_calls(attributes[VERCEL_TOOL_CALLS_KEY]))
-    if _has_indexed_calls(span):
+    if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
-        found.extend(_indexed_calls(span, "gen_ai.completion.", _OPENLLMETRY, "name", "arguments"))
+        found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))
     calls = []
     for index, item in enumerate(found):
         if isinstance(item, Unread):

@@ -22,7 +22,10 @@ from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, ke
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_tokens, span_arguments, span_result
+from otel_tracefence.normalize.values import (
+    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
+    span_result,
+)
 
 
 @cython.ccall
@@ -245,6 +248,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         trace_id=span.trace_id,
         call_id=call_id or span.span_id,
         call_id_from_span=call_id is None,
+        result_call_id=result_call_id(result) if call_id is None else None,  # DECISIONS 443
         span_id=span.span_id,
         tool=tool,
         effect=effect,

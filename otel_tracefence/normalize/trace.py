@@ -15,20 +15,24 @@ from otel_tracefence.core.model import (
     step_order,
 )
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, HANDOFF_TOOL_PREFIX, MCP_METHOD_KEY, RPC_METHOD, TOOL_MARKER_KEYS, agent_name, call_id as tool_call_id,
+    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, HANDOFF_TOOL_PREFIX, MCP_METHOD_KEY, OUTPUT_TOOLS_KEY, RPC_METHOD, TOOL_MARKER_KEYS, agent_name,
+    call_id as tool_call_id,
     is_agent_boundary, is_tool_invoker, misread_message, misread_own_key, tool_name,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
-from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, recorded_output, requested_calls
+from otel_tracefence.normalize.requested import (
+    REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, has_indexed_call_keys, output_tools, recorded_output, requested_calls,
+)
 from otel_tracefence.normalize.span_view import KIND_SERVER, SpanView
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, HttpRequest, KeyEvidence, http_request, key_evidence, reconciled_key
 from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.summary import summary_spans
 from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import kept_arguments, span_arguments
+from otel_tracefence.normalize.values import bare_value_sha256, kept_arguments, span_arguments
 from otel_tracefence.core.textfold import folded_word
 
 
@@ -163,7 +167,14 @@ def _unrecorded_requests(
     """
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
+    answers: dict[int, frozenset] = {}  # per requesting span: the output tools it declares (DECISIONS 444)
     for request in requests:
+        if OUTPUT_TOOLS_KEY in request.span.attributes:
+            declared = answers.get(id(request.span))
+            if declared is None:
+                declared = answers[id(request.span)] = output_tools(request.span)
+            if request.tool in declared:  # the model's structured answer: no tool runs for it
+                continue
         if request.call_id is not None:
             identity = (request.call_id, request.tool, request.arguments.sha256)
             if identity in seen:
@@ -175,26 +186,56 @@ def _unrecorded_requests(
     by_id = Counter((s.call_id, s.tool) for s in recorded if not s.call_id_from_span)
     unlabeled = Counter((s.tool, s.arguments_sha256) for s in recorded if s.call_id_from_span and s.arguments_sha256 is not None)
     by_content = Counter((s.tool, s.arguments_sha256) for s in recorded if s.arguments_sha256 is not None)
+    ran = Counter(s.tool for s in recorded)
+    blank = Counter(s.tool for s in recorded if s.call_id_from_span and s.arguments_sha256 is None)  # no way to match them but by tool
+    by_result: dict[tuple, list] = {}  # (call id its result names, tool) -> the arguments' SHA-256 of such spans
+    for s in recorded:
+        if s.call_id_from_span and s.result_call_id is not None:
+            by_result.setdefault((s.result_call_id, s.tool), []).append(s.arguments_sha256)
     left: list[RequestedCall] = []
+    matched: Counter = Counter()  # requests matched to a tool span, by tool
     for request in distinct:  # first pass: the span that ran exactly this call
         key = (request.call_id, request.tool, request.arguments.sha256)
         if request.call_id is not None and exact[key] > 0:
             exact[key] -= 1
             by_id[(request.call_id, request.tool)] -= 1
+            matched[request.tool] += 1
+        elif request.call_id is not None and by_result.get((request.call_id, request.tool)):
+            # A span of no call id whose result names this call (DECISIONS 443): taken out of the pools of content too.
+            sha = by_result[(request.call_id, request.tool)].pop()
+            if sha is None:
+                blank[request.tool] -= 1
+            else:
+                unlabeled[(request.tool, sha)] -= 1
+                by_content[(request.tool, sha)] -= 1
+            matched[request.tool] += 1
         else:
             left.append(request)
     extra = []
+    uncompared: list[RequestedCall] = []  # matched last, by tool only, where one side recorded no arguments
     for request in left:
         content = (request.tool, request.arguments.sha256)
+        bare = bare_value_sha256(request.arguments, config.limits) if request.arguments.sha256 is not None else None
         if request.call_id is not None:
             if by_id[(request.call_id, request.tool)] > 0:
                 by_id[(request.call_id, request.tool)] -= 1
+                matched[request.tool] += 1
                 continue
             if request.arguments.sha256 is not None and unlabeled[content] > 0:
                 unlabeled[content] -= 1
+                matched[request.tool] += 1
+                continue
+            if bare is not None and unlabeled[(request.tool, bare)] > 0:  # its one argument recorded bare (DECISIONS 442)
+                unlabeled[(request.tool, bare)] -= 1
+                matched[request.tool] += 1
                 continue
         elif request.arguments.sha256 is not None and by_content[content] > 0:
             by_content[content] -= 1
+            matched[request.tool] += 1
+            continue
+        elif bare is not None and by_content[(request.tool, bare)] > 0:
+            by_content[(request.tool, bare)] -= 1
+            matched[request.tool] += 1
             continue
         runner = _agent_that_may_have_run(request, agents.get(request.tool), spans_by_id)
         if runner is not None:
@@ -205,6 +246,18 @@ def _unrecorded_requests(
         if runner is not None:
             agents[target].remove(runner)
             handoffs[0] -= 1
+            continue
+        if request.tool in ran:
+            uncompared.append(request)
+            continue
+        extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
+    # After every other match (DECISIONS 443): a request whose arguments were not recorded was run by a span of its
+    # tool no request took; one whose arguments were, by such a span that recorded none and no call id either.
+    for request in uncompared:
+        if ran[request.tool] > matched[request.tool] and (request.arguments.sha256 is None or blank[request.tool] > 0):
+            matched[request.tool] += 1
+            if request.arguments.sha256 is not None:
+                blank[request.tool] -= 1
             continue
         extra.append(_requested_step(request, request.call_id or f"{request.span.span_id}/{request.index}", config))
     return extra
@@ -336,8 +389,9 @@ _READER_KEYS = TOOL_MARKER_KEYS | REQUESTED_KEYS | HTTP_REQUEST_KEYS
 @cython.ccall
 def quiet(span: SpanView) -> bool:
     """True when none of the readers that look for tool calls and requests can find anything in ``span``:
-    it is readable, has no events, its operation is not ``execute_tool``, and it holds none of the keys
-    those readers look for first (``conventions.is_tool_span`` and ``is_tool_invoker``,
+    it is readable, has no events, its operation is not ``execute_tool``, no key of it is an indexed key that may
+    hold a call (``requested.has_indexed_call_keys``), and it holds none of the keys those readers look for first
+    (``conventions.is_tool_span`` and ``is_tool_invoker``,
     ``requested.requested_calls``, ``http.http_request``, each returning at its first test on such a span).
     Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
     reads it only as every stepless span is read beside those (its name and kind, its parents), without
@@ -347,7 +401,9 @@ def quiet(span: SpanView) -> bool:
         return False
     attributes = span.attributes
     # ``in`` then ``[]``: two C-level mapping operations, cheaper than a ``get`` method call
-    return not (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) and _READER_KEYS.isdisjoint(attributes)
+    if (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) or not _READER_KEYS.isdisjoint(attributes):
+        return False
+    return not has_indexed_call_keys(attributes)  # calls in indexed keys, on a span of any kind (DECISIONS 440)
 
 
 def unread_activity_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
@@ -602,6 +658,9 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
             clashing_steps.append(replace(step, malformed=step.malformed + (bad,)))
         else:
             own_steps[span.span_id] = step
+    if own_steps:  # a framework's summary of parallel calls is no call (summary.py, docs/DECISIONS.md 441)
+        for sid in summary_spans(own_steps, by_id, config):
+            del own_steps[sid]
     # No early return when no span is a tool span: a call the model requested is a step
     # even when no tool span records it (the process may have died before exporting one).
     tool_ids = set(own_steps)

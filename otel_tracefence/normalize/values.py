@@ -27,6 +27,7 @@ from otel_tracefence.core.config import Limits, TraceFenceConfig
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
+    TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
 from otel_tracefence.normalize.span_view import SpanEvent
@@ -116,6 +117,27 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
     if canonical.text is None:
         return Arguments(unavailable=canonical.unavailable)
     return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)
+
+
+def bare_value_sha256(arguments: Arguments, limits: Limits) -> str | None:
+    """The SHA-256 of the arguments a producer records when it collapses a one-parameter call's input to its bare
+    value: ``{"isbn": "978-0"}`` recorded as ``978-0`` (OpenInference LangChain's ``_convert_io`` yields a one-key
+    input's string value alone, no MIME type; docs/DECISIONS.md 442), read as :func:`span_arguments` reads such text
+    (JSON where it parses, else the text). ``None`` when the arguments are no one-key object of a scalar value, or
+    when the bare value would read as an object or array (that is no bare value)."""
+    value = arguments.value
+    if not isinstance(value, dict) or len(value) != 1:
+        return None
+    (inner,) = value.values()
+    if isinstance(inner, str):
+        bare = arguments_from_value(inner, limits)
+        if bare.malformed is not None:
+            bare = arguments_from_value(inner, limits, text_is_json=False)
+    elif inner is None or isinstance(inner, (bool, int, float)):
+        bare = arguments_from_value(inner, limits, text_is_json=False)
+    else:
+        return None
+    return None if isinstance(bare.value, (dict, list)) else bare.sha256
 
 
 @cython.ccall
@@ -294,6 +316,34 @@ def span_result(attributes: Mapping[str, Any], limits: Limits, events: Sequence[
     if value is not _ABSENT:
         return result_from_value(value, limits, config)
     return NO_RESULT
+
+
+def _message_call_id(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return None
+    kwargs = message.get("kwargs")
+    ids = message.get("id")
+    if isinstance(kwargs, dict) and isinstance(ids, list) and ids and ids[-1] == TOOL_MESSAGE_CLASS:
+        return kwargs.get("tool_call_id")
+    if message.get("type") != TOOL_MESSAGE_TYPE:
+        return None
+    data = message.get("data")
+    return data.get("tool_call_id") if isinstance(data, dict) else message.get("tool_call_id")
+
+
+def result_call_id(result: Result | None) -> str | None:
+    """The call id a recorded result that is one LangChain ToolMessage names (``conventions.TOOL_MESSAGE_CLASS``,
+    its forms; docs/DECISIONS.md 443), or ``None``: a tool span of LangGraph's ToolNode records no call id of its
+    own, only its ToolMessage does. Read from the value already parsed for the result's error shape."""
+    if result is None or result.parsed is NOT_PARSED or not isinstance(result.parsed, dict):
+        return None
+    value = result.parsed
+    for key in TOOL_MESSAGE_WRAPPER_KEYS:
+        if key in value and isinstance(value[key], dict) and value.keys() <= {key, "kwargs"}:
+            value = value[key]
+            break
+    found = _message_call_id(value)
+    return found if isinstance(found, str) and found else None
 
 
 def result_tokens(result: Result | None, limit: int) -> tuple[int, ...]:

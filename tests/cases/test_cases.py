@@ -46,7 +46,7 @@ def test_case_gives_expected_plan(input_path: Path, expected_path: Path):
         plan = plans[trace_id]
         assert plan["replayClass"] == "REPLAY_CLASS_" + want["class"].upper()
         got = {s["step"]["callId"]: s["decision"] for s in plan["steps"]}
-        listed = {call: "DECISION_" + d.upper() for call, d in want["steps"].items()}
+        listed = {call: "DECISION_" + d.upper() for call, d in want.get("steps", {}).items()}
         if "n_steps" in want:  # the steps listed are checked, and how many there are in all
             assert {call: got.get(call) for call in listed} == listed
             assert len(plan["steps"]) == want["n_steps"]

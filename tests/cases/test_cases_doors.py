@@ -117,7 +117,7 @@ def test_cli_door_gives_the_expected_plan(input_path: Path, expected_path: Path)
         got = {s["step"]["callId"]: s["decision"][len("DECISION_") :].lower() for s in plan["steps"]}
         assert _class_value(plan) == want["class"], trace_id
         if "n_steps" in want:  # as tests/cases/test_cases.py: the steps listed, and how many there are in all
-            assert {call: got.get(call) for call in want["steps"]} == want["steps"], trace_id
+            assert {call: got.get(call) for call in want.get("steps", {})} == want.get("steps", {}), trace_id  # a case may list no step (only n_steps)
             assert len(plan["steps"]) == want["n_steps"], trace_id
         else:
             assert got == want["steps"], trace_id
