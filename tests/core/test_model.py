@@ -66,7 +66,7 @@ def test_the_model_behaves_the_same_in_both_engines(pure):
         "fields": [
             "trace_id", "call_id", "tool", "effect", "status", "effect_source", "span_id", "idempotency_key", "arguments_json",
             "arguments_sha256", "arguments_unavailable", "result_recorded", "result_sha256", "result_value", "attempts",
-            "start_time_unix_nano", "sequence", "requested_only", "call_id_from_span", "malformed", "notes", "result_stable",
+            "start_time_unix_nano", "sequence", "requested_only", "call_id_from_span", "result_call_id", "malformed", "notes", "result_stable",
             "argument_tokens", "result_tokens", "producer", "producer_records_results",  # the last two: docs/DECISIONS.md 401
         ],
         "plan_fields": ["trace_id", "replay_class", "steps", "partial", "schema_version"],
@@ -75,7 +75,7 @@ def test_the_model_behaves_the_same_in_both_engines(pure):
             "ToolStep(trace_id='t1', call_id='c1', tool='refund', effect=<Effect.WRITE: 'write'>, status=<ToolStatus.OK: 'ok'>, "
             "effect_source=<EffectSource.NONE: 'none'>, span_id='', idempotency_key='k1', arguments_json=None, arguments_sha256=None, "
             "arguments_unavailable='arguments_not_recorded', result_recorded=False, result_sha256=None, result_value=None, attempts=2, "
-            "start_time_unix_nano=0, sequence=0, requested_only=False, call_id_from_span=False, "
+            "start_time_unix_nano=0, sequence=0, requested_only=False, call_id_from_span=False, result_call_id=None, "
             "malformed=(MalformedField(field='effect', message=\"effect 'x' is not one of read, write, unknown\", reason=None),), "
             "notes=('x',), result_stable=True, argument_tokens=(3, 7), result_tokens=(), producer='', producer_records_results=None)"
         ),
@@ -83,14 +83,14 @@ def test_the_model_behaves_the_same_in_both_engines(pure):
             "ToolStep(trace_id='t1', call_id='c1', tool='refund', effect=<Effect.WRITE: 'write'>, status=<ToolStatus.OK: 'ok'>, "
             "effect_source=<EffectSource.NONE: 'none'>, span_id='', idempotency_key='k1', arguments_json=None, arguments_sha256=None, "
             "arguments_unavailable='arguments_not_recorded', result_recorded=False, result_sha256=None, result_value=None, attempts=1, "
-            "start_time_unix_nano=0, sequence=0, requested_only=False, call_id_from_span=False, "
+            "start_time_unix_nano=0, sequence=0, requested_only=False, call_id_from_span=False, result_call_id=None, "
             "malformed=(MalformedField(field='effect', message=\"effect 'x' is not one of read, write, unknown\", reason=None),), "
             "notes=(), result_stable=True, argument_tokens=(3, 7), result_tokens=(), producer='', producer_records_results=None)",
             "TracePlan(trace_id='t1', replay_class=<ReplayClass.INJECTED: 'injected'>, steps=(StepDecision(step=ToolStep(trace_id='t1', "
             "call_id='c1', tool='refund', effect=<Effect.WRITE: 'write'>, status=<ToolStatus.OK: 'ok'>, effect_source=<EffectSource.NONE: "
             "'none'>, span_id='', idempotency_key='k1', arguments_json=None, arguments_sha256=None, arguments_unavailable="
             "'arguments_not_recorded', result_recorded=False, result_sha256=None, result_value=None, attempts=1, start_time_unix_nano=0, "
-            "sequence=0, requested_only=False, call_id_from_span=False, malformed=(MalformedField(field='effect', message=\"effect 'x' "
+            "sequence=0, requested_only=False, call_id_from_span=False, result_call_id=None, malformed=(MalformedField(field='effect', message=\"effect 'x' "
             "is not one of read, write, unknown\", reason=None),), notes=(), result_stable=True, argument_tokens=(3, 7), "
             "result_tokens=(), producer='', producer_records_results=None), decision=<Decision.SKIP: 'skip'>, reasons=('write_committed',), related_call_ids=()),), partial=False, "
             "schema_version='1')",
