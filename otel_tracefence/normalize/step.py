@@ -23,7 +23,7 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
-    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
+    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
     span_result,
 )
 
@@ -94,6 +94,8 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     """A call whose span (or its producer's declaration) says ok but whose recorded result is an error
     (``result_errors.py``) has status ``error``, noted ``error_in_result``: where two records disagree,
     the one that fences wins. A declared ``error``, ``timeout`` or ``unknown`` is never changed."""
+    if status is OK and result.error == UNREAD_RESULT:
+        return STATUS_UNKNOWN, (reasons.RESULT_UNREAD,)  # no evidence either way: a write is held, a read replays
     if status is OK and result.error is not None:
         return ERROR, ((reasons.ERROR_TEMPLATE_IN_RESULT,) if result.error.startswith(TEMPLATE_ERROR_PREFIX) else (reasons.ERROR_IN_RESULT,))
     return status, ()

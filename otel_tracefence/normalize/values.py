@@ -257,13 +257,17 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     parsed = NOT_PARSED
     text = value if isinstance(value, str) else None
     if isinstance(value, str):
-        if not _looks_like_json(value) or text_too_large(value, limits.max_argument_bytes):
+        if not _looks_like_json(value):
             return _template_error(value), False, parsed  # text: a framework's own error text? (DECISIONS 402)
+        if text_too_large(value, limits.max_argument_bytes):
+            return UNREAD_RESULT, False, parsed  # JSON too large to look into: no evidence it succeeded (DECISIONS 486)
         try:
             value = parsed = parse_json_text(value)
         except JSONTruncatedError:
             return None, True, parsed
-        except (JSONTextError, RecursionError):
+        except RecursionError:
+            return UNREAD_RESULT, False, parsed  # nested past what the reader follows (DECISIONS 486)
+        except JSONTextError:
             return _template_error(value), False, parsed
     if not isinstance(value, (dict, list)):
         return (_template_error(value) if isinstance(value, str) else None), False, NOT_PARSED  # a JSON string: read as the text it is
@@ -277,6 +281,9 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
 
 
 TEMPLATE_ERROR_PREFIX = "template:"  # Result.error of a result that is a framework's own error text: + the framework
+# Result.error of a result that could not be checked for an error: JSON text over limits.max_argument_bytes or nested
+# past what the parser follows, or bytes (docs/DECISIONS.md 486). Its status is unknown, not ok: a write is held.
+UNREAD_RESULT = "unread"
 
 
 @cython.ccall
@@ -297,8 +304,8 @@ def result_from_value(value: Any, limits: Limits, config: TraceFenceConfig | Non
         # Hashed as recorded; the value kept is one that can be written out (a lone surrogate escaped).
         text = printable(value)
         return Result(True, sha256_text(value), text, error, truncated, parsed if text is value else NOT_PARSED)
-    if isinstance(value, bytes):
-        return Result(True, sha256_text(value.hex()), value.hex())
+    if isinstance(value, bytes):  # bytes say nothing readable of how the call went (DECISIONS 486)
+        return Result(True, sha256_text(value.hex()), value.hex(), UNREAD_RESULT)
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth)
     if canonical.text is not None:
         return Result(True, canonical.sha256, canonical.text, error, truncated)

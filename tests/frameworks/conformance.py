@@ -820,9 +820,9 @@ CELLS: list[Cell] = [
     cell("openai_agents", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed; the result is injected on replay"),
     cell("openai_agents", "write_raises", "review", (("charge_card", "review", ("write_error",)),), "failure_error_function=None lets the error out; the tool span ends ERROR"),
     cell(
-        "openai_agents", "write_times_out", "review", (("send_payment", "review", ("write_timeout",)),),
-        "the SDK's own timeout (function_tool timeout=) hands its timeout text to the model: the write's outcome is unknown",
-        wrong_today="A: the tool span is OK with the SDK's timeout text as its result; today skip (write_committed), class injected",
+        "openai_agents", "write_times_out", "review", (("send_payment", "review", ("write_error", "error_template_in_result")),),
+        "the SDK's own timeout (function_tool timeout=) hands its timeout text to the model on an OK span: the text is the SDK's "
+        "timeout template (kind A), so the write's outcome is unknown; a result that says timeout reads as error (DECISIONS 400)",
     ),
     cell("openai_agents", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),), "the default failure_error_function hands the error to the model; OpenLLMetry ends the span ERROR"),
     cell("openai_agents", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
