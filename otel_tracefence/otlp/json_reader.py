@@ -344,7 +344,8 @@ def _no_hidden_spans(obj: dict[str, Any], known: frozenset[str], where: str, lin
     for key, value in obj.items():
         if key not in known and isinstance(value, (list, dict)) and value:
             kind = "an array" if isinstance(value, list) else "an object"
-            errors.append(InputError(line, key, f"{where} has a key OTLP/JSON does not define, holding {kind}: spans under it would be missed"))
+            field = key or '""'  # the empty key is named as written, so the error still names a field
+            errors.append(InputError(line, field, f"{where} has a key OTLP/JSON does not define, holding {kind}: spans under it would be missed"))
 
 
 def read_otlp_json(text: str) -> OtlpRead:

@@ -619,6 +619,8 @@ _REGRESSION_TEXTS = [
     '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01010101010101010101010101010101", "spanId": "0000000000000001", '
     '"attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "gen_ai.tool.name", "value": '
     '{"stringValue": "pay"}}, {"key": "n", "value": {"doubleValue": "\\ud800"}}]}]}]}]}',
+    # an unknown key that is empty, holding an array: its error named no field (s32)
+    '{"resourceSpans":[{"":[null]}]}',
 ]
 
 
