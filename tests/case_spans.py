@@ -49,8 +49,13 @@ def readable_spans(path: Path) -> list[ReadableSpan]:
     """Every span of an OTLP/JSON file as a finished SDK span, in file order."""
     read = read_otlp_json(path.read_text(encoding="utf-8"))
     assert not read.errors, f"{path}: spans the reader rejects: {read.errors}"
+    return readable_spans_of(read.request)
+
+
+def readable_spans_of(request: Any) -> list[ReadableSpan]:
+    """Every span of an ``ExportTraceServiceRequest`` as a finished SDK span, in request order."""
     spans: list[ReadableSpan] = []
-    for resource_spans in read.request.resource_spans:
+    for resource_spans in request.resource_spans:
         resource = Resource(_attributes(resource_spans.resource.attributes))
         for scope_spans in resource_spans.scope_spans:
             scope = InstrumentationScope(scope_spans.scope.name, scope_spans.scope.version or None)

@@ -17,7 +17,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,24 @@ if str(ROOT / "tests") not in sys.path:  # framework_helpers and friends import 
     sys.path.insert(0, str(ROOT / "tests"))
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no usage events from Haystack
+
+from tests.frameworks.matrix_table import (  # noqa: E402 - after the sys.path line
+    COMMITTED,
+    FINAL,
+    NA,
+    NO_MCP,
+    NO_MODEL,
+    READ_OK,
+    RETRIED,
+    SCENARIO_KEYS,
+    U,
+    Cell,
+    Framework,
+    cannot,
+    cell,
+    oi,
+)
+from tests.frameworks.isolated import envs, framework_modules  # noqa: E402
 
 REGENERATE = "make conformance"
 
@@ -39,42 +56,8 @@ def _config():
     return TraceFenceConfig(tool_rules=[ToolRule(match="final_answer", effect="read")])
 
 
-# -- The scenarios ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scenario:
-    key: str
-    what: str
-
-
-SCENARIOS = [
-    Scenario("read_ok", "a read that succeeds"),
-    Scenario("write_commits", "a write that commits"),
-    Scenario("write_raises", "a write that raises (the run stops, where the framework lets an error through)"),
-    Scenario("write_times_out", "a write that times out (the framework's own tool timeout; else a TimeoutError raised in the tool)"),
-    Scenario("tool_error_to_model", "a write's failure handed back to the model as the tool's result"),
-    Scenario("parallel_one_fails", "two calls requested in one turn, run together, one write failing"),
-    Scenario("framework_retries", "a failed write run again (by the framework's retry, else by the agent loop on the model's second request)"),
-    Scenario("requested_never_ran", "a write the model requested that never ran (max turns / an interrupt / a cancelled task)"),
-    Scenario("approval_interrupt_resume", "a write interrupted for human approval, approved, and resumed"),
-    Scenario("mcp_is_error", "an MCP tool answering isError"),
-]
-SCENARIO_KEYS = [s.key for s in SCENARIOS]
-
 
 # -- The frameworks -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Framework:
-    key: str
-    name: str
-    dist: str  # the framework's distribution (its version is read from importlib.metadata)
-    instrumentation: str
-    instrumentation_dist: str | None  # None: the framework traces itself
-    module: str  # what must import for the framework's cells to run
-
 
 FRAMEWORKS = [
     Framework("openai_agents", "OpenAI Agents SDK", "openai-agents", "OpenLLMetry", "opentelemetry-instrumentation-openai-agents", "opentelemetry.instrumentation.openai_agents"),
@@ -91,7 +74,10 @@ NOT_INSTALLED_HERE = [
 ]
 
 
-def version(dist: str | None) -> str:
+def version(dist: str | None, framework: Framework | None = None) -> str:
+    """``dist``'s version: from the framework's pins when it runs in its own environment, else installed here."""
+    if framework is not None and framework.isolated:
+        return envs.pinned_version(framework.key, framework.isolated, dist)
     if dist is None:
         return ""
     try:
@@ -101,8 +87,12 @@ def version(dist: str | None) -> str:
 
 
 def installed(framework: Framework) -> bool:
+    """An in-process framework: importable here. An isolated one counts as installed: whether its
+    environment can be made is known only when the matrix makes it (its cells then skip, saying why)."""
     import importlib.util
 
+    if framework.isolated:
+        return True
     try:
         return importlib.util.find_spec(framework.module) is not None
     except ModuleNotFoundError:
@@ -770,50 +760,6 @@ def _run_mcp(scenario: str) -> list:
 
 # -- The expected cells ------------------------------------------------------------------------------------------------------
 
-Step = tuple  # (tool, decision, reasons): one step of the plan
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One framework x scenario: the plan it must get (class and each step), and why, in one line.
-
-    ``wrong_today``: the cell plans otherwise today; names the kind of issue 24 (A-E) and what it plans
-    instead (the matrix test marks it ``xfail(strict=True)``: flip it when the kind is fixed).
-    ``cannot``: the framework (this version) cannot make the scenario, and why."""
-
-    framework: str
-    scenario: str
-    replay_class: str | None = None
-    steps: tuple = ()
-    reason: str = ""
-    wrong_today: str | None = None
-    cannot: str | None = None
-
-
-def cell(framework: str, scenario: str, replay_class: str | None, steps: tuple, reason: str, wrong_today: str | None = None) -> Cell:
-    return Cell(framework, scenario, replay_class, tuple(sorted(steps)), reason, wrong_today)
-
-
-def cannot(framework: str, scenario: str, why: str) -> Cell:
-    return Cell(framework, scenario, cannot=why)
-
-
-NA = "arguments_not_recorded"  # the MCP SDK's spans record no arguments
-U = "arguments_unwrapped"  # OpenInference wraps a call's arguments (input.value {"kwargs": ...})
-READ_OK = ("lookup_customer", "replay", ("declared_read",))
-COMMITTED = ("create_invoice", "skip", ("write_committed",))
-RETRIED = (("create_invoice", "review", ("write_error", "repeated_later")), ("create_invoice", "review", ("repeats_earlier_write",)))
-NO_MCP = "not scripted yet: this framework calls no MCP server in the matrix (isError is the MCP SDK's row; the agent-over-MCP traces are in its own test file)"
-NO_MODEL = "the MCP SDK is no agent: there is no model to request, retry or hand an error to"
-
-
-def _oi(step: Step) -> Step:
-    """The same step as OpenInference reports it: its arguments were unwrapped."""
-    return (step[0], step[1], (*step[2], U))
-
-
-FINAL = ("final_answer", "replay", ("declared_read", U))  # smolagents ends each run with it (a tool rule names it a read)
-
 CELLS: list[Cell] = [
     # OpenAI Agents SDK, OpenLLMetry
     cell("openai_agents", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
@@ -876,24 +822,24 @@ CELLS: list[Cell] = [
     cell("haystack", "approval_interrupt_resume", "injected", (COMMITTED,), "ConfirmationHook confirmed (blocking, no resume needed): the write ran once"),
     cannot("haystack", "mcp_is_error", NO_MCP),
     # smolagents, OpenInference
-    cell("smolagents", "read_ok", "dynamic", (_oi(READ_OK), FINAL), "a declared read replays"),
-    cell("smolagents", "write_commits", "injected", (_oi(COMMITTED), FINAL), "OK span with a result: committed"),
+    cell("smolagents", "read_ok", "dynamic", (oi(READ_OK), FINAL), "a declared read replays"),
+    cell("smolagents", "write_commits", "injected", (oi(COMMITTED), FINAL), "OK span with a result: committed"),
     cell("smolagents", "write_raises", "review", (("charge_card", "review", ("write_error", U)), FINAL), "smolagents hands the error to the model as the observation; the TOOL span ends ERROR"),
     cell("smolagents", "write_times_out", "review", (("send_payment", "review", ("write_timeout", U)), FINAL), "no tool timeout in smolagents: a TimeoutError raised in the tool"),
     cannot("smolagents", "tool_error_to_model", "smolagents has one failure path: a raised error is handed to the model as the observation (write_raises is that path)"),
-    cell("smolagents", "parallel_one_fails", "review", (_oi(READ_OK), ("refund_order", "review", ("write_error", U)), FINAL), "the calls of one turn run in a thread pool; the failed write holds the trace"),
-    cell("smolagents", "framework_retries", "review", (*(_oi(s) for s in RETRIED), FINAL), "no tool retry in smolagents: the model asks again, one write dispatched twice"),
+    cell("smolagents", "parallel_one_fails", "review", (oi(READ_OK), ("refund_order", "review", ("write_error", U)), FINAL), "the calls of one turn run in a thread pool; the failed write holds the trace"),
+    cell("smolagents", "framework_retries", "review", (*(oi(s) for s in RETRIED), FINAL), "no tool retry in smolagents: the model asks again, one write dispatched twice"),
     cell("smolagents", "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")), FINAL), "a call to a tool the agent lacks never runs (max_steps stops only between steps)"),
     cannot("smolagents", "approval_interrupt_resume", "no human-approval API in smolagents 1.26 (step callbacks can only interrupt the whole run)"),
     cannot("smolagents", "mcp_is_error", NO_MCP),
     # LlamaIndex, OpenInference
-    cell("llama_index", "read_ok", "dynamic", (_oi(READ_OK),), "a declared read replays"),
-    cell("llama_index", "write_commits", "injected", (_oi(COMMITTED),), "OK span with a result (is_error false): committed"),
+    cell("llama_index", "read_ok", "dynamic", (oi(READ_OK),), "a declared read replays"),
+    cell("llama_index", "write_commits", "injected", (oi(COMMITTED),), "OK span with a result (is_error false): committed"),
     cell("llama_index", "write_raises", "review", (("charge_card", "review", ("write_error", U)),), "FunctionAgent hands the error to the model (is_error); the TOOL span ends ERROR"),
     cell("llama_index", "write_times_out", "review", (("send_payment", "review", ("write_timeout", U)),), "no tool timeout in FunctionAgent: a TimeoutError raised in the tool"),
     cannot("llama_index", "tool_error_to_model", "FunctionAgent has one failure path: a raised error becomes the tool's result (is_error), which write_raises is"),
-    cell("llama_index", "parallel_one_fails", "review", (_oi(READ_OK), ("refund_order", "review", ("write_error", U))), "the read replays, the failed write holds the trace"),
-    cell("llama_index", "framework_retries", "review", tuple(_oi(s) for s in RETRIED), "no tool retry in FunctionAgent: the model asks again, one write dispatched twice"),
+    cell("llama_index", "parallel_one_fails", "review", (oi(READ_OK), ("refund_order", "review", ("write_error", U))), "the read replays, the failed write holds the trace"),
+    cell("llama_index", "framework_retries", "review", tuple(oi(s) for s in RETRIED), "no tool retry in FunctionAgent: the model asks again, one write dispatched twice"),
     cell("llama_index", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),), "max_iterations stops the workflow after the model's turn, before the call ran"),
     cannot("llama_index", "approval_interrupt_resume", "not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside a tool, not before a call"),
     cannot("llama_index", "mcp_is_error", NO_MCP),
@@ -918,6 +864,11 @@ CELLS: list[Cell] = [
     *(cannot("mcp", s, NO_MODEL) for s in ("tool_error_to_model", "requested_never_ran")),
     cannot("mcp", "approval_interrupt_resume", "no approval API in the MCP SDK (elicitation is a server's question to the user, not an approval of a call)"),
 ]
+_ISOLATED = framework_modules()
+FRAMEWORKS += [m.FRAMEWORK for m in _ISOLATED]
+FRAMEWORK_BY_KEY = {f.key: f for f in FRAMEWORKS}
+CELLS += [c for m in _ISOLATED for c in m.CELLS]
+NOT_INSTALLED_HERE += [n for m in _ISOLATED for n in getattr(m, "NOT_IN_MATRIX", [])]
 CELL_BY_KEY = {(c.framework, c.scenario): c for c in CELLS}
 
 RUNNERS: dict[str, Callable[[str], list]] = {}
@@ -935,9 +886,36 @@ def setup(framework: str) -> Callable[[], None]:
 
 
 def collect(framework: str, scenario: str) -> list:
-    """The spans of one cell's run (one trace); the framework must be set up."""
+    """The spans of one cell's run (one trace); the framework must be set up (an isolated one: its
+    environment made and its runner run, see :func:`run_isolated`)."""
+    if FRAMEWORK_BY_KEY[framework].isolated:
+        return _isolated_spans(framework, scenario)
     STATE.clear()
     return runner(framework)(scenario)
+
+
+def run_isolated(framework: Framework, out: Path) -> str | None:
+    """Make the isolated framework's environment (cached) and run its runner into ``out``; None, or why
+    the framework cannot run on this machine."""
+    env = envs.prepare(framework.key, framework.isolated)
+    if not env.ok:
+        return env.why
+    envs.run(env, out)
+    return None
+
+
+def _isolated_spans(framework: str, scenario: str) -> list:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from case_spans import readable_spans_of
+
+    f = FRAMEWORK_BY_KEY[framework]
+    outcome = envs.prepare(f.key, f.isolated).outcomes[scenario]
+    if outcome.cannot is not None:
+        raise CannotProduce(outcome.cannot)
+    if outcome.error is not None:
+        raise RuntimeError(f"the {f.name} runner failed: {outcome.error}")
+    return readable_spans_of(ExportTraceServiceRequest.FromString(outcome.request))
 
 
 # -- docs/conformance.md ---------------------------------------------------------------------------------------------------------
@@ -966,12 +944,12 @@ def markdown() -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for framework in FRAMEWORKS:
-        instrumentation = framework.instrumentation + (f" {version(framework.instrumentation_dist)}" if framework.instrumentation_dist else "")
+        instrumentation = framework.instrumentation + (f" {version(framework.instrumentation_dist, framework)}" if framework.instrumentation_dist else "")
         for scenario in SCENARIO_KEYS:
             c = CELL_BY_KEY.get((framework.key, scenario))
             if c is None:
                 continue
-            head = f"| {framework.name} | {version(framework.dist)} | {instrumentation} | {scenario} |"
+            head = f"| {framework.name} | {version(framework.dist, framework)} | {instrumentation} | {scenario} |"
             if c.cannot:
                 lines.append(f"{head} - | cannot | - | - | {c.cannot} |")
                 continue
