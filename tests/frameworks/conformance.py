@@ -48,12 +48,18 @@ from tests.frameworks.isolated import envs, framework_modules  # noqa: E402
 REGENERATE = "make conformance"
 
 
-def _config():
-    """Every door plans with this: the defaults, and smolagents' own ``final_answer`` tool named a read by
-    the operator (nobody can ``declare`` it; the existing smolagents tests name it the same way)."""
+def _config(framework: str | None = None):
+    """Every door plans a framework's cells with this: the defaults, smolagents' own ``final_answer`` tool
+    named a read by the operator (nobody can ``declare`` it; the existing smolagents tests name it the
+    same way), and the operator's ``tool_rules`` an isolated framework's ``framework.py`` gives as
+    ``TOOL_RULES`` (a list of :class:`~otel_tracefence.core.config.ToolRule` fields), for a framework
+    whose tools run where ``declare`` cannot reach their span: what its users configure (docs/processor.md)."""
     from otel_tracefence.core.config import ToolRule, TraceFenceConfig
 
-    return TraceFenceConfig(tool_rules=[ToolRule(match="final_answer", effect="read")])
+    rules = [ToolRule(match="final_answer", effect="read")]
+    module = _ISOLATED_BY_KEY.get(framework)
+    rules += [ToolRule(**fields) for fields in getattr(module, "TOOL_RULES", [])]
+    return TraceFenceConfig(tool_rules=rules)
 
 
 
@@ -865,6 +871,7 @@ CELLS: list[Cell] = [
     cannot("mcp", "approval_interrupt_resume", "no approval API in the MCP SDK (elicitation is a server's question to the user, not an approval of a call)"),
 ]
 _ISOLATED = framework_modules()
+_ISOLATED_BY_KEY = {m.FRAMEWORK.key: m for m in _ISOLATED}
 FRAMEWORKS += [m.FRAMEWORK for m in _ISOLATED]
 FRAMEWORK_BY_KEY = {f.key: f for f in FRAMEWORKS}
 CELLS += [c for m in _ISOLATED for c in m.CELLS]

@@ -96,7 +96,6 @@ class Result:
 def results(tmp_path_factory) -> dict[tuple[str, str], Result]:
     """Every installed framework's cells, run once (one framework set up at a time), then planned
     through the three doors; the service gets every cell's spans in one Export."""
-    config = matrix._config()
     out: dict[tuple[str, str], Result] = {}
     isolated = [f for f in matrix.FRAMEWORKS if f.isolated]
     envs_made = matrix.envs.prepare_all(isolated)  # side by side: installing is mostly waiting on the network
@@ -129,6 +128,7 @@ def results(tmp_path_factory) -> dict[tuple[str, str], Result]:
     for (framework, scenario), result in out.items():
         if not result.spans:
             continue
+        config = matrix._config(framework)
         trace_ids = {s.context.trace_id for s in result.spans}
         if len(trace_ids) != 1:
             result.error = f"{len(trace_ids)} traces, not one"
@@ -141,14 +141,17 @@ def results(tmp_path_factory) -> dict[tuple[str, str], Result]:
         if result.cli != [result.in_process]:
             result.doors.append("the processor's code path (from_readable + plan_spans) gives another plan than the CLI")
         result.doors += _disagreements("processor", result.cli[0], _through_the_processor(result.spans, config))
-    _through_the_service(out, config, tmp_path_factory.mktemp("conformance"))
+    by_config: dict[str, list[Result]] = {}  # one service per configuration (most frameworks share the default)
+    for (framework, _), result in out.items():
+        if result.cli:
+            by_config.setdefault(matrix._config(framework).model_dump_json(), []).append(result)
+    for index, (config_json, planned) in enumerate(sorted(by_config.items())):
+        config = type(matrix._config()).model_validate_json(config_json)
+        _through_the_service(planned, config, tmp_path_factory.mktemp(f"conformance{index}"))
     return out
 
 
-def _through_the_service(out: dict[tuple[str, str], Result], config, folder: Path) -> None:
-    planned = [r for r in out.values() if r.cli]
-    if not planned:
-        return
+def _through_the_service(planned: list[Result], config, folder: Path) -> None:
     upstream = RecordingUpstream()
     upstream.start()
     service_settings = service_config(upstream, folder / "review.db").model_copy(update={"tool_rules": config.tool_rules})
