@@ -404,6 +404,9 @@ class TraceFenceConfig(BaseSettings):
     redaction: Redaction = Field(default_factory=Redaction)
     """With ``store_raw_values``: keys and patterns replaced by ``[REDACTED]`` in the kept values (hashes are of the originals)."""
     limits: Limits = Field(default_factory=Limits)
+    write_index_max_entries: int = Field(default=100_000, ge=0)
+    """Most writes each door remembers to meet later traces' writes (retries across traces,
+    ``pipeline/write_index.py``), oldest out first; 0 plans every trace alone."""
 
     # The doors: span processor, zero-code exporter and service.
     review_db: str = "tracefence-review.db"

@@ -178,13 +178,29 @@ step_order = attrgetter("start_time_unix_nano", "sequence", "call_id", "span_id"
 
 @cython.dataclasses.dataclass(repr=False, frozen=True)
 @cython.cclass
+class RelatedTrace:
+    """A call of another trace that a step's decision concerns (the write index, docs/DECISIONS.md 590):
+    that trace's id, the call's id there, and the reason code that links them."""
+
+    trace_id: str
+    call_id: str
+    reason: str
+
+    def __repr__(self) -> str:
+        return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
+
+
+@cython.dataclasses.dataclass(repr=False, frozen=True)
+@cython.cclass
 class StepDecision:
-    """The decision for one step, its reason codes and the other calls it concerns."""
+    """The decision for one step, its reason codes, the other calls of its trace it concerns and the
+    calls of other traces (``related_traces``: earlier traces planned by the same door, the write index)."""
 
     step: ToolStep
     decision: Decision
     reasons: tuple[str, ...]
     related_call_ids: tuple[str, ...] = ()
+    related_traces: tuple[RelatedTrace, ...] = ()
 
     def __repr__(self) -> str:
         return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)

@@ -44,6 +44,10 @@ NOT_PLANNED_AT_SHUTDOWN = "not_planned_at_shutdown"
 # A trace whose planning raised (a bug, or something the engine could not handle): handed on the same way, fail
 # closed, with its review item; the error is logged and counted (tracefence.errors, error.type plan).
 NOT_PLANNED_ERROR = "not_planned_error"
+# Across traces (the write index, planner/cross_trace.py, docs/DECISIONS.md 590-594): applied after a trace is
+# planned alone, against the writes of traces the same door planned before it. A retry is usually another trace.
+IDEMPOTENCY_KEY_REUSED_ACROSS_TRACES = "idempotency_key_reused_across_traces"  # the key of an earlier trace's write of this tool, other arguments: conflict
+RETRY_OF_HELD_WRITE = "retry_of_held_write"  # the same write (key, or arguments without a key) as an earlier trace's write held for review, not resolved
 WRITE_COMMITTED = "write_committed"
 UNSTABLE_RESULT = "unstable_result"  # a read whose results differ between executions: skip, inject the recorded one (seed 000)
 DECLARED_READ = "declared_read"  # a read declared by the producer (tracefence.effect) or the operator (tool_rules)
@@ -62,6 +66,7 @@ FRAMEWORK_STATUS_ERROR = "framework_status_error"  # status error read from a fr
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server replayed a stored one (Idempotent-Replayed: true)
+REPEATS_COMMITTED_WRITE = "repeats_committed_write"  # the same key and arguments as an earlier trace's committed write: the key did its job
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
 CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
 RESULT_CONSUMED_BY = "result_consumed_by"  # this step's recorded result returned a token later arguments hold
@@ -90,6 +95,7 @@ NOTES = frozenset(
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,
         RESPONSE_REPLAYED,
+        REPEATS_COMMITTED_WRITE,
         CONSUMES_RESULT_OF,
         RESULT_CONSUMED_BY,
         MAY_CONSUME_UNRECORDED_RESULT,

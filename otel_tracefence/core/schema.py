@@ -73,6 +73,7 @@ def decision_to_proto(decision: StepDecision) -> pb.StepDecision:
         decision=DECISION[decision.decision],
         reasons=list(decision.reasons),
         related_call_ids=list(decision.related_call_ids),
+        related_traces=[pb.RelatedTrace(trace_id=r.trace_id, call_id=r.call_id, reason=r.reason) for r in decision.related_traces],
     )
 
 

@@ -17,6 +17,7 @@ REPLAY_CLASS = "tracefence.replay.class"
 STEP_DECISION = "tracefence.step.decision"
 STEP_REASONS = "tracefence.step.reasons"
 STEP_RELATED_CALL_IDS = "tracefence.step.related_call_ids"
+RELATED_TRACES = "tracefence.related_traces"  # on a tool span whose decision concerns earlier traces: their ids (hex), earliest first
 STEP_EFFECT = "tracefence.step.effect"
 STEP_STATUS = "tracefence.step.status"
 STEP_ATTEMPT_OF = "tracefence.step.attempt_of"
@@ -88,7 +89,7 @@ def attributes_of(by_span: dict[Any, dict[str, Any]], span_id: str, sequence: in
 
 def _step_attributes(common: dict[str, Any], decision: StepDecision) -> dict[str, Any]:
     step = decision.step
-    return {
+    attributes = {
         **common,
         STEP_DECISION: decision.decision._value_,
         STEP_REASONS: list(decision.reasons),
@@ -96,6 +97,9 @@ def _step_attributes(common: dict[str, Any], decision: StepDecision) -> dict[str
         STEP_EFFECT: step.effect._value_,
         STEP_STATUS: step.status._value_,
     }
+    if decision.related_traces:
+        attributes[RELATED_TRACES] = list(dict.fromkeys(r.trace_id for r in decision.related_traces))
+    return attributes
 
 
 def _merge_lists(into: dict[str, Any], decision: StepDecision | None, other: dict[str, Any] | None = None) -> None:

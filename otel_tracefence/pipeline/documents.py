@@ -15,6 +15,7 @@ from otel_tracefence.normalize import SpanView
 from otel_tracefence.otlp.json_reader import read_otlp_json
 from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
 from otel_tracefence.pipeline.plan import group_request, plan_spans, plan_steps
+from otel_tracefence.pipeline.write_index import MemoryWriteIndex
 from otel_tracefence.readers.detect import detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 from otel_tracefence.readers.rows import read_rows
@@ -54,9 +55,11 @@ def plan_text(
                 traces.setdefault(error.trace_id, []).append(view)
         plans = []
         notes = warnings if warnings is not None else []
-        for trace_id, views in progress(sorted(traces.items()), len(traces)):
+        index = MemoryWriteIndex(config.write_index_max_entries)
+        for trace_id, views in progress(sorted(traces.items(), key=_ended), len(traces)):
             planned = plan_spans(trace_id, views, config, partial=incomplete(views))
-            plans.append(_bound_by_record(planned.plan, views, read.span_lines, notes))
+            plan = _bound_by_record(planned.plan, views, read.span_lines, notes)
+            plans.append(index.plan_against(plan, config.limits.max_related_call_ids))
             for d in planned.plan.steps:
                 errors.extend(
                     InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
@@ -64,11 +67,33 @@ def plan_text(
                     # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
                     if d.step.span_id and f.reason != TRACE_ROOT_MISSING
                 )
-        return plans, errors
+        return sorted(plans, key=_trace_id), errors
     rows = read_rows(text, fmt, config)
     if warnings is not None:
         warnings.extend(rows.warnings)
-    return [plan_steps(trace_id, steps, config) for trace_id, steps in progress(sorted(rows.steps.items()), len(rows.steps))], rows.errors
+    index = MemoryWriteIndex(config.write_index_max_entries)
+    plans = [
+        index.plan_against(plan_steps(trace_id, steps, config), config.limits.max_related_call_ids)
+        for trace_id, steps in progress(sorted(rows.steps.items(), key=_row_trace_ended), len(rows.steps))
+    ]
+    return sorted(plans, key=_trace_id), rows.errors
+
+
+def _trace_id(plan: TracePlan) -> str:
+    return plan.trace_id
+
+
+def _ended(item: tuple[str, Sequence[SpanView]]) -> tuple[int, str]:
+    """Traces are planned in the order they ended (their last span's end, nanoseconds), as a door that
+    watches them live plans them, so the write index meets a retry after what it retries; ties by trace id."""
+    trace_id, views = item
+    return (max((v.end_time_unix_nano or v.start_time_unix_nano or 0 for v in views), default=0), trace_id)
+
+
+def _row_trace_ended(item: tuple[str, Sequence[Any]]) -> tuple[int, str]:
+    """Rows have no end times: a trace of rows is placed by its latest step's start (nanoseconds)."""
+    trace_id, steps = item
+    return (max((s.start_time_unix_nano for s in steps), default=0), trace_id)
 
 
 def incomplete(views: Sequence[SpanView]) -> bool:

@@ -53,6 +53,7 @@ from otel_tracefence.core.model import Decision, MalformedField, ReplayClass, St
 from otel_tracefence.normalize import NormalizedTrace, SpanView, span_to_step, unread_activity_step
 from otel_tracefence.normalize.trace import late_request, late_requests, quiet, untied_request
 from otel_tracefence.pipeline.plan import PlannedTrace, plan_spans
+from otel_tracefence.pipeline.write_index import MemoryWriteIndex
 from otel_tracefence.planner import plan_trace
 from otel_tracefence.planner.replay_class import replay_class as class_of
 
@@ -216,6 +217,8 @@ class TraceBuffer(Generic[P]):
         read_view: Callable[[SpanView, Any], SpanView] | None = None,
     ) -> None:
         self._config = config
+        # The writes of the traces decided here, which later traces' writes meet (retries across traces).
+        self.write_index = MemoryWriteIndex(config.write_index_max_entries)
         # The bounds, read once: a setting is read through the config model's attribute hook, several times per span.
         self._max_traces, self._cap, self._decided_cap = config.max_traces, config.max_spans_per_trace, config.decided_cache_size
         self._read_view = read_view
@@ -438,6 +441,7 @@ class TraceBuffer(Generic[P]):
             return [batch] if batch.spans else []
         try:
             planned = plan_spans(trace_id, [view for view, _ in spans], self._config, partial=partial)
+            planned = PlannedTrace(self.write_index.plan_against(planned.plan, self._config.limits.max_related_call_ids), planned.normalized)
             self._remember(  # and no longer being planned, under the same lock
                 trace_id, planned.plan, _digests(spans, planned), dispatched=set(planned.normalized.attempt_of.values()),
                 overflow=overflow, root_ended=held.deadline is not None,

@@ -523,6 +523,8 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.DECIDED_BEFORE_COMPLETE,
         reasons.UNRECOGNIZED_FAILURE_EVIDENCE,  # docs/DECISIONS.md 400
         reasons.WRITE_OUTCOME_UNRECORDED,  # 401
+        reasons.RETRY_OF_HELD_WRITE,  # across traces, 590
+        reasons.IDEMPOTENCY_KEY_REUSED_ACROSS_TRACES,  # 590
     }
     assert codes - NOTES - NOT_FENCING - TRACE_CODES - fencing == set()
     assert not (NOTES & fencing) and not (NOT_FENCING & fencing) and not (TRACE_CODES & (NOTES | NOT_FENCING | fencing))

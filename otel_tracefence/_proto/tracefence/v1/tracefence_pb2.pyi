@@ -146,16 +146,28 @@ class ToolStep(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., call_id: _Optional[str] = ..., span_id: _Optional[str] = ..., tool: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., effect_source: _Optional[_Union[EffectSource, str]] = ..., status: _Optional[_Union[ToolStatus, str]] = ..., idempotency_key: _Optional[str] = ..., arguments_sha256: _Optional[str] = ..., arguments_unavailable: _Optional[str] = ..., result_recorded: _Optional[bool] = ..., result_sha256: _Optional[str] = ..., attempts: _Optional[int] = ..., start_time_unix_nano: _Optional[int] = ..., requested_only: _Optional[bool] = ..., malformed: _Optional[_Iterable[_Union[MalformedField, _Mapping]]] = ..., arguments_json: _Optional[str] = ..., result_value: _Optional[str] = ...) -> None: ...
 
 class StepDecision(_message.Message):
-    __slots__ = ("step", "decision", "reasons", "related_call_ids")
+    __slots__ = ("step", "decision", "reasons", "related_call_ids", "related_traces")
     STEP_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
     RELATED_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    RELATED_TRACES_FIELD_NUMBER: _ClassVar[int]
     step: ToolStep
     decision: Decision
     reasons: _containers.RepeatedScalarFieldContainer[str]
     related_call_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, step: _Optional[_Union[ToolStep, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., related_call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    related_traces: _containers.RepeatedCompositeFieldContainer[RelatedTrace]
+    def __init__(self, step: _Optional[_Union[ToolStep, _Mapping]] = ..., decision: _Optional[_Union[Decision, str]] = ..., reasons: _Optional[_Iterable[str]] = ..., related_call_ids: _Optional[_Iterable[str]] = ..., related_traces: _Optional[_Iterable[_Union[RelatedTrace, _Mapping]]] = ...) -> None: ...
+
+class RelatedTrace(_message.Message):
+    __slots__ = ("trace_id", "call_id", "reason")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    call_id: str
+    reason: str
+    def __init__(self, trace_id: _Optional[str] = ..., call_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TracePlan(_message.Message):
     __slots__ = ("schema_version", "trace_id", "replay_class", "steps", "partial")
