@@ -42,6 +42,13 @@ def service_config(upstream: Any, review_db: Path | str, **service: Any) -> Any:
     return TraceFenceConfig(review_db=str(review_db), service=ServiceSettings(**settings))
 
 
+def separate_runs(config: Any) -> Any:
+    """``config`` with the write index off (``write_index_max_entries`` 0): for a test that sends the traces of
+    separate files (cases, conformance cells) through one service to compare with ``tracefence plan`` run on each
+    file alone, where no trace has an earlier one to meet (retries across traces, docs/DECISIONS.md 590)."""
+    return config.model_copy(update={"write_index_max_entries": 0})
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -516,7 +516,7 @@ such a span without them (``span_view.from_otlp_head``). tests/service/test_serv
 TRACEFENCE_ANNOTATION_KEYS = (
     "tracefence.replay.class", "tracefence.step.decision", "tracefence.step.reasons", "tracefence.step.related_call_ids",
     "tracefence.step.effect", "tracefence.step.status", "tracefence.step.attempt_of", "tracefence.plan.schema_version",
-    "tracefence.trace.partial", "tracefence.trace.late", "tracefence.trace.reasons",
+    "tracefence.trace.partial", "tracefence.trace.late", "tracefence.trace.reasons", "tracefence.related_traces",
 )
 TRACEFENCE_NAMESPACE = "tracefence"  # folded
 _KEY_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+$")

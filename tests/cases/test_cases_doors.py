@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from case_spans import feed, find_cases, is_otlp_case, readable_spans
-from service_helpers import service_config
+from service_helpers import separate_runs, service_config
 from conftest import ROOT, SHARED_CASES
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from otel_tracefence.service.server import TraceFenceService
@@ -158,7 +158,7 @@ def test_processor_door_agrees_with_the_cli(input_path: Path, expected_path: Pat
 @pytest.mark.parametrize("input_path,expected_path", _params(OTLP_CASES))
 def test_service_door_agrees_with_the_cli(input_path: Path, expected_path: Path, upstream, tmp_path):
     plans = _cli_plans(input_path)
-    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service = TraceFenceService(separate_runs(service_config(upstream, tmp_path / "r.db")))
     service.start()
     client = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{service.port}", insecure=True, timeout=10)
     try:

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from case_spans import feed, readable_spans
-from service_helpers import service_config
+from service_helpers import separate_runs, service_config
 from tests.cases.test_cases_doors import _class_value, _cli_plans, _disagreements
 from tests.planner.test_commit_evidence import (
     TEMPLATES, TRACE, document, genai, openinference, openllmetry, root, tool_message, vercel,
@@ -94,7 +94,7 @@ def test_processor_agrees_with_the_cli(name: str, variant_files: dict[str, Path]
 
 
 def test_service_agrees_with_the_cli(variant_files: dict[str, Path], upstream, tmp_path: Path) -> None:
-    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service = TraceFenceService(separate_runs(service_config(upstream, tmp_path / "r.db")))
     service.start()
     client = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{service.port}", insecure=True, timeout=10)
     problems: list[str] = []

@@ -101,7 +101,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from service_helpers import Client, service_config
+from service_helpers import Client, separate_runs, service_config
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review.store import SQLiteReviewStore
@@ -298,7 +298,7 @@ def test_service_a_status_code_otlp_does_not_define_is_held_as_the_cli_holds_it(
         wait_for,
     )
 
-    service = TraceFenceService(service_config(upstream, tmp_path / "r.db"))
+    service = TraceFenceService(separate_runs(service_config(upstream, tmp_path / "r.db")))
     service.start()
     channel, stub = trace_stub(f"127.0.0.1:{service.port}")
     try:

@@ -92,7 +92,7 @@ def test_the_model_behaves_the_same_in_both_engines(pure):
             "'arguments_not_recorded', result_recorded=False, result_sha256=None, result_value=None, attempts=1, start_time_unix_nano=0, "
             "sequence=0, requested_only=False, call_id_from_span=False, result_call_id=None, malformed=(MalformedField(field='effect', message=\"effect 'x' "
             "is not one of read, write, unknown\", reason=None),), notes=(), result_stable=True, argument_tokens=(3, 7), "
-            "result_tokens=(), producer='', producer_records_results=None), decision=<Decision.SKIP: 'skip'>, reasons=('write_committed',), related_call_ids=()),), partial=False, "
+            "result_tokens=(), producer='', producer_records_results=None), decision=<Decision.SKIP: 'skip'>, reasons=('write_committed',), related_call_ids=(), related_traces=()),), partial=False, "
             "schema_version='1')",
         ],
         "asdict": got["asdict"],  # compared between the engines below

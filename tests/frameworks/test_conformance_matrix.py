@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from case_spans import feed
 from framework_helpers import plan_of_spans
-from service_helpers import RecordingUpstream, service_config
+from service_helpers import RecordingUpstream, separate_runs, service_config
 from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.otlp.json_writer import OtlpJsonFileSpanExporter
 from otel_tracefence.sdk import TraceFenceSpanProcessor
@@ -154,7 +154,7 @@ def results(tmp_path_factory) -> dict[tuple[str, str], Result]:
 def _through_the_service(planned: list[Result], config, folder: Path) -> None:
     upstream = RecordingUpstream()
     upstream.start()
-    service_settings = service_config(upstream, folder / "review.db").model_copy(update={"tool_rules": config.tool_rules})
+    service_settings = separate_runs(service_config(upstream, folder / "review.db")).model_copy(update={"tool_rules": config.tool_rules})
     service = TraceFenceService(service_settings)
     service.start()
     client = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{service.port}", insecure=True, timeout=10)
