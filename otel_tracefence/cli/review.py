@@ -40,7 +40,7 @@ from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.cli.table import cell
+from otel_tracefence.cli.table import cell, related
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
@@ -481,7 +481,7 @@ def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = Non
                 _enum(pb.ToolStatus, s.status, "TOOL_STATUS_"),
                 _enum(pb.Decision, d.decision, "DECISION_"),
                 cell(",".join(d.reasons)),
-                cell(",".join(d.related_call_ids)),
+                cell(related(d)),
             )
         )
     text = head + "\n\n" + _grid(rows)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Sequence
+from typing import Any, Sequence
 
 from otel_tracefence.core.model import TracePlan
 
@@ -14,6 +14,13 @@ def cell(value: object) -> str:
     if not text:
         return "-"
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+
+def related(decision: Any) -> str:
+    """A decision's related calls as one cell: its trace's related call ids, then the calls of earlier traces as
+    ``<trace id>/<call id>`` (the write index, docs/DECISIONS.md 593); ``decision`` is a plan's
+    ``StepDecision`` or the proto's (both spell the fields alike)."""
+    return ",".join([*decision.related_call_ids, *(f"{r.trace_id}/{r.call_id}" for r in decision.related_traces)])
+
 
 COLUMNS = ("trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related")
 
@@ -31,7 +38,7 @@ def render(plans: Sequence[TracePlan]) -> str:
         for d in plan.steps:
             s = d.step
             rows.append(
-                (trace, cls, s.call_id, s.tool or "-", s.effect.value, s.status.value, d.decision.value, ",".join(d.reasons) or "-", ",".join(d.related_call_ids) or "-")
+                (trace, cls, s.call_id, s.tool or "-", s.effect.value, s.status.value, d.decision.value, ",".join(d.reasons) or "-", related(d) or "-")
             )
     rows = [tuple(cell(value) for value in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]

@@ -94,3 +94,11 @@ def test_reads_never_match_and_the_index_can_be_turned_off(tmp_path):
     config.write_text("write_index_max_entries: 0\n")
     plans = _plans(_file(tmp_path, _write(T1, "1111111111111111", 0, 1200, timed_out=True), _write(T2, "2222222222222222", 10, 1200)), "--config", str(config))
     assert _step(plans[T2]) == ("DECISION_SKIP", ["write_committed"], [])
+
+
+def test_the_table_names_the_earlier_call(tmp_path):
+    path = _file(tmp_path, _write(T1, "1111111111111111", 0, 1200, timed_out=True), _write(T2, "2222222222222222", 10, 1200))
+    done = run("plan", str(path), "--format", "table")
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert rows[0] == ["trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related"]
+    assert rows[2] == [T2, "review", "call-2222", "invoice.create", "write", "ok", "review", "retry_of_held_write", f"{T1}/call-1111"]
