@@ -4,8 +4,10 @@ The agent is pydantic-ai with its offline ``FunctionModel`` (no network, no API
 key): a scripted model asks for tool calls, and pydantic-ai's own OpenTelemetry
 instrumentation makes the spans (OpenTelemetry GenAI conventions). The tools
 label their effect and idempotency key with :func:`otel_tracefence.agent.instrument.declare`.
-Four conversations give four traces: reads only, a committed write, a write that
-times out, and an idempotency key reused with other arguments. In the committed
+Five conversations give five traces: reads only, a committed write, a write that
+times out, an idempotency key reused with other arguments, and the timed-out invoice
+tried again in a new run (the billing API answers this time): the write index holds the
+retry, ``retry_of_held_write``, naming the first trace. In the committed
 one, the invoice is made for the customer id the lookup returned: the plan links
 the two steps (``consumes_result_of``).
 
@@ -53,6 +55,7 @@ from otel_tracefence.sdk import TraceFenceSpanProcessor
 
 OUT = Path("out")
 
+RETRIED = "invoice globex, retried"
 # What the scripted model asks for, per conversation: (tool, arguments).
 CONVERSATIONS = {
     "look up a customer": [("customer.lookup", {"customer": "acme"}), ("read_file", {"path": "runbooks/billing.md"})],
@@ -62,7 +65,11 @@ CONVERSATIONS = {
         ("ticket.update", {"ticket": 7, "state": "closed", "idempotency_key": "tk-7"}),
         ("ticket.update", {"ticket": 7, "state": "reopened", "idempotency_key": "tk-7"}),
     ],
+    # The timed-out invoice, tried again in a new run: the same call, key and amount.
+    RETRIED: [("invoice.create", {"customer": "globex", "amount_cents": 990, "idempotency_key": "inv-globex-990"})],
 }
+BILLING_ANSWERS_GLOBEX = False
+"""The billing stand-in times out for globex until the retried conversation (set by :func:`run`)."""
 
 
 def tracefence_command() -> str:
@@ -108,7 +115,7 @@ def read_file(path: str) -> str:
 def invoice_create(customer: str, amount_cents: int, idempotency_key: str) -> dict:
     CALLS["invoice.create"] += 1
     declare("write", idempotency_key=idempotency_key)
-    if customer == "globex":
+    if customer == "globex" and not BILLING_ANSWERS_GLOBEX:
         raise TimeoutError("billing API did not answer within 10 s")
     return {"invoice": f"in_{customer}_{amount_cents}"}
 
@@ -206,7 +213,9 @@ def run() -> int:
     agent = build_agent()
     agent.instrument = InstrumentationSettings(tracer_provider=provider, include_content=True)
     trace_of: dict[str, str] = {}
+    global BILLING_ANSWERS_GLOBEX
     for prompt in CONVERSATIONS:
+        BILLING_ANSWERS_GLOBEX = prompt == RETRIED
         try:
             agent.run_sync(prompt)
         except TimeoutError as exc:
@@ -227,7 +236,9 @@ def run() -> int:
             if decision:
                 reasons = ",".join(span.attributes[annotate.STEP_REASONS])
                 related = ",".join(span.attributes[annotate.STEP_RELATED_CALL_IDS]) or "-"
-                print(f"  {span.attributes['gen_ai.tool.call.id']:<22} {span.attributes['gen_ai.tool.name']:<16} {decision:<9} {reasons}  related: {related}")
+                earlier = ",".join(span.attributes.get(annotate.RELATED_TRACES, ()))
+                earlier = f"  earlier trace: {earlier}" if earlier else ""
+                print(f"  {span.attributes['gen_ai.tool.call.id']:<22} {span.attributes['gen_ai.tool.name']:<16} {decision:<9} {reasons}  related: {related}{earlier}")
     provider.shutdown()
     command = tracefence_command()
     print(f"\nannotated spans: {OUT / 'demo-spans.otlp.jsonl'}  (try: {command} plan {OUT / 'demo-spans.otlp.jsonl'} --format table)")

@@ -58,8 +58,8 @@ def plan_text(
         index = MemoryWriteIndex(config.write_index_max_entries)
         for trace_id, views in progress(sorted(traces.items(), key=_ended), len(traces)):
             planned = plan_spans(trace_id, views, config, partial=incomplete(views))
-            plan = _bound_by_record(planned.plan, views, read.span_lines, notes)
-            plans.append(index.plan_against(plan, config.limits.max_related_call_ids))
+            plan = index.plan_against(planned.plan, config.limits.max_related_call_ids)
+            plans.append(_bound_by_record(plan, views, read.span_lines, notes))
             for d in planned.plan.steps:
                 errors.extend(
                     InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)

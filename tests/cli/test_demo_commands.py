@@ -18,6 +18,10 @@ def test_the_demos_suggested_commands_run_without_an_active_venv(tmp_path: Path)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir)
     demo = subprocess.run([sys.executable, "-m", "otel_tracefence.demo"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert demo.returncode == 0, demo.stderr
+    # The retried conversation (issue 25): held as a retry of the timed-out one, naming its trace.
+    timed_out = re.search(r"^trace ([0-9a-f]{32}) \(invoke_agent billing\): class review\n  call_globex_1 +invoice.create +review +write_timeout", demo.stdout, flags=re.M)
+    retried = re.search(r"^  call_retried_1 +invoice.create +review +retry_of_held_write +related: - +earlier trace: ([0-9a-f]{32})$", demo.stdout, flags=re.M)
+    assert timed_out and retried and retried.group(1) == timed_out.group(1), demo.stdout
     script = str(Path(sys.executable).parent / "tracefence")
     suggested = re.findall(r"\(try: (.+?)\)$|^tools they show: (.+)$", demo.stdout, flags=re.M)
     commands = [a or b for a, b in suggested]
