@@ -88,6 +88,10 @@ TOOL_NAME_KEYS = (
     "spring.ai.tool.definition.name",
 )
 CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.id", "haystack.tool.call.id")
+# Values a producer writes under a call-id key when it has no id, read as no call id (docs/DECISIONS.md 550): Google
+# ADK writes "<not specified>" on a tool span whose tool raised, the response event that holds the id never made
+# (google/adk-python src/google/adk/telemetry/tracing.py, trace_tool_call).
+PLACEHOLDER_CALL_IDS = frozenset({"<not specified>"})
 ARGUMENT_KEYS = (
     "gen_ai.tool.call.arguments",
     "input.value",
@@ -447,10 +451,10 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
 
 
 def call_id(attributes: Mapping[str, Any]) -> str | None:
-    """The tool-call id the model minted, or ``None``."""
+    """The tool-call id the model minted, or ``None`` (none recorded, or a producer's placeholder for none)."""
     for key in CALL_ID_KEYS:
         value = attributes.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) and value not in PLACEHOLDER_CALL_IDS:
             return str(value)
     return None
 

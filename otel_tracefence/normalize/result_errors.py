@@ -11,6 +11,9 @@ Sources:
   Anthropic's ``tool_result`` blocks use ``is_error``.
 * Content parts ``{"type": "error", ...}`` (MCP and agent frameworks' error parts).
 * A top-level ``"error"`` object or message (JSON-RPC 2.0, most HTTP APIs).
+* ``"response_type": "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"``: Google ADK's ReflectAndRetryToolPlugin answers
+  a failed tool call with this response (its ToolFailureResponse) while the span stays unset (google/adk-python
+  src/google/adk/plugins/_reflect_retry_utils.py, REFLECT_AND_RETRY_RESPONSE_TYPE; docs/DECISIONS.md 551).
 * ``"response_status": "Error"`` (OpenLLMetry and CrewAI tool outputs); a top-level
   ``"status"`` of ``error``, ``failed`` or ``failure`` (LangChain's ``ToolMessage``
   ``status: "error"``, most job APIs); ``"success": false`` and ``"ok": false``.
@@ -66,6 +69,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="type", equals="error", anywhere=True),
     ResultErrorShape(key="error", present=True),
     ResultErrorShape(key="response_status", equals="error"),
+    ResultErrorShape(key="response_type", equals="ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"),
     ResultErrorShape(key="status", equals="error"),
     ResultErrorShape(key="status", equals="failed"),
     ResultErrorShape(key="status", equals="failure"),

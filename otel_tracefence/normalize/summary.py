@@ -11,7 +11,10 @@ step, only when everything says so (docs/DECISIONS.md 441):
 * it records no arguments of a call (none, or a value that is no object with fields: ``N/A``);
 * it carries no ``tracefence.effect`` of its own, and its status is no error;
 * its recorded result names at least two other steps of the trace (by call id, or by tool name where the step has
-  no call id of its own) among its siblings or the spans below it: the calls it summarises are in the trace.
+  no call id of its own) among its siblings or the spans below it: the calls it summarises are in the trace;
+  or it records no result at all and at least two sibling steps ended before it started (Google ADK 2.x's default
+  telemetry schema records no content on the summary: "each merged call has its own execute_tool span carrying its
+  content", google/adk-python src/google/adk/telemetry/tracing.py, trace_merged_tool_calls; docs/DECISIONS.md 552).
 
 Anything short of that leaves it a step, held as before (fail closed).
 """
@@ -60,7 +63,7 @@ def _is_summary(sid: str, step: ToolStep, steps: Mapping[str, ToolStep], by_id: 
         return False
     text = _result_text(span)
     if not text:
-        return False
+        return text is None and _ran_before(sid, span, steps, by_id) >= 2
     named = 0
     for other_id, other in steps.items():
         if other_id == sid or _PLACEHOLDER.match(other.tool):
@@ -72,6 +75,19 @@ def _is_summary(sid: str, step: ToolStep, steps: Mapping[str, ToolStep], by_id: 
         if mark and mark in text:
             named += 1
     return named >= 2
+
+
+def _ran_before(sid: str, span: SpanView, steps: Mapping[str, ToolStep], by_id: Mapping[str, SpanView]) -> int:
+    """How many other steps (no placeholders) are ``span``'s siblings and ended before it started."""
+    count = 0
+    for other_id, other in steps.items():
+        if other_id == sid or _PLACEHOLDER.match(other.tool):
+            continue
+        other_span = by_id[other_id]
+        end = other_span.end_time_unix_nano
+        if other_span.parent_span_id == span.parent_span_id and end is not None and end <= span.start_time_unix_nano:
+            count += 1
+    return count
 
 
 def summary_spans(steps: Mapping[str, ToolStep], by_id: Mapping[str, SpanView], config: TraceFenceConfig) -> list[str]:
