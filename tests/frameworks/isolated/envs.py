@@ -145,7 +145,7 @@ def run(env: Env, out: Path) -> dict[str, Outcome]:
     for name in [n for n in environ if n.startswith("OTEL_")]:
         del environ[name]  # the runner's tracing is its own (an in-memory exporter), whatever the test run sets
     if env.kind == "python":
-        environ["PYTHONPATH"] = str(HERE)
+        environ["PYTHONPATH"] = str(_shared_modules(out))
         command = [str(env.folder / "bin" / "python"), str(source / "runner.py"), str(out)]
         cwd = source
     else:
@@ -171,6 +171,18 @@ def run(env: Env, out: Path) -> dict[str, Outcome]:
             outcomes[scenario] = Outcome(error=f"no file for the scenario; {exit_text}")
     env.outcomes = outcomes
     return outcomes
+
+
+def _shared_modules(out: Path) -> Path:
+    """A folder holding links to the modules the runners share (``runner_common.py``, ...), for the runner's
+    ``PYTHONPATH``: only those, so a framework's folder (``isolated/langgraph``) never joins the namespace of
+    the framework's own package of that name."""
+    lib = out / "_shared"
+    lib.mkdir(parents=True, exist_ok=True)
+    for module in HERE.glob("*.py"):
+        if module.name not in ("__init__.py", "envs.py") and not (lib / module.name).exists():
+            (lib / module.name).symlink_to(module)
+    return lib
 
 
 def pinned_version(key: str, kind: str, dist: str | None) -> str:
