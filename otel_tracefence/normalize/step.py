@@ -101,6 +101,17 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     return status, ()
 
 
+@cython.ccall
+def recorded_result_outcome(status: ToolStatus, result: Result, cut_off: bool, malformed: list) -> tuple[ToolStatus, tuple[str, ...]]:
+    """The one reading of a recorded result for every step builder (a span's, a row's; docs/DECISIONS.md 500): a result
+    cut off (its JSON text does not parse to its end, or ``cut_off``: a value at the producer's length limit) is
+    appended to ``malformed`` as :data:`TRUNCATED_RESULT`, and the status is :func:`result_status`'s (an error object,
+    a framework's error template or an unread result on an ``ok`` call). Returns ``(status, notes)``."""
+    if result.truncated or cut_off:
+        malformed.append(TRUNCATED_RESULT)
+    return result_status(status, result)
+
+
 # The field of a stand-in view (SpanView.unreadable) whose step is held with a code of its own, not malformed_<field>:
 # a span refused for its trace id, standing in the trace of the parent it names (docs/DECISIONS.md 207).
 CHILD_SPAN_FIELD = "child_span"
@@ -232,15 +243,14 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
                 malformed.append(MalformedField("idempotency_key", why))
             replayed = evidence.replayed
     result = span_result(attributes, config.limits, span.events, config)
-    status, notes = result_status(status, result)
+    cut_off = length_limit is not None and not result.truncated and _at_length_limit(attributes, RESULT_KEYS, length_limit)
+    status, notes = recorded_result_outcome(status, result, cut_off, malformed)
     if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
         status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
-    if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
-        malformed.append(TRUNCATED_RESULT)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)
