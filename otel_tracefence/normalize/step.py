@@ -14,7 +14,7 @@ from otel_tracefence.core.model import (
 )
 from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute, records_headers,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
@@ -235,7 +235,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed.append(key)
         key = None
     replayed = False
-    if not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # a tool span that is an HTTP (or RPC) request: its own headers
+    if records_headers(attributes) or not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # its own headers, a method or not (DECISIONS 503)
         evidence = key_evidence(attributes)
         if evidence is not None:  # the rule for requests below a step too (trace.request_evidence; DECISIONS 420-423)
             key, why = reconciled_key(key, (("its own span's headers", evidence),))
