@@ -10,7 +10,7 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
-    EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
+    EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
@@ -20,7 +20,7 @@ from otel_tracefence.normalize.conventions import (
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, key_evidence, own_response, reconciled_key
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
     TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
@@ -220,6 +220,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if isinstance(status, MalformedField):
         malformed.append(status)
         status = STATUS_UNKNOWN
+    elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
+        malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
     if effect is WRITE and not attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
         evidence = failure_evidence(attributes)
         if evidence is not None:
