@@ -13,7 +13,7 @@ from otel_tracefence.core.reasons import RESULT_NOT_RECORDED
 from otel_tracefence.pipeline.annotate import REPLAY_CLASS
 from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.readers.detect import FORMATS
-from otel_tracefence.readers.errors import decode_utf8
+from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_REJECTED = 0, 1, 2
 T = TypeVar("T")
@@ -40,11 +40,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _read(path: str) -> bytes:
+def _read(path: str, limit: int) -> bytes:
+    """The bytes of ``path`` (``-``: standard input), at most ``limit`` (``limits.max_input_bytes``): one byte more
+    is read to see there are more, never the rest. Raises :class:`UnreadableInput` for a larger (or endless) input,
+    naming the limit (docs/DECISIONS.md 504), and ``OSError`` for a file that cannot be opened."""
     if path == "-":
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as handle:
-        return handle.read()
+        data = sys.stdin.buffer.read(limit + 1)
+    else:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UnreadableInput(f"the input is larger than limits.max_input_bytes ({limit} bytes): not read; raise the limit or split the input")
+    return data
 
 
 def terminal_progress(items: Sequence[T], total: int) -> Iterable[T]:
@@ -60,7 +67,7 @@ def terminal_progress(items: Sequence[T], total: int) -> Iterable[T]:
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    text = decode_utf8(_read(args.file))
+    text = decode_utf8(_read(args.file, config.limits.max_input_bytes))
     outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress)
     for message in outcome.messages:
         print(f"tracefence plan: {args.file}: {message}", file=sys.stderr)

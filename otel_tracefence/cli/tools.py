@@ -204,7 +204,7 @@ def calls_in_files(paths: Sequence[str], input_format: str, config: TraceFenceCo
     calls: list[Call] = []
     for path in paths:
         try:
-            text = decode_utf8(_read(path))
+            text = decode_utf8(_read(path, config.limits.max_input_bytes))
             warnings: list[InputError] = []
             plans, errors = plan_text(text, input_format, config, warnings=warnings)
         except UnreadableInput as exc:

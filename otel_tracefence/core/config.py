@@ -141,6 +141,9 @@ def _number(value: Any) -> int | float | None:
     return None
 
 
+DEFAULT_MAX_INPUT_BYTES = 256 * 1024 * 1024  # 256 MiB: a file past it is refused, not read (limits.max_input_bytes)
+
+
 class Limits(BaseModel):
     """Input bounds: beyond them a value is reported, never parsed."""
 
@@ -157,6 +160,10 @@ class Limits(BaseModel):
     the data-flow notes (``consumes_result_of``); the first ones in the value, the rest not linked. 0 turns linking off."""
     max_attributes_per_span: int = Field(default=1024, gt=0)
     """Most attributes read from one tool span; a tool span with more is malformed (``malformed_attributes``)."""
+    max_input_bytes: int = Field(default=DEFAULT_MAX_INPUT_BYTES, gt=0)
+    """Largest input ``tracefence plan`` and ``tracefence tools`` read from one file or standard input, in bytes; a
+    larger one (or an endless one, ``/dev/zero``) is refused with one line and exit 2, never read whole
+    (docs/DECISIONS.md 504)."""
 
 
 def check_address(value: str, *, schemes: tuple[str, ...] = (), port_zero: bool = False) -> str:

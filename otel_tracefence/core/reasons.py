@@ -33,6 +33,9 @@ WRITE_ERROR = "write_error"
 WRITE_OUTCOME_UNRECORDED = "write_outcome_unrecorded"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"
 REPEATS_EARLIER_WRITE = "repeats_earlier_write"
+# Two or more writes of one tool whose arguments could not be compared (too large, too deep, not I-JSON: no canonical
+# hash): they may be one call made twice, so each is held, naming the others (docs/DECISIONS.md 501).
+REPEAT_ARGUMENTS_UNCOMPARED = "repeat_arguments_uncompared"
 # A tool span that arrived after its trace was decided (and its other spans exported): the
 # trace was decided before it was complete, so this step fails closed. Applied by the shared
 # engine (otel_tracefence/pipeline/trace_buffer.py), not by the planner: the planner sees no time.

@@ -614,6 +614,14 @@ UNDERSTOOD_KEYS: set[str] = set()
 ``attributes.keys() <= UNDERSTOOD_KEYS`` (C-level, no call) before calling :func:`misread_attribute`."""
 
 
+HEADER_KEYS_SEEN: set[str] = set()
+"""The keys of :data:`UNDERSTOOD_KEYS` that are recorded request or response headers (``REQUEST_HEADER_PREFIXES``,
+``RESPONSE_HEADER_PREFIXES``, in any case): a span whose keys are all understood records a header only when it holds
+one of these, so a tool span is asked for its headers' idempotency evidence without a pass over its keys
+(docs/DECISIONS.md 503). Filled and cleared with ``UNDERSTOOD_KEYS``; empty (and so free) where no span records one."""
+_HEADER_KEY_PREFIXES = (*REQUEST_HEADER_PREFIXES, *RESPONSE_HEADER_PREFIXES)
+
+
 def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
     """The first attribute key of ``attributes`` that :func:`misread_key` flags, with the key it resembles; ``None``
     when there is none. Called for every span that is read: a span whose keys were all seen before and found
@@ -626,8 +634,20 @@ def misread_attribute(attributes: Mapping[str, Any]) -> tuple[str, str] | None:
             return key, found
     if len(UNDERSTOOD_KEYS) >= _MISREAD_CACHE_SIZE:
         UNDERSTOOD_KEYS.clear()
+        HEADER_KEYS_SEEN.clear()
+    for key in attributes:  # the keys not seen before only (a span of known keys never comes here)
+        if key not in UNDERSTOOD_KEYS and key.lower().startswith(_HEADER_KEY_PREFIXES):
+            HEADER_KEYS_SEEN.add(key)
     UNDERSTOOD_KEYS.update(attributes)
     return None
+
+
+@cython.ccall
+def records_headers(attributes: Mapping[str, Any]) -> bool:
+    """Whether a span whose keys :func:`misread_attribute` has read (all understood, or it was just called on them)
+    records a request or response header attribute: one C-level ``isdisjoint`` against :data:`HEADER_KEYS_SEEN`, and
+    nothing at all while no span has recorded one (docs/DECISIONS.md 503)."""
+    return bool(HEADER_KEYS_SEEN) and not HEADER_KEYS_SEEN.isdisjoint(attributes)
 
 
 def misread_own_key(attributes: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -282,17 +282,20 @@ def error_template(result: Any) -> str | None:
                 if found is not None:
                     return found
             elif type(value) is list:
-                for item in value:
-                    if type(item) is str:
-                        found = _template_of(item.lstrip())
-                        if found is not None:
-                            return found
-    if type(result) is list:
-        for item in result:
-            if type(item) is str:
-                found = _template_of(item.lstrip())
+                found = _template_in_list(value)
                 if found is not None:
                     return found
+    return _template_in_list(result) if type(result) is list else None
+
+
+@cython.ccall
+def _template_in_list(items: list) -> str | None:
+    """The framework whose error or timeout text one string item of ``items`` is (the first), or ``None``."""
+    for item in items:
+        if type(item) is str:
+            found = _template_of(item.lstrip())
+            if found is not None:
+                return found
     return None
 
 

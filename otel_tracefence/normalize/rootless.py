@@ -23,6 +23,24 @@ def missing_root(spans: Sequence[SpanView]) -> bool:
     return bool(spans) and all(span.parent_span_id or span.unreadable is not None for span in spans)
 
 
+def parent_cycle(spans: Sequence[SpanView]) -> SpanView | None:
+    """A span of ``spans`` (one trace) on a cycle of parent span ids (``A`` names ``B`` its parent, ``B`` names
+    ``A``; a span naming itself is one too), or ``None`` when the parents form trees. Linear in the spans: each span
+    is walked up from once. Such a trace's ancestry cannot be read: it is decided partial (docs/DECISIONS.md 506)."""
+    by_id = {span.span_id: span for span in spans}
+    done: set = set()
+    for span in spans:
+        path: set = set()
+        node = span
+        while node is not None and node.span_id not in done:
+            if node.span_id in path:
+                return node
+            path.add(node.span_id)
+            node = by_id.get(node.parent_span_id) if node.parent_span_id else None
+        done |= path
+    return None
+
+
 def hold_rootless(steps: Sequence[ToolStep], spans: Sequence[SpanView]) -> list[ToolStep]:
     """``steps`` with every step whose effect is not a read held: a :class:`MalformedField` at ``parent_span_id``
     with the reason ``trace_root_missing``, its message naming the span above the step whose parent is not in the
@@ -36,9 +54,10 @@ def hold_rootless(steps: Sequence[ToolStep], spans: Sequence[SpanView]) -> list[
 
 def _held(step: ToolStep, by_id: dict[str, SpanView], fallback: SpanView) -> ToolStep:
     top = _top(by_id.get(step.span_id, fallback), by_id)
+    where = "closes a parent cycle" if top.parent_span_id in by_id else "is not in the trace"  # a cycle: DECISIONS 506
     why = MalformedField(
         FIELD,
-        f"no span of the trace is its root: span {top.span_id} names the parent {top.parent_span_id or '(unknown)'}, which is not in the trace; "
+        f"no span of the trace is its root: span {top.span_id} names the parent {top.parent_span_id or '(unknown)'}, which {where}; "
         "the part of the trace not seen may hold an earlier attempt of this call, so it cannot be judged",
         reasons.TRACE_ROOT_MISSING,
     )

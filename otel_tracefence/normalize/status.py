@@ -52,7 +52,7 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
 
     A declared ``tracefence.status`` decides, except that a declared ``ok`` on a span whose own record says
     otherwise (status error, an exception event, ``error.type``, a failure flag, no end) is malformed, reason
-    ``status_evidence_conflict``, naming both (docs/DECISIONS.md 255)."""
+    ``status_evidence_conflict``, naming both (docs/DECISIONS.md 255; an end before the start names the times, 505)."""
     declared = span.attributes.get(TRACEFENCE_STATUS)
     if declared is None:
         return observed_status(span)
@@ -61,7 +61,7 @@ def span_status(span: SpanView) -> ToolStatus | MalformedField:
         found: list[str] = []
         observed = _read_record(span, found)
         if observed is not OK:
-            evidence = observed.message if isinstance(observed, MalformedField) else NO_END if found[0] is NO_END else f"{', '.join(found)}: {observed._value_}"
+            evidence = observed.message if isinstance(observed, MalformedField) else found[0] if _no_readable_end(span) else f"{', '.join(found)}: {observed._value_}"
             return MalformedField("status", f"tracefence.status 'ok' is declared, but the span records {evidence}", reason=reasons.STATUS_EVIDENCE_CONFLICT)
     return status
 
@@ -74,7 +74,18 @@ def observed_status(span: SpanView) -> ToolStatus | MalformedField:
     return _read_record(span, None)
 
 
-NO_END = "no end (or an end before its start): how the call ended is not recorded"  # says why itself: no status after it
+NO_END = "no end: how the call ended is not recorded"  # says why itself: no status after it
+
+
+@cython.ccall
+def _no_readable_end(span: SpanView) -> bool:
+    return span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano
+
+
+def ends_before_start(span: SpanView) -> str:
+    """Why a span whose end is before its start records no outcome, naming both times (Unix nanoseconds;
+    docs/DECISIONS.md 505): its record cannot be right (a clock stepped back mid-call, or a producer's bug)."""
+    return f"the span ends at {span.end_time_unix_nano} before it starts at {span.start_time_unix_nano} (Unix nanoseconds): how the call ended is not recorded"
 
 
 @cython.ccall
@@ -83,9 +94,9 @@ def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedFi
     says the call did not end ok, what says so is appended to it, for a message: ``no end ...``, ``status error
     ('message')``, ``an exception event``, ``error.type 'X'``, ``<failure flag> true`` (docs/DECISIONS.md 255, 304)."""
     attributes = span.attributes
-    if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:
+    if span.end_time_unix_nano is None or span.end_time_unix_nano < span.start_time_unix_nano:  # inline: every span
         if found is not None:
-            found.append(NO_END)
+            found.append(NO_END if span.end_time_unix_nano is None else ends_before_start(span))
         return STATUS_UNKNOWN  # no end, or an end before the start: how the call ended is not recorded
     if span.status_undefined is not None:  # held, never read as some status (docs/DECISIONS.md 305)
         return MalformedField("status", f"status code {span.status_undefined} is not one of 0 (unset), 1 (ok), 2 (error): not understood")

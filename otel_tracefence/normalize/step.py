@@ -10,17 +10,17 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
-    EFFECT_UNKNOWN, ERROR, OK, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
+    EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute,
+    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute, records_headers,
     misread_message, tool_name,
 )
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, key_evidence, own_response, reconciled_key
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize.status import span_status
+from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
     TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
@@ -99,6 +99,17 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     if status is OK and result.error is not None:
         return ERROR, ((reasons.ERROR_TEMPLATE_IN_RESULT,) if result.error.startswith(TEMPLATE_ERROR_PREFIX) else (reasons.ERROR_IN_RESULT,))
     return status, ()
+
+
+@cython.ccall
+def recorded_result_outcome(status: ToolStatus, result: Result, cut_off: bool, malformed: list) -> tuple[ToolStatus, tuple[str, ...]]:
+    """The one reading of a recorded result for every step builder (a span's, a row's; docs/DECISIONS.md 500): a result
+    cut off (its JSON text does not parse to its end, or ``cut_off``: a value at the producer's length limit) is
+    appended to ``malformed`` as :data:`TRUNCATED_RESULT`, and the status is :func:`result_status`'s (an error object,
+    a framework's error template or an unread result on an ``ok`` call). Returns ``(status, notes)``."""
+    if result.truncated or cut_off:
+        malformed.append(TRUNCATED_RESULT)
+    return result_status(status, result)
 
 
 # The field of a stand-in view (SpanView.unreadable) whose step is held with a code of its own, not malformed_<field>:
@@ -209,6 +220,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     if isinstance(status, MalformedField):
         malformed.append(status)
         status = STATUS_UNKNOWN
+    elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
+        malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
     if effect is WRITE and not attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
         evidence = failure_evidence(attributes)
         if evidence is not None:
@@ -224,7 +237,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         malformed.append(key)
         key = None
     replayed = False
-    if not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # a tool span that is an HTTP (or RPC) request: its own headers
+    if records_headers(attributes) or not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # its own headers, a method or not (DECISIONS 503)
         evidence = key_evidence(attributes)
         if evidence is not None:  # the rule for requests below a step too (trace.request_evidence; DECISIONS 420-423)
             key, why = reconciled_key(key, (("its own span's headers", evidence),))
@@ -232,15 +245,14 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
                 malformed.append(MalformedField("idempotency_key", why))
             replayed = evidence.replayed
     result = span_result(attributes, config.limits, span.events, config)
-    status, notes = result_status(status, result)
+    cut_off = length_limit is not None and not result.truncated and _at_length_limit(attributes, RESULT_KEYS, length_limit)
+    status, notes = recorded_result_outcome(status, result, cut_off, malformed)
     if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
         status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
-    if result.truncated or (length_limit is not None and _at_length_limit(attributes, RESULT_KEYS, length_limit)):
-        malformed.append(TRUNCATED_RESULT)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)

@@ -275,9 +275,25 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     shape = error_shape(value, shapes)
     if shape is not None:
         return f"{shape.key}", False, parsed
+    if type(value) is list:  # an OTLP arrayValue of JSON strings: each item is JSON text of its own (DECISIONS 502)
+        found = _json_items_error(value, limits, config)
+        if found is not None:
+            return found[0], found[1], parsed
     if text is not None and not template_hint(text):  # JSON text that holds no template's words: no walk (most results)
         return None, False, parsed
     return _template_error(value), False, parsed
+
+
+@cython.ccall
+def _json_items_error(items: list, limits: Limits, config: TraceFenceConfig | None) -> tuple | None:
+    """``(error, truncated)`` of the first item of ``items`` that is JSON text (an object's or an array's) and reads
+    as an error or as cut off by :func:`_result_error`, each item read as a result of its own; ``None`` for none."""
+    for item in items:
+        if type(item) is str and json_start(item) in ("{", "["):
+            error, truncated, _ = _result_error(item, limits, config)
+            if error is not None or truncated:
+                return error, truncated
+    return None
 
 
 TEMPLATE_ERROR_PREFIX = "template:"  # Result.error of a result that is a framework's own error text: + the framework

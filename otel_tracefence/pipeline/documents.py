@@ -102,7 +102,9 @@ def incomplete(views: Sequence[SpanView]) -> bool:
     came): a span names a parent span id no other span of the trace has (its root or a span between is missing;
     a span naming itself as its parent has none), or a span carries ``tracefence.trace.partial``,
     ``tracefence.trace.late`` (any value but ``false``: a value not understood fails closed) or
-    ``tracefence.trace.reasons`` (a file a door wrote: what it said of the trace is kept). docs/DECISIONS.md 205, 287."""
+    ``tracefence.trace.reasons`` (a file a door wrote: what it said of the trace is kept). docs/DECISIONS.md 205, 287.
+    A trace whose parents form a cycle is flagged partial by :func:`~otel_tracefence.pipeline.plan.plan_spans`, at
+    every door (506)."""
     ids = {view.span_id for view in views}
     for view in views:
         parent = view.parent_span_id

@@ -8,7 +8,13 @@ import cython
 
 from otel_tracefence.core.reprs import fields_repr
 
+from otel_tracefence.core import reasons
 from otel_tracefence.core.model import EFFECT_UNKNOWN, WRITE, ToolStep
+
+# Why a step's arguments have no canonical hash although they were recorded: two such writes of one tool cannot be
+# told apart, so they may be one call made twice (docs/DECISIONS.md 501). Arguments not recorded at all are not here:
+# a producer that records none would hold every tool used twice.
+UNCOMPARED_ARGUMENTS = frozenset({reasons.ARGUMENTS_TOO_LARGE, reasons.ARGUMENTS_TOO_DEEP, reasons.ARGUMENTS_NOT_I_JSON})
 
 
 class Group(list):
@@ -76,6 +82,9 @@ class TraceGroups:
     # producer -> [tool steps with a recorded result, readable tool steps without one] (requested-only and malformed
     # steps aside): whether a producer records results in this trace (write_outcome_unrecorded, docs/DECISIONS.md 401)
     results_by_producer: Any = None
+    # id(step) -> the Group of its tool's writes (2 or more) whose arguments were recorded but could not be compared
+    # (UNCOMPARED_ARGUMENTS), for each such write; None when no tool has two (docs/DECISIONS.md 501)
+    uncompared_writes: Any = None
 
     @classmethod
     def build(cls, ordered: Sequence[ToolStep], max_related: int = 50) -> "TraceGroups":
@@ -84,6 +93,7 @@ class TraceGroups:
         call_id_of = []
         content_of = []
         unknown = []  # steps of unknown effect with arguments
+        uncompared = []  # writes whose recorded arguments have no hash (UNCOMPARED_ARGUMENTS)
         results: dict = {}
         for step in ordered:
             if not step.requested_only:
@@ -98,6 +108,8 @@ class TraceGroups:
             call_id_of.append(step.call_id if not step.call_id_from_span and not step.requested_only else _NO_KEY)
             if step.arguments_sha256 is None:
                 content_of.append(_NO_KEY)
+                if step.effect is WRITE and step.arguments_unavailable in UNCOMPARED_ARGUMENTS:
+                    uncompared.append(step)
             elif step.effect is EFFECT_UNKNOWN:
                 content_of.append(_NO_KEY)
                 unknown.append(step)
@@ -105,6 +117,10 @@ class TraceGroups:
                 content_of.append((step.effect is WRITE, step.tool, step.arguments_sha256))
         groups = cls(_repeated(key_of, ordered), _repeated(call_id_of, ordered), {}, set(), set(), max_related)
         groups.results_by_producer = results
+        if len(uncompared) > 1:  # most traces: none, no table built
+            by_tool = _repeated([step.tool for step in uncompared], uncompared)
+            if by_tool:
+                groups.uncompared_writes = {id(step): group for group in by_tool.values() for step in group}
         repeats = groups.repeats
         by_content = _repeated(content_of, ordered)
         for group in by_content.values():

@@ -145,6 +145,20 @@ def repeats_earlier_write(step: ToolStep, groups: TraceGroups) -> Sequence[Findi
     return (Finding(REVIEW, reasons.REPEATS_EARLIER_WRITE, group.window(0, position, groups.max_related)),)
 
 
+@only_for(WRITE)
+def repeat_arguments_uncompared(step: ToolStep, groups: TraceGroups) -> Sequence[Finding]:
+    """A write of a tool that another write of the trace shares, both with arguments recorded but not comparable
+    (``groups.UNCOMPARED_ARGUMENTS``: too large, too deep, not I-JSON): they may be one call made twice, and which
+    was first cannot make the other safe, so each is held, naming the others (docs/DECISIONS.md 501)."""
+    if step.effect is not WRITE or groups.uncompared_writes is None:  # most traces: None, nothing looked up
+        return NONE
+    group = groups.uncompared_writes.get(id(step))
+    if group is None:
+        return NONE
+    others = [s for s in group.window(0, None, groups.max_related + 1) if s is not step]
+    return (Finding(REVIEW, reasons.REPEAT_ARGUMENTS_UNCOMPARED, others),)
+
+
 _WRITE_OUTCOME_UNRECORDED = (Finding(REVIEW, reasons.WRITE_OUTCOME_UNRECORDED),)
 
 
@@ -218,6 +232,7 @@ DECISION_RULES: tuple[Rule, ...] = (
     write_outcome_uncertain,
     write_dispatched_more_than_once,
     repeats_earlier_write,
+    repeat_arguments_uncompared,
     write_outcome_unrecorded,
     write_committed,
     unstable_result,

@@ -25,7 +25,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
-from otel_tracefence.normalize.step import result_stability
+from otel_tracefence.normalize.step import recorded_result_outcome, result_stability
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value, result_tokens
 from otel_tracefence.readers.errors import InputError, UnreadableInput
@@ -232,7 +232,10 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         malformed.append(_not_unicode("idempotency_key", key))
         key = None
     raw_result = _text(row, "result") if arguments_are_text else row.get("result", _ABSENT)
-    result = result_from_value(raw_result, config.limits) if raw_result not in (_ABSENT, None) else None
+    result = result_from_value(raw_result, config.limits, config) if raw_result not in (_ABSENT, None) else None
+    notes: tuple[str, ...] = ()
+    if result is not None:  # the span's rule (DECISIONS 500): an error, a framework's error text or a cut-off value is no commit
+        status, notes = recorded_result_outcome(status, result, False, malformed)
     declared_stable = _text(row, "result_stable")
     if isinstance(declared_stable, str) and declared_stable in ("true", "false"):
         declared_stable = declared_stable == "true"  # CSV holds text: the same two words in every format
@@ -260,6 +263,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         start_time_unix_nano=start,
         sequence=line,
         malformed=tuple(malformed),
+        notes=notes,
         result_stable=stable,
         argument_tokens=value_tokens(arguments.value, config.limits.max_tokens_per_value),
         result_tokens=result_tokens(result, config.limits.max_tokens_per_value),

@@ -684,11 +684,11 @@ def test_max_argument_bytes_exactly_at_and_past_the_limit():
     assert decide(config, tool_span(committed_write(**{"gen_ai.tool.call.arguments": past}))) == [
         ("skip", ("write_committed", "result_not_recorded", "arguments_too_large"), ())
     ]
-    # Two calls with the same key whose arguments are too large are never taken as equal.
+    # Two calls with the same key whose arguments are too large are never taken as equal, nor as different (DECISIONS 501).
     pair = [tool_span(committed_write(**{"gen_ai.tool.call.arguments": past, "gen_ai.tool.call.id": f"c{i}"}), f"00000000000000b{i}") for i in (1, 2)]
     assert [d[:2] for d in decide(config, *pair)] == [
-        ("review", ("idempotency_key_reused_arguments_unavailable", "result_not_recorded", "arguments_too_large")),
-        ("review", ("idempotency_key_reused_arguments_unavailable", "result_not_recorded", "arguments_too_large")),
+        ("review", ("idempotency_key_reused_arguments_unavailable", "repeat_arguments_uncompared", "result_not_recorded", "arguments_too_large")),
+        ("review", ("idempotency_key_reused_arguments_unavailable", "repeat_arguments_uncompared", "result_not_recorded", "arguments_too_large")),
     ]
 
 

@@ -519,6 +519,7 @@ def test_every_reason_code_is_known_as_a_note_or_a_fencing_code():
         reasons.WRITE_STATUS_UNKNOWN,
         reasons.WRITE_ERROR,
         reasons.WRITE_DISPATCHED_MORE_THAN_ONCE,
+        reasons.REPEAT_ARGUMENTS_UNCOMPARED,  # DECISIONS 501
         reasons.REPEATS_EARLIER_WRITE,
         reasons.DECIDED_BEFORE_COMPLETE,
         reasons.UNRECOGNIZED_FAILURE_EVIDENCE,  # docs/DECISIONS.md 400

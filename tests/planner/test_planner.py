@@ -573,7 +573,7 @@ def test_a_rule_finds_nothing_for_the_effects_it_is_not_declared_for(fields):
 
     steps = [step(at=i, **f) for i, f in enumerate(fields)]
     groups = TraceGroups.build(steps, 7)
-    assert len(_ONLY_FOR) == 11  # write_outcome_unrecorded (docs/DECISIONS.md 401)
+    assert len(_ONLY_FOR) == 12  # write_outcome_unrecorded (docs/DECISIONS.md 401), repeat_arguments_uncompared (501)
     for rule, effects in _ONLY_FOR.items():
         for s in steps:
             if s.effect not in effects:
@@ -587,7 +587,7 @@ def test_the_rules_called_for_each_effect():
     assert names(READ) == ["malformed", "idempotency_key_conflict", "idempotency_key_reused_arguments_unavailable", "unstable_result", "declared_read",
                            "repeated_later", "repeated_read", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]
     assert names(WRITE) == ["malformed", "idempotency_key_conflict", "call_id_executed_more_than_once", "idempotency_key_reused_arguments_unavailable",
-                            "write_outcome_uncertain", "write_dispatched_more_than_once", "repeats_earlier_write", "write_outcome_unrecorded", "write_committed", "repeated_later",
+                            "write_outcome_uncertain", "write_dispatched_more_than_once", "repeats_earlier_write", "repeat_arguments_uncompared", "write_outcome_unrecorded", "write_committed", "repeated_later",
                             "result_not_recorded", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]
     assert names(UNKNOWN) == ["malformed", "idempotency_key_conflict", "call_id_executed_more_than_once", "idempotency_key_reused_arguments_unavailable",
                               "effect_unknown", "repeated_later", "requested_not_recorded", "arguments_unavailable", "normalizer_notes", "data_flow"]

@@ -1,0 +1,93 @@
+"""A trace whose spans' parents form a cycle (the agent's span naming its own tool span as its parent, or two spans
+naming each other) has no readable ancestry (docs/DECISIONS.md 506): its plan is partial, whatever else it holds,
+and where no span is a root its writes are held ``trace_root_missing``, the message naming the span that closes the
+cycle. Before, every parent was in the file, so the trace read as whole and its write passed as committed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import run
+from otlp_json_helpers import json_span
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.normalize.span_view import SpanView
+from otel_tracefence.normalize.rootless import parent_cycle
+from otel_tracefence.pipeline.documents import plan_text
+from tests.cases import test_cases_doors as doors  # the module, not its tests: pytest would collect them here
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+ROOT, TOOL, OTHER = "a3ce929d0e0e4736", "00f067aa0ba902b7", "b7ad6b7169203331"
+
+
+def _tool(parent: str, span_id: str = TOOL, call_id: str = "c1") -> dict:
+    return json_span(TRACE, span_id, "execute_tool invoice.create", parent=parent, **{
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "invoice.create", "gen_ai.tool.call.id": call_id,
+        "tracefence.effect": "write", "gen_ai.tool.call.arguments": '{"amount": 1250}', "gen_ai.tool.call.result": '{"id": "in_1"}',
+    })  # fmt: skip
+
+
+def _text(*spans: dict) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]})
+
+
+def _cycle_through_the_root() -> str:
+    root = json_span(TRACE, ROOT, "invoke_agent billing", parent=TOOL, **{"gen_ai.operation.name": "invoke_agent"})
+    return _text(root, _tool(ROOT))
+
+
+def test_a_cycle_through_the_root_is_partial_and_holds_the_write():
+    (plan,), errors = plan_text(_cycle_through_the_root(), "otlp-json", TraceFenceConfig())
+    assert errors == []
+    (step,) = plan.steps
+    assert (plan.partial, plan.replay_class.value, step.decision.value, step.reasons) == (True, "review", "review", ("trace_root_missing",))
+    (why,) = step.step.malformed
+    assert why.field == "parent_span_id"
+    assert why.message == (
+        f"no span of the trace is its root: span {ROOT} names the parent {TOOL}, which closes a parent cycle; "
+        "the part of the trace not seen may hold an earlier attempt of this call, so it cannot be judged"
+    )
+
+
+def test_the_cli_flags_it_and_fail_on_does_not_pass(tmp_path):
+    path = tmp_path / "cycle.json"
+    path.write_text(_cycle_through_the_root())
+    proc = run("plan", str(path), "--fail-on", "review")
+    assert proc.returncode == 1, proc.stderr
+    (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert (plan["partial"], plan["replayClass"], plan["steps"][0]["reasons"]) == (True, "REPLAY_CLASS_REVIEW", ["trace_root_missing"])
+
+
+def test_a_cycle_beside_a_real_root_makes_the_trace_partial():
+    root = json_span(TRACE, ROOT, "invoke_agent billing", **{"gen_ai.operation.name": "invoke_agent"})
+    a, b = _tool(OTHER, TOOL, "c1"), _tool(TOOL, OTHER, "c2")
+    (plan,), _ = plan_text(_text(root, a, b), "otlp-json", TraceFenceConfig())
+    assert plan.partial is True
+
+
+def test_parent_cycle_finds_cycles_of_any_length_and_passes_a_tree():
+    def views(pairs):
+        return [SpanView(TRACE, span_id, "s", {}, parent_span_id=parent) for span_id, parent in pairs]
+
+    assert parent_cycle(views([("1", ""), ("2", "1"), ("3", "2"), ("4", "2"), ("5", "gone")])) is None
+    assert parent_cycle(views([("1", ""), ("2", "1"), ("3", "4"), ("4", "5"), ("5", "3")])).span_id == "3"
+    assert parent_cycle(views([("1", "3"), ("2", "1"), ("3", "2")])).span_id == "1"
+    assert parent_cycle(views([("1", "1")])).span_id == "1"
+    long_chain = [(str(i), str(i - 1) if i else "") for i in range(5000)]
+    assert parent_cycle(views(long_chain)) is None
+    assert parent_cycle(views([*long_chain[1:], ("0", "4999")])).span_id == "1"
+
+
+@pytest.mark.parametrize("starts", [False, True], ids=["ends", "starts-and-ends"])
+@pytest.mark.parametrize("through_the_root", [True, False], ids=["through-the-root", "beside-a-root"])
+def test_the_processor_and_the_service_door_agree_with_the_cli(tmp_path, upstream, starts, through_the_root):
+    path = tmp_path / "cycle.json"
+    if through_the_root:
+        path.write_text(_cycle_through_the_root())
+    else:
+        root = json_span(TRACE, ROOT, "invoke_agent billing", **{"gen_ai.operation.name": "invoke_agent"})
+        path.write_text(_text(root, _tool(OTHER, TOOL, "c1"), _tool(TOOL, OTHER, "c2")))
+    doors.test_processor_door_agrees_with_the_cli(path, path, starts)
+    if not starts and not through_the_root:  # no root: the service decides it (partial) when its wait runs out, past 15 s
+        doors.test_service_door_agrees_with_the_cli(path, path, upstream, tmp_path)
