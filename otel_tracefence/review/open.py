@@ -27,7 +27,7 @@ def open_review_store(
     :class:`FileNotFoundError` and a database without the review schema raises
     :class:`~otel_tracefence.review.store.ReviewStoreError`. ``on_error(kind)``: told of failures the
     service counts (see each store). ``min_free_bytes``: a SQLite file's WAL is trimmed after each write while its
-    volume has less free (0: never). ``clock``: nanoseconds since the Unix epoch, for tests.
+    volume has less free, and a reserve file is kept beside it for a full volume (0: neither). ``clock``: nanoseconds since the Unix epoch, for tests.
 
     Raises :class:`~otel_tracefence.review.store.ReviewStoreError` when the target cannot be used as a
     review store (for a URL: the server cannot be reached or refuses, or psycopg is not installed, the

@@ -228,7 +228,7 @@ class SQLiteReviewStore:
         self.on_error: Callable[[str], None] | None = on_error
         self._busy_timeout_s = busy_timeout_s
         self._min_free_bytes = min_free_bytes  # below this free on the volume, the WAL is trimmed after each write
-        # Space given back when the volume is full (DECISIONS 511); only for a store that creates (the service's).
+        # Space given back when the volume is full (DECISIONS 511): only with min_free_bytes (the service's store).
         self._reserve = SpaceReserve(self.path, RESERVE_BYTES)
         self._reserve_made = True
         self._create = create
@@ -240,7 +240,7 @@ class SQLiteReviewStore:
         if not create and not self.path.exists():
             raise FileNotFoundError(2, "no review database", str(self.path))
         self._open()
-        if create:
+        if create and min_free_bytes:  # the service's store (which checks its room), not an agent's or a CLI's
             self._reserve_made = self._reserve.make()
 
     def _open(self) -> None:
@@ -428,7 +428,7 @@ class SQLiteReviewStore:
             raise
         if self._min_free_bytes and self._volume_tight():
             self._trim_wal()
-        if not self._reserve_made:
+        if not self._reserve_made and self._min_free_bytes:
             with self._lock:
                 self._reserve_made = self._reserve.make()
         for change in changes:
