@@ -419,6 +419,9 @@ class TraceFenceConfig(BaseSettings):
     review_db: str = "tracefence-review.db"
     """The review queue: a SQLite file (WAL mode), or a ``postgresql://`` / ``postgres://`` URL (one
     queue shared by every replica; needs the ``postgres`` extra); empty disables the review queue."""
+    review_db_min_free_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    """``tracefence serve`` with a SQLite review database: the least free space (bytes) on its volume for the service
+    to start (0: no check); below it the store also trims its write-ahead log after every write."""
     review_classes: Annotated[list[Literal["review", "static", "injected", "dynamic"]], NoDecode] = Field(
         default_factory=lambda: ["review"], min_length=1
     )

@@ -85,6 +85,16 @@ def with_steps_of(plan: TracePlan, older: Sequence[Any]) -> TracePlan:
     return replace(plan, steps=tuple(steps), partial=True)
 
 
+class ReviewGuard(Protocol):
+    """Told which traces' review items are not durable (held in memory) and when they become so: the service's
+    persistent queue keeps those traces' spans on disk meanwhile (a review item is part of the acknowledgement,
+    DECISIONS 510). Called from the fence's threads; must not raise (what it raises is counted and logged)."""
+
+    def pin(self, trace_ids: Iterable[str]) -> None: ...
+
+    def release(self, trace_ids: Iterable[str]) -> None: ...
+
+
 class ReviewSink(Protocol):
     """Where traces whose class needs review go (a review store: SQLite by default, or PostgreSQL)."""
 
@@ -143,8 +153,10 @@ class Fence(Generic[P]):
         decision_wait_ms: float | None = None,
         max_wait_ms: float = 0.0,
         read_view: Callable[[SpanView, P], SpanView] | None = None,
+        review_guard: ReviewGuard | None = None,
     ) -> None:
         self.config = config
+        self._guard = review_guard
         self._emit = emit
         self._annotate = annotate_span
         self._service_name = service_name
@@ -389,6 +401,9 @@ class Fence(Generic[P]):
         cannot be annotated is handed on as it came, counted as an error."""
         extra = annotate.unplanned_attributes(reason)
         attrs = self.telemetry.attributes
+        owes = self._review_sink is not None and ReplayClass.REVIEW.value in self._review_classes
+        if owes:  # before the spans go: released as their items are written
+            self._pin(list(traces))
         spans_total = sum(len(spans) for spans in traces.values())
         _log.warning("tracefence %s: %d trace(s) (%d spans) handed on without a plan, as review (%s)", attrs[COMPONENT], len(traces), spans_total, reason)
         self.telemetry.spans_received.add(spans_total, attrs)
@@ -417,6 +432,8 @@ class Fence(Generic[P]):
             if guarded(self.telemetry, "review_write", lambda: self._upsert_many(batch)):
                 written, in_a_row = written + len(batch), 0
                 self._paid_at_stop(plan.trace_id for plan, _ in batch)
+                with self._held_lock:  # a held one keeps its steps to write: it stays pinned until they are
+                    self._release([plan.trace_id for plan, _ in batch if plan.trace_id not in self._held_reviews])
             elif len(batch) > 1:  # a failed transaction: its items one at a time, so that one refused item fails alone
                 one_by_one_until = at + len(batch)
                 continue
@@ -626,7 +643,9 @@ class Fence(Generic[P]):
             if not failed and not self._sink_failing():
                 return False
             known = self._held_reviews.pop(plan.trace_id, None)
-            if known is not None:
+            if known is None:  # under the lock, before the retry thread can write and release it
+                self._pin([plan.trace_id])
+            else:
                 plan = with_steps_of(plan, known[0].steps)
             self._held_generation += 1
             self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
@@ -638,10 +657,28 @@ class Fence(Generic[P]):
             self.telemetry.review_writes.add(1, {**self.telemetry.attributes, "outcome": "failed"})
         if dropped:
             self.telemetry.review_writes.add(len(dropped), {**self.telemetry.attributes, "outcome": "dropped"})
+            kept = "; their spans stay in the persistent queue, planned and written again at the next start" if self._guard is not None else ""
             self.telemetry.error(
-                "review_dropped", f"{len(dropped)} review item(s) held past the bound of {self._held_max} are lost: traces {', '.join(dropped[:20])}"
+                "review_dropped", f"{len(dropped)} review item(s) held past the bound of {self._held_max} are lost{kept}: traces {', '.join(dropped[:20])}"
             )
         return True
+
+    def _pin(self, trace_ids: Sequence[str]) -> None:
+        """Tell the guard these traces' review items are not durable (before their spans are handed on). Called
+        with or without ``_held_lock`` (the guard takes only its own lock, and never calls back)."""
+        if self._guard is not None and trace_ids:
+            guarded(self.telemetry, "review_guard", lambda: self._guard.pin(trace_ids))  # type: ignore[union-attr]
+
+    def _release(self, trace_ids: Sequence[str]) -> None:
+        """Tell the guard these traces' review items are durable now."""
+        if self._guard is not None and trace_ids:
+            guarded(self.telemetry, "review_guard", lambda: self._guard.release(trace_ids))  # type: ignore[union-attr]
+
+    def review_backlog_full(self) -> bool:
+        """True while the review sink fails and the items held in memory fill their bound (``config.max_traces``):
+        the service refuses new Export calls then (UNAVAILABLE / 503), rather than acknowledge traces whose item
+        it would drop (DECISIONS 511). Traces acknowledged already may still take the hold past it (counted)."""
+        return self._sink_failing() and len(self._held_reviews) >= self._held_max
 
     def _run_review_retry(self) -> None:
         pause = REVIEW_RETRY_PAUSE_S[0]
@@ -684,6 +721,7 @@ class Fence(Generic[P]):
                 if failure is None and now is not None and now[2] == generation:  # not replaced by a newer plan meanwhile
                     del self._held_reviews[trace_id]
                     self._set_aside.pop(trace_id, None)
+                    self._release([trace_id])  # durable now (under the lock: a new hold pins it again after this)
                 elif failure is not None and now is not None:
                     self._held_reviews.move_to_end(trace_id)
             if failure is None:

@@ -15,6 +15,7 @@ def open_review_store(
     create: bool = True,
     on_error: Callable[[str], None] | None = None,
     clock: Callable[[], int] | None = None,
+    min_free_bytes: int = 0,
 ) -> ReviewStore:
     """The review store at ``target``: a ``postgresql://`` or ``postgres://`` URL (libpq's URL form, e.g.
     ``postgresql://tracefence:secret@db:5432/tracefence?sslmode=require``) opens
@@ -25,7 +26,8 @@ def open_review_store(
     the file or the schema when missing; when false, a missing SQLite file raises
     :class:`FileNotFoundError` and a database without the review schema raises
     :class:`~otel_tracefence.review.store.ReviewStoreError`. ``on_error(kind)``: told of failures the
-    service counts (see each store). ``clock``: nanoseconds since the Unix epoch, for tests.
+    service counts (see each store). ``min_free_bytes``: a SQLite file's WAL is trimmed after each write while its
+    volume has less free, and a reserve file is kept beside it for a full volume (0: neither). ``clock``: nanoseconds since the Unix epoch, for tests.
 
     Raises :class:`~otel_tracefence.review.store.ReviewStoreError` when the target cannot be used as a
     review store (for a URL: the server cannot be reached or refuses, or psycopg is not installed, the
@@ -39,4 +41,4 @@ def open_review_store(
         return PostgresReviewStore(f"{scheme.lower()}://{rest}", store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock)
     from otel_tracefence.review.store import SQLiteReviewStore
 
-    return SQLiteReviewStore(target, store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock)
+    return SQLiteReviewStore(target, store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock, min_free_bytes=min_free_bytes)

@@ -43,10 +43,14 @@ from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, KNOWN_STATES, MAX_PAGE_SIZE, list_query, like_prefix
+from otel_tracefence.review.sqlite_room import SpaceReserve, free_bytes
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
+WAL_AUTOCHECKPOINT_PAGES = 256  # the WAL is checkpointed into the file past this many pages (SQLite's default: 1000)...
+JOURNAL_LIMIT_BYTES = 1024 * 1024  # ...and cut back to this size after a checkpoint (SQLite's default: never)
+RESERVE_BYTES = 128 * 1024  # kept beside the file (<file>.reserve), given back when the volume is full
 """The database schema's version, kept in SQLite's ``user_version`` pragma. 1: items only; 2: items and
 their history (``review_events``). A version-1 file is migrated forward when opened."""
 __all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "SCHEMA_VERSION", "ReviewStoreError", "SQLiteReviewStore"]
@@ -215,6 +219,7 @@ class SQLiteReviewStore:
         create: bool = True,
         clock: Callable[[], int] | None = None,
         on_error: Callable[[str], None] | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         if busy_timeout_s < 0:
             raise ValueError(f"busy_timeout_s must be >= 0, not {busy_timeout_s!r}")
@@ -222,6 +227,10 @@ class SQLiteReviewStore:
         self.store_raw_values = store_raw_values
         self.on_error: Callable[[str], None] | None = on_error
         self._busy_timeout_s = busy_timeout_s
+        self._min_free_bytes = min_free_bytes  # below this free on the volume, the WAL is trimmed after each write
+        # Space given back when the volume is full (DECISIONS 511): only with min_free_bytes (the service's store).
+        self._reserve = SpaceReserve(self.path, RESERVE_BYTES)
+        self._reserve_made = True
         self._create = create
         self._clock = clock or time.time_ns
         self._lock = threading.Lock()
@@ -231,6 +240,8 @@ class SQLiteReviewStore:
         if not create and not self.path.exists():
             raise FileNotFoundError(2, "no review database", str(self.path))
         self._open()
+        if create and min_free_bytes:  # the service's store (which checks its room), not an agent's or a CLI's
+            self._reserve_made = self._reserve.make()
 
     def _open(self) -> None:
         """Open the file at ``self.path`` (creating it, mode 0600, when ``create``) and check or make its schema."""
@@ -308,6 +319,10 @@ class SQLiteReviewStore:
             if str(mode).lower() != "wal":
                 raise ReviewStoreError(f"{self.path}: SQLite cannot use WAL mode here (journal_mode is {mode})")
             conn.execute("PRAGMA synchronous=FULL")
+            # The WAL bounded (issue 30, DECISIONS 511): checkpointed past WAL_AUTOCHECKPOINT_PAGES, then cut back to
+            # JOURNAL_LIMIT_BYTES; SQLite's defaults (1000 pages, never cut) let it fill a small volume.
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            conn.execute(f"PRAGMA journal_size_limit={JOURNAL_LIMIT_BYTES}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
@@ -397,13 +412,25 @@ class SQLiteReviewStore:
         (then none of them is stored)."""
         messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
         changes = []
-        with self._transaction() as conn:
-            for message, service_name in messages:
-                row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (message.trace_id,)).fetchone()
-                stored = (None, 0) if row is None else (pb.ReviewItem.FromString(row[1]), row[0])
-                change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
-                self._write(conn, change)
-                changes.append(change)
+        try:
+            with self._transaction() as conn:
+                for message, service_name in messages:
+                    row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (message.trace_id,)).fetchone()
+                    stored = (None, 0) if row is None else (pb.ReviewItem.FromString(row[1]), row[0])
+                    change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
+                    self._write(conn, change)
+                    changes.append(change)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:  # the volume is full: the WAL's space back for the retry
+                if self._reserve.give_back():  # room for the checkpoint to copy the WAL into the file
+                    self._reserve_made = False
+                self._trim_wal()
+            raise
+        if self._min_free_bytes and self._volume_tight():
+            self._trim_wal()
+        if not self._reserve_made and self._min_free_bytes:
+            with self._lock:
+                self._reserve_made = self._reserve.make()
         for change in changes:
             if any(e.kind == transitions.REOPENED for e in change.events):
                 logger.info("review item %s reopened: %s", change.item.trace_id, change.events[-1].note)
@@ -503,6 +530,23 @@ class SQLiteReviewStore:
         self.close()
 
     # -- internals ---------------------------------------------------------
+
+    def _volume_tight(self) -> bool:
+        try:
+            return free_bytes(self.path) < self._min_free_bytes
+        except OSError:
+            return False
+
+    def _trim_wal(self) -> None:
+        """Checkpoint the WAL into the file and truncate it (``wal_checkpoint(TRUNCATE)``): on a tight volume, the
+        space the WAL took is given back. Quietly does nothing when it cannot (a reader holds an old snapshot)."""
+        with self._lock:
+            if self._conn is None or self._closed:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                logger.debug("review database %s: WAL checkpoint failed: %s", self.path, exc)
 
     @staticmethod
     def _write(conn: sqlite3.Connection, change: transitions.Change) -> None:

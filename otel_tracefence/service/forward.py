@@ -54,6 +54,7 @@ from otel_tracefence.service.otlp_spans import lazy_request, request_span_count,
 _log = logging.getLogger("otel_tracefence.service")
 RATE_WEIGHT = 0.2  # weight of the latest send in ``Forwarder.send_rate``
 PAUSE_AFTER_FAILURE_S = (0.5, 30.0)  # first and longest pause before a failed batch is tried again
+DRAIN_RETRY_PAUSE_S = 0.25  # the longest pause after a failure while a shutdown drains
 MAX_BATCH_SPANS = 8192  # queued requests are merged into one send up to this many spans (the Collector's and rotel's default)...
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
 MIN_BATCH_BYTES = 64 * 1024  # an upstream refusing batches as too large never shrinks merging below this
@@ -483,6 +484,8 @@ class Forwarder:
                     self._cond.notify_all()
                     return
                 wait = pause if outcome.retry_after_s is None else min(max(outcome.retry_after_s, 0.0), PAUSE_AFTER_FAILURE_S[1])
+                if self._draining:  # a stop's time is short: its attempts follow each other closely (gRPC may still be reconnecting)
+                    wait = min(wait, DRAIN_RETRY_PAUSE_S)
                 # The exporter logs its own error; this says that nothing is lost yet, and what is held.
                 _log.warning(
                     "forwarding %d spans to %s failed (%d in a row); they stay queued (%d/%d spans) and are tried again in %.1fs",

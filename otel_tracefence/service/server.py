@@ -24,11 +24,13 @@ from otel_tracefence.pipeline.fence import Fence
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
-from otel_tracefence.review.targets import display_target
+from otel_tracefence.review.sqlite_room import check_free_space, check_writable
+from otel_tracefence.review.targets import display_target, is_postgres_url
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
+from otel_tracefence.service.review_refusals import ReviewRefusals
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
 from otel_tracefence.service.otlp_bytes import span_key
@@ -172,6 +174,9 @@ class TraceFenceService:
         # The same rule for the review page (service.ui_endpoint): refused beyond loopback with no review token.
         self._ui_warning = check_ui_exposure(config.service.ui_endpoint, config) if config.service.ui_endpoint else None
         self.config = config
+        if config.review_db and not is_postgres_url(config.review_db):  # refused now, in one line, not later (DECISIONS 512)
+            check_writable(config.review_db)
+            check_free_space(config.review_db, config.review_db_min_free_bytes)
         settings = config.service
         self._owned_meter_provider = None
         if meter_provider is None:
@@ -212,7 +217,7 @@ class TraceFenceService:
         if config.review_db:
             from otel_tracefence.review.open import open_review_store
 
-            self.store = open_review_store(config.review_db, store_raw_values=config.store_raw_values)
+            self.store = open_review_store(config.review_db, store_raw_values=config.store_raw_values, min_free_bytes=config.review_db_min_free_bytes)
         self.fence: Fence[OtlpItem] = Fence(
             config,
             emit=self._emit,
@@ -224,7 +229,10 @@ class TraceFenceService:
             meter_provider=meter_provider,
             decision_wait_ms=settings.decision_wait_ms,
             max_wait_ms=settings.max_wait_ms,
+            # With the persistent queue, a review item is part of the acknowledgement (DECISIONS 510).
+            review_guard=self.persistent if self.store is not None else None,
         )
+        self._review_refusals = ReviewRefusals(meter)
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
             self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
@@ -267,6 +275,8 @@ class TraceFenceService:
                 f"intake queue is {self.intake.depth}/{self.intake.max_spans} spans, "
                 f"{self.intake.depth_bytes}/{self.intake.max_bytes} bytes full; retry later"
             )
+        if self.fence.review_backlog_full():
+            return self._review_refusals.refused(self.fence.pending_reviews(), self.config.max_traces)
         if self.router_stopping:
             return None
         limit = self.config.service.backpressure_ratio
