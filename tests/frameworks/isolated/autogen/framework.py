@@ -17,7 +17,8 @@ NOT_RECORDED = ("write_committed", "result_not_recorded", K)
 
 # AutoGen runs its handoff as a tool of its own (transfer_to_<target>, the Handoff's FunctionTool), whose body no user
 # can declare: the operator names it a read, as smolagents' final_answer is named (what an AutoGen user configures).
-TOOL_RULES = [dict(match="transfer_to_user", effect="read")]
+# An MCP server's tool runs in the server, which (mcp 1.x) makes no span: the operator names it a write.
+TOOL_RULES = [dict(match="transfer_to_user", effect="read"), dict(match="charge_card", effect="write")]
 
 CELLS = [
     cell("autogen", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", K)),), "a declared read replays (AutoGen records no arguments)"),
@@ -67,5 +68,14 @@ CELLS = [
         "Swarm + HandoffTermination: the agent hands off to the user (the run stops), the user's HandoffMessage resumes "
         "it, the write runs once: committed (transfer_to_user named a read by a tool rule)",
     ),
-    cannot("autogen", "mcp_is_error", "not scripted yet: autogen-ext's McpWorkbench needs the mcp extra and an MCP server in the env"),
+    cell(
+        "autogen", "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded", K)),),
+        "McpWorkbench (stdio, FastMCP answering isError) catches the isError result and any error inside its execute_tool "
+        "span, which stays UNSET with no result (autogen_ext/tools/mcp/_workbench.py, call_tool): nothing shows the "
+        "failure. AutoGen would have to end the span ERROR on isError (or record the result); the write's outcome is unknown",
+        wrong_today=(
+            "A, fail-open: the UNSET span with no result from a producer that records none reads as committed "
+            "(skip write_committed, static) though the MCP tool failed"
+        ),
+    ),
 ]

@@ -2,7 +2,8 @@
 scripted offline with autogen-ext's ``ReplayChatCompletionClient`` returning ``FunctionCall`` lists.
 
 AutoGen traces through the global tracer provider (``trace_tool_span`` in autogen_core/_telemetry/_genai.py),
-which ``runner_common`` sets; the tool bodies run inside their ``execute_tool`` span, so ``declare`` labels it.
+which ``runner_common`` sets; the (async) tool bodies run inside their ``execute_tool`` span, so ``declare`` labels
+it. mcp_is_error runs ``mcp_server.py`` (FastMCP over stdio) through autogen-ext's ``McpWorkbench``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import sys
+from pathlib import Path
 
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import HandoffTermination, TextMentionTermination
@@ -19,7 +22,9 @@ from autogen_core import FunctionCall
 from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsage
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams
 from runner_common import (
+    CHARGE,
     CUSTOMER,
     PAYMENT,
     REFUND,
@@ -77,6 +82,17 @@ async def approval() -> None:
         await team.run(task=HandoffMessage(source="user", target="billing", content="approved"))
 
 
+async def mcp_is_error() -> None:
+    """The agent calls an MCP server's tool through autogen-ext's McpWorkbench (stdio); the tool answers isError."""
+    params = StdioServerParams(command=sys.executable, args=[str(Path(__file__).with_name("mcp_server.py"))], read_timeout_seconds=30)
+    with session():
+        async with McpWorkbench(params) as workbench:
+            client = ReplayChatCompletionClient([calls(("call_c1", "charge_card", CHARGE)), "done"], model_info=MODEL_INFO)
+            billing = AssistantAgent("billing", model_client=client, workbench=workbench)
+            result = await billing.run(task="charge customer a")
+            STATE["mcp_results"] = [str(m) for m in result.messages]
+
+
 def run(scenario: str) -> None:
     tools = [tool(lookup_customer), tool(create_invoice), tool(refund_order)]
     kwargs: dict = {}
@@ -102,8 +118,11 @@ def run(scenario: str) -> None:
     elif scenario == "approval_interrupt_resume":
         asyncio.run(approval())
         return
+    elif scenario == "mcp_is_error":
+        asyncio.run(mcp_is_error())
+        return
     else:
-        raise CannotProduce(NO_MCP)
+        raise CannotProduce(scenario)
     async def one_run() -> None:
         # one session span, as a user's app has: AssistantAgent's create_agent span (made by its constructor) and
         # its invoke_agent span are siblings, so without a parent they would be two traces
@@ -117,7 +136,6 @@ WRITE_RAISES = (
     "AutoGen's workbench catches every tool exception and hands it to the model as the call's result "
     "(FunctionExecutionResult is_error): tool_error_to_model is that path"
 )
-NO_MCP = "not scripted yet: autogen-ext's McpWorkbench needs the mcp extra (a heavier env); no MCP server in this row"
 
 if __name__ == "__main__":
     raise SystemExit(main(run))
