@@ -4,8 +4,8 @@ CrewAI 1.15.30's own dependencies (not extras) include chromadb, lancedb and onn
 environment with it, its OpenInference instrumentation and the OTel SDK is about 1 GB and took 11 min 27 s to install
 on this machine (``pip install -r requirements.heavy.txt`` into a new venv, with two other installs running beside it
 on the 2 cores), against the whole ``make test`` budget of 30 minutes. So the row is listed with every cell
-``cannot``, naming why, and no environment is made for it: ``FRAMEWORK.isolated`` is None and ``module`` names
-``crewai``, which the test environment does not have, so the matrix skips the row visibly.
+``cannot``, naming why, and no environment is made for it: ``FRAMEWORK.isolated`` is None and there is no runner,
+so the matrix counts it kept out (``conformance.kept_out``): its cells skip as ``cannot``, and the page lists it.
 
 CrewAI's native telemetry is no alternative for users: ``crewai/telemetry/telemetry.py`` (``Telemetry.__init__``)
 makes a private ``TracerProvider`` exporting to CrewAI's own collector (a constant endpoint) and deliberately installs
