@@ -58,8 +58,8 @@ CELLS = [
         "to a tool the agent lacks never runs. AutoGen would have to record the model's output (a chat span with "
         "gen_ai.output.messages): it records none, so the request is nowhere in the trace",
         wrong_today=(
-            "fail-open, not a kind of ours: AutoGen records no model output (no chat span; the request is in no span), "
-            "so the requested call is unseen and the trace plans tool-free (no class, no step)"
+            "C: fail-open (requested calls the trace does not show; here recorded in no span at all, so only AutoGen "
+            "can close it): AutoGen records no model output (no chat span), so the trace plans tool-free (no class, no step)"
         ),
     ),
     cell(
@@ -74,7 +74,7 @@ CELLS = [
         "span, which stays UNSET with no result (autogen_ext/tools/mcp/_workbench.py, call_tool): nothing shows the "
         "failure. AutoGen would have to end the span ERROR on isError (or record the result); the write's outcome is unknown",
         wrong_today=(
-            "A, fail-open: the UNSET span with no result from a producer that records none reads as committed "
+            "A: fail-open: the UNSET span with no result from a producer that records none reads as committed "
             "(skip write_committed, static) though the MCP tool failed"
         ),
     ),
