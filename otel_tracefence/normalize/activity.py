@@ -85,7 +85,13 @@ KIND_SPAN_NAME_PREFIXES = ("haystack.agent.", "haystack.pipeline.")
 NOT_ACTIVITY_TOKENS = frozenset({"definition", "definitions", "schema", "schemas", "description", "descriptions", "choice", "available"})
 INPUT_ECHO_PREFIXES = ("gen_ai.prompt.", "gen_ai.prompt", "llm.input_messages.", "gen_ai.input.messages", "gen_ai.system_instructions")
 TOOL_FINISH_REASONS = frozenset({"tool_calls", "tool_use", "function_call", "tool-calls", "tool_call"})
-FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "llm.response.finish_reason", VERCEL_FINISH_REASON_KEY)
+# Semantic Kernel for Python writes the singular gen_ai.response.finish_reason, its value str() of its FinishReason enum
+# per completion, comma-joined ("FinishReason.TOOL_CALLS" on Python 3.11; semantic_kernel/utils/telemetry/
+# model_diagnostics/decorators.py, _set_completion_response): each part is read, the enum's class prefix dropped
+# (docs/DECISIONS.md 560).
+SK_FINISH_REASON_KEY = "gen_ai.response.finish_reason"
+FINISH_REASON_KEYS = ("gen_ai.response.finish_reasons", "llm.response.finish_reason", VERCEL_FINISH_REASON_KEY, SK_FINISH_REASON_KEY)
+ENUM_FINISH_REASON = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*\.)?([A-Za-z_-]+)\s*$")  # "FinishReason.TOOL_CALLS" -> "TOOL_CALLS"
 FINISH_REASON_KEY_PATTERN = re.compile(r"^gen_ai\.completion\.[0-9]+\.finish_reason$")
 
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -146,6 +152,9 @@ def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
         value = attributes.get(key)
         if isinstance(value, str) and value.startswith("["):  # a list recorded as JSON text
             found.extend(re.findall(r'"([^"]*)"', value))
+            continue
+        if key == SK_FINISH_REASON_KEY and isinstance(value, str):
+            found.extend(m.group(1) for m in map(ENUM_FINISH_REASON.match, value.split(",")) if m)
             continue
         found.extend(v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, str))
     for key, value in attributes.items():

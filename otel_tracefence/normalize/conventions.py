@@ -464,7 +464,7 @@ def call_id(attributes: Mapping[str, Any]) -> str | None:
 # that READ_MARKERS below covers every read. A new key read anywhere in normalize/ belongs in this table or here.
 OTHER_READ_KEYS = (
     "db.system", "db.system.name", "messaging.system", "rpc.system", "llm.request.type", "error.type", "exception.type",
-    "gen_ai.response.finish_reasons", "llm.response.finish_reason", "langfuse.observation.type",
+    "gen_ai.response.finish_reasons", "gen_ai.response.finish_reason", "llm.response.finish_reason", "langfuse.observation.type",
     "traceloop.entity.name", "rpc.method",
 )
 # Text the normalizer looks for in any attribute key, in some values and in span names (activity.py: "tool",

@@ -97,7 +97,7 @@ def installed(framework: Framework) -> bool:
     environment can be made is known only when the matrix makes it (its cells then skip, saying why)."""
     import importlib.util
 
-    if framework.isolated:
+    if framework.isolated or kept_out(framework):
         return True
     try:
         return importlib.util.find_spec(framework.module) is not None
@@ -892,9 +892,19 @@ def setup(framework: str) -> Callable[[], None]:
     return made() if made else (lambda: None)
 
 
+def kept_out(framework: Framework) -> bool:
+    """A framework listed with every cell ``cannot`` and no runner (kept out of the matrix, its folder saying why):
+    nothing of it runs, so it needs nothing installed."""
+    cells = [c for c in CELLS if c.framework == framework.key]
+    return not framework.isolated and f"_run_{framework.key}" not in globals() and bool(cells) and all(c.cannot for c in cells)
+
+
 def collect(framework: str, scenario: str) -> list:
     """The spans of one cell's run (one trace); the framework must be set up (an isolated one: its
-    environment made and its runner run, see :func:`run_isolated`)."""
+    environment made and its runner run, see :func:`run_isolated`). A kept-out framework's cell raises
+    :class:`CannotProduce` with its reason."""
+    if kept_out(FRAMEWORK_BY_KEY[framework]):
+        raise CannotProduce(CELL_BY_KEY[(framework, scenario)].cannot)
     if FRAMEWORK_BY_KEY[framework].isolated:
         return _isolated_spans(framework, scenario)
     STATE.clear()

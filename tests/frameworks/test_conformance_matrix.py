@@ -39,7 +39,10 @@ CLASS, DECISION, REASONS = "tracefence.replay.class", "tracefence.step.decision"
 
 
 def _class_name(plan) -> str | None:
-    return None if plan.replay_class.name == "UNSPECIFIED" else plan.replay_class.name.lower()
+    """The plan's class in lower case; None for a trace planned tool-free (no class, or UNSPECIFIED)."""
+    if plan.replay_class is None or plan.replay_class.name == "UNSPECIFIED":
+        return None
+    return plan.replay_class.name.lower()
 
 
 def _steps(plan) -> tuple:

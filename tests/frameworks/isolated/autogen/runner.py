@@ -1,0 +1,141 @@
+"""AutoGen AgentChat 0.7 under its own OpenTelemetry tracing (autogen-core's ``execute_tool`` spans),
+scripted offline with autogen-ext's ``ReplayChatCompletionClient`` returning ``FunctionCall`` lists.
+
+AutoGen traces through the global tracer provider (``trace_tool_span`` in autogen_core/_telemetry/_genai.py),
+which ``runner_common`` sets; the (async) tool bodies run inside their ``execute_tool`` span, so ``declare`` labels
+it. mcp_is_error runs ``mcp_server.py`` (FastMCP over stdio) through autogen-ext's ``McpWorkbench``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from pathlib import Path
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import HandoffTermination, TextMentionTermination
+from autogen_agentchat.messages import HandoffMessage
+from autogen_agentchat.teams import Swarm
+from autogen_core import FunctionCall
+from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsage
+from autogen_core.tools import FunctionTool
+from autogen_ext.models.replay import ReplayChatCompletionClient
+from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams
+from runner_common import (
+    CHARGE,
+    CUSTOMER,
+    PAYMENT,
+    REFUND,
+    STATE,
+    CannotProduce,
+    create_invoice,
+    lookup_customer,
+    main,
+    read_call,
+    refund_order,
+    send_payment,
+    session,
+    write_call,
+)
+
+MODEL_INFO = ModelInfo(vision=False, function_calling=True, json_output=False, family=ModelFamily.UNKNOWN, structured_output=False)
+
+
+def calls(*requested) -> CreateResult:
+    """One model turn requesting ``requested`` ((call id, tool, arguments) each) together."""
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id=cid, name=name, arguments=json.dumps(args)) for cid, name, args in requested],
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
+
+
+def tool(f) -> FunctionTool:
+    """``f`` as an async FunctionTool: AutoGen runs a sync tool function in the loop's executor without the
+    caller's context (FunctionTool.run, run_in_executor), so its body could not reach its execute_tool span to
+    label it; an async one runs inside that span (and AutoGen's own examples write tools async)."""
+
+    @functools.wraps(f)
+    async def body(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    return FunctionTool(body, description=f.__doc__.strip().splitlines()[0], name=f.__name__)
+
+
+def agent(turns: list, tools: list, **kwargs) -> AssistantAgent:
+    client = ReplayChatCompletionClient([*turns, "done"], model_info=MODEL_INFO)
+    return AssistantAgent("billing", model_client=client, tools=tools, **kwargs)
+
+
+async def approval() -> None:
+    """Swarm + HandoffTermination: the agent hands off to the user for approval (the run stops), the user
+    answers with a HandoffMessage and the team resumes, the write runs."""
+    turns = [calls(("call_h1", "transfer_to_user", {})), calls(write_call()), "TERMINATE"]
+    with session():
+        client = ReplayChatCompletionClient(turns, model_info=MODEL_INFO)
+        billing = AssistantAgent("billing", model_client=client, tools=[tool(create_invoice)], handoffs=["user"])
+        team = Swarm([billing], termination_condition=HandoffTermination(target="user") | TextMentionTermination("TERMINATE"))
+        await team.run(task="bill customer a; ask the user to approve first")
+        await team.run(task=HandoffMessage(source="user", target="billing", content="approved"))
+
+
+async def mcp_is_error() -> None:
+    """The agent calls an MCP server's tool through autogen-ext's McpWorkbench (stdio); the tool answers isError."""
+    params = StdioServerParams(command=sys.executable, args=[str(Path(__file__).with_name("mcp_server.py"))], read_timeout_seconds=30)
+    with session():
+        async with McpWorkbench(params) as workbench:
+            client = ReplayChatCompletionClient([calls(("call_c1", "charge_card", CHARGE)), "done"], model_info=MODEL_INFO)
+            billing = AssistantAgent("billing", model_client=client, workbench=workbench)
+            result = await billing.run(task="charge customer a")
+            STATE["mcp_results"] = [str(m) for m in result.messages]
+
+
+def run(scenario: str) -> None:
+    tools = [tool(lookup_customer), tool(create_invoice), tool(refund_order)]
+    kwargs: dict = {}
+    if scenario == "read_ok":
+        turns = [calls(read_call())]
+    elif scenario == "write_commits":
+        turns = [calls(write_call())]
+    elif scenario == "write_raises":
+        raise CannotProduce(WRITE_RAISES)
+    elif scenario == "write_times_out":
+        tools.append(tool(send_payment))  # no tool timeout in AutoGen: a TimeoutError raised in the tool
+        turns = [calls(("call_p1", "send_payment", PAYMENT))]
+    elif scenario == "tool_error_to_model":
+        turns = [calls(("call_f1", "refund_order", REFUND))]
+    elif scenario == "parallel_one_fails":
+        turns = [calls(read_call(), ("call_f1", "refund_order", REFUND))]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [calls(write_call("call_w1")), calls(write_call("call_w2"))]
+        kwargs["max_tool_iterations"] = 3
+    elif scenario == "requested_never_ran":
+        turns = [calls(("call_x1", "delete_customer", CUSTOMER))]
+    elif scenario == "approval_interrupt_resume":
+        asyncio.run(approval())
+        return
+    elif scenario == "mcp_is_error":
+        asyncio.run(mcp_is_error())
+        return
+    else:
+        raise CannotProduce(scenario)
+    async def one_run() -> None:
+        # one session span, as a user's app has: AssistantAgent's create_agent span (made by its constructor) and
+        # its invoke_agent span are siblings, so without a parent they would be two traces
+        with session():
+            await agent(turns, tools, **kwargs).run(task="bill customer a")
+
+    asyncio.run(one_run())
+
+
+WRITE_RAISES = (
+    "AutoGen's workbench catches every tool exception and hands it to the model as the call's result "
+    "(FunctionExecutionResult is_error): tool_error_to_model is that path"
+)
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))

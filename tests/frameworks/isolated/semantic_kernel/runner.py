@@ -1,0 +1,148 @@
+"""Semantic Kernel for Python under its own OpenTelemetry diagnostics, scripted offline.
+
+The model is a ``ChatCompletionClientBase`` subclass returning ``FunctionCallContent`` lists, its
+``_inner_get_chat_message_contents`` wrapped in SK's own ``trace_chat_completion`` (as every SK connector's is),
+so the chat spans are the ones an OpenAI connector would make. SK's diagnostics are switched on by its own
+environment variables (read when semantic_kernel is first imported), with content ("sensitive") capture on.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS"] = "true"
+os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE"] = "true"
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+from typing import Any, ClassVar  # noqa: E402
+
+from runner_common import (  # noqa: E402
+    PAYMENT,
+    REFUND,
+    STATE,
+    CannotProduce,
+    create_invoice,
+    lookup_customer,
+    main,
+    read_call,
+    refund_order,
+    send_payment,
+    session,
+    write_call,
+)
+from semantic_kernel import Kernel  # noqa: E402
+from semantic_kernel.agents import ChatCompletionAgent  # noqa: E402
+from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase  # noqa: E402
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior  # noqa: E402
+from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings  # noqa: E402
+from semantic_kernel.contents import ChatMessageContent, FunctionCallContent  # noqa: E402
+from semantic_kernel.contents.utils.author_role import AuthorRole  # noqa: E402
+from semantic_kernel.contents.utils.finish_reason import FinishReason  # noqa: E402
+from semantic_kernel.filters import AutoFunctionInvocationContext, FilterTypes  # noqa: E402
+from semantic_kernel.functions import KernelArguments, kernel_function  # noqa: E402
+from semantic_kernel.utils.telemetry.model_diagnostics.decorators import trace_chat_completion  # noqa: E402
+
+PLUGIN = "billing"
+SCRIPT: list = []  # the turns left: each a list of (call id, tool, arguments); empty: the model answers "done"
+
+
+class ScriptedChat(ChatCompletionClientBase):
+    """A chat service answering each request with the next scripted turn."""
+
+    SUPPORTS_FUNCTION_CALLING: ClassVar[bool] = True
+
+    def service_url(self) -> str | None:
+        return None
+
+    @trace_chat_completion("scripted")
+    async def _inner_get_chat_message_contents(self, chat_history, settings: PromptExecutionSettings) -> list[ChatMessageContent]:
+        if not SCRIPT:
+            return [ChatMessageContent(role=AuthorRole.ASSISTANT, content="done", finish_reason=FinishReason.STOP)]
+        items = [
+            FunctionCallContent(id=cid, call_id=cid, name=f"{PLUGIN}-{name}", function_name=name, plugin_name=PLUGIN, arguments=json.dumps(args))
+            for cid, name, args in SCRIPT.pop(0)
+        ]
+        return [ChatMessageContent(role=AuthorRole.ASSISTANT, items=items, finish_reason=FinishReason.TOOL_CALLS)]
+
+
+class Billing:
+    """The matrix's tools as an SK plugin (the bodies are runner_common's, which label their span)."""
+
+    @kernel_function(description="Look a customer up.")
+    def lookup_customer(self, customer: str) -> str:
+        return lookup_customer(customer)
+
+    @kernel_function(description="Create an invoice.")
+    def create_invoice(self, customer: str, amount_cents: int, idempotency_key: str) -> str:
+        return create_invoice(customer, amount_cents, idempotency_key)
+
+    @kernel_function(description="Refund an order.")
+    def refund_order(self, order: str, amount_cents: int) -> str:
+        return refund_order(order, amount_cents)
+
+    @kernel_function(description="Send a payment.")
+    def send_payment(self, customer: str, amount_cents: int) -> str:
+        return send_payment(customer, amount_cents)
+
+
+def approval_filter(approve: bool):
+    """SK's human-in-the-loop: an auto function invocation filter asks before a write runs; a denial never calls
+    ``next`` (the function does not run) and hands the model a refusal instead."""
+
+    async def ask(context: AutoFunctionInvocationContext, next) -> None:
+        if context.function.name != "create_invoice" or approve:
+            STATE["asked"] = context.function.name
+            await next(context)
+            return
+        context.function_result = type(context.function_result)(function=context.function.metadata, value="the user denied the call")
+
+    return ask
+
+
+async def one_run(turns: list, approve: bool | None = None) -> None:
+    SCRIPT[:] = turns
+    with session():
+        kernel = Kernel()
+        kernel.add_plugin(Billing(), plugin_name=PLUGIN)
+        if approve is not None:
+            kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, approval_filter(approve))
+        settings = PromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
+        agent = ChatCompletionAgent(service=ScriptedChat(ai_model_id="scripted-model"), kernel=kernel, name="billing", arguments=KernelArguments(settings=settings))
+        await agent.get_response(messages="bill customer a")
+
+
+def run(scenario: str) -> None:
+    approve: Any = None
+    if scenario == "read_ok":
+        turns = [[read_call()]]
+    elif scenario == "write_commits":
+        turns = [[write_call()]]
+    elif scenario == "write_raises":
+        raise CannotProduce(WRITE_RAISES)
+    elif scenario == "write_times_out":
+        turns = [[("call_p1", "send_payment", PAYMENT)]]  # no tool timeout in SK: a TimeoutError raised in the tool
+    elif scenario == "tool_error_to_model":
+        turns = [[("call_f1", "refund_order", REFUND)]]
+    elif scenario == "parallel_one_fails":
+        turns = [[read_call(), ("call_f1", "refund_order", REFUND)]]
+    elif scenario == "framework_retries":
+        STATE["flaky"] = True
+        turns = [[write_call("call_w1")], [write_call("call_w2")]]
+    elif scenario == "requested_never_ran":
+        turns, approve = [[write_call()]], False
+    elif scenario == "approval_interrupt_resume":
+        turns, approve = [[write_call()]], True
+    else:
+        raise CannotProduce(NO_MCP)
+    asyncio.run(one_run(turns, approve))
+
+
+WRITE_RAISES = (
+    "SK's auto function invocation catches every function exception and hands it to the model as the call's result "
+    "(FunctionResultContent \"An error occurred while invoking the function ...\"): tool_error_to_model is that path"
+)
+NO_MCP = "not scripted yet: SK's MCP plugin (semantic_kernel.connectors.mcp) needs the mcp package and a server in the env"
+
+if __name__ == "__main__":
+    raise SystemExit(main(run))
