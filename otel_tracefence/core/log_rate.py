@@ -71,4 +71,43 @@ class RateLog:
             self._logger.log(self._level, self._message + ("; " + detail if detail else ""), count, over_s)
 
 
-__all__ = ["RateLog"]
+class RateFilter(logging.Filter):
+    """A ``logging.Filter`` for a logger that is not ours (the OTLP exporter's, which logs one line per failed export):
+    of the records with the same message template, one per ``interval_s`` seconds passes; the others are counted,
+    and the next one to pass says how many there were (``... (and 41 more like it in 10s)``)."""
+
+    def __init__(self, interval_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, int]] = {}  # template -> (when one last passed, how many were held since)
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = self._clock()
+        key = str(record.msg)
+        with self._lock:
+            since, held = self._seen.get(key, (None, 0))
+            if since is not None and now - since < self._interval_s:
+                self._seen[key] = (since, held + 1)
+                self.suppressed += 1
+                return False
+            self._seen[key] = (now, 0)
+        if held:
+            record.msg, record.args = f"{record.getMessage()} (and {held} more like it in {now - since:.0f}s)", None
+        return True
+
+
+def rate_limit_logger(name: str, interval_s: float = 10.0) -> RateFilter:
+    """Install one :class:`RateFilter` on the logger ``name`` (idempotent: the one installed is returned)."""
+    logger = logging.getLogger(name)
+    for existing in logger.filters:
+        if isinstance(existing, RateFilter):
+            return existing
+    installed = RateFilter(interval_s)
+    logger.addFilter(installed)
+    return installed
+
+
+__all__ = ["RateFilter", "RateLog", "rate_limit_logger"]

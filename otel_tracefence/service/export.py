@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
+from otel_tracefence.core.value_text import capped
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.otlp.json_reader import read_otlp_json_request
@@ -114,12 +115,12 @@ class TraceExport:
             raise ExportRefused(RefusalKind.UNDECODABLE, f"not an OTLP/JSON ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
         outside = [error for error in read.errors if not error.span_id]
         if outside:
-            listed = "; ".join(str(error) for error in outside[:_MAX_LISTED])
+            listed = capped("; ".join(str(error) for error in outside[:_MAX_LISTED]))  # the answer and the log line capped
             _log.warning("refused an OTLP/JSON Export that does not decode: %s", listed)
             raise ExportRefused(
                 RefusalKind.UNDECODABLE,
                 f"not an OTLP/JSON ExportTraceServiceRequest: {listed}",
-                problems=[(error.field, error.message) for error in outside[:_MAX_LISTED]],
+                problems=[(error.field, capped(error.message)) for error in outside[:_MAX_LISTED]],
             )
         # Held as the binary path holds spans (each parsed span encoded once); its protobuf size is what the byte
         # bound counts.
@@ -197,6 +198,7 @@ class TraceExport:
         if rejected:
             self._on_rejected(rejected)
             response.partial_success.rejected_spans = rejected
+            first_error = capped(first_error)  # a span's fault may quote what it holds: the answer and the log are capped
             response.partial_success.error_message = f"{rejected} span(s) rejected; first: {first_error}"
             _log.warning("rejected %d span(s): %s", rejected, first_error)
         return response
