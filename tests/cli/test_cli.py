@@ -75,7 +75,7 @@ def test_malformed_rows_become_review_steps_with_on_malformed_review(tmp_path):
     path = write_rows(tmp_path, [row("a", effect="read", arguments={"p": 1}), row("b", effect="delete", arguments={"p": 2})])
     proc = plan(path, "--on-malformed", "review")
     assert proc.returncode == 0, proc.stderr
-    assert "line 2: effect: effect 'delete'" in proc.stderr  # still said
+    assert "line 2: effect: effect (a string of 6 characters) is not one of read, write, unknown" in proc.stderr  # still said
     (plan_json,) = plans_of(proc).values()
     assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
     assert decisions(plan_json) == [("a", "replay", ["declared_read"], []), ("b", "review", ["malformed_effect", "effect_unknown"], [])]
