@@ -331,7 +331,7 @@ def tracefence(*args: str, cwd: Path | None = None, timeout: float = 60, **env: 
 class ServeProcess:
     """``tracefence serve`` as a real subprocess; its JSON log lines on stderr are read as they come."""
 
-    def __init__(self, *args: str, cwd: Path, **env: str) -> None:
+    def __init__(self, *args: str, cwd: Path, preexec_fn: Callable[[], None] | None = None, **env: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "otel_tracefence", "serve", *args],
             stdout=subprocess.PIPE,
@@ -339,6 +339,7 @@ class ServeProcess:
             text=True,
             cwd=cwd,
             env=clean_env(**env),
+            preexec_fn=preexec_fn,  # e.g. a lowered descriptor limit (resource.setrlimit) for the process alone
         )
         self.lines: list[str] = []
         self._lock = threading.Lock()

@@ -233,6 +233,18 @@ class ServiceSettings(BaseModel):
     """The longest an OTLP/HTTP request's body may take to arrive in full, in seconds; past it the request gets ``408``
     and its connection is closed. A request takes a decoding slot (``max_workers``) only once its body is here, so
     clients that send slowly, or send headers and stop, hold none (the bodies being received are bounded in bytes)."""
+    http_header_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """The longest an OTLP/HTTP connection may take to send a complete request header, in seconds, from its accept (or
+    from the first byte of a next request on a kept-alive connection); past it the connection is closed, counted and
+    logged as a rate. The bearer token is checked as soon as the header is complete."""
+    http_idle_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    """How long a kept-alive OTLP/HTTP connection may stay idle between requests, in seconds, before it is closed
+    (uvicorn's ``timeout_keep_alive``)."""
+    http_max_connections: int = Field(default=0, ge=0)
+    """The most OTLP/HTTP connections held at once; past it a new connection gets ``503`` with ``Retry-After`` and is
+    closed at once (counted, logged as a rate). 0 (the default): the process's descriptor limit (``RLIMIT_NOFILE``,
+    read at start and logged) less the descriptors open then and a reserve (a quarter of the limit, at least 64) for
+    gRPC, the stores and the upstreams; a value given lowers that, never raises it."""
     decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from google.protobuf import json_format
 
+from otel_tracefence.core.value_text import capped
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import Decision, Effect, EffectSource, ReplayClass, StepDecision, ToolStatus, ToolStep, TracePlan
 
@@ -58,7 +59,7 @@ def step_to_proto(step: ToolStep) -> pb.ToolStep:
         attempts=step.attempts,
         start_time_unix_nano=step.start_time_unix_nano,
         requested_only=step.requested_only,
-        malformed=[pb.MalformedField(field=f.field, message=f.message) for f in step.malformed],
+        malformed=[pb.MalformedField(field=f.field, message=capped(f.message)) for f in step.malformed],  # every kept message capped
         arguments_json=step.arguments_json or "",
         result_value=step.result_value or "",
     )

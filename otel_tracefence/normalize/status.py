@@ -14,6 +14,7 @@ import cython
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
+from otel_tracefence.core.value_text import described
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )
@@ -29,7 +30,7 @@ def parse_declared(value: Any) -> ToolStatus | MalformedField:
     """A declared status must be exactly ``ok``, ``error``, ``timeout`` or ``unknown``."""
     status = DECLARABLE.get(value) if isinstance(value, str) else None
     if status is None:
-        return MalformedField("status", f"status {value!r} is not one of ok, error, timeout, unknown")
+        return MalformedField("status", f"status ({described(value)}) is not one of ok, error, timeout, unknown")
     return status
 
 
@@ -121,7 +122,7 @@ def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedFi
                 break
             raised.append(key)  # naming them all: the first decides, the message names every one set
         elif not flagged and flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
-            return MalformedField("status", f"failure flag {key} {flag!r} is not a boolean: whether the call failed cannot be known")
+            return MalformedField("status", f"failure flag {key} ({described(flag)}) is not a boolean: whether the call failed cannot be known")
     if span.status_code != STATUS_ERROR and not signs and not flagged:
         if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
             return MalformedField("status", f"status unset with the message {span.status_message[:200]!r}: what the message says is not read")

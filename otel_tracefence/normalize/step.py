@@ -12,6 +12,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
+from otel_tracefence.core.value_text import described
 from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute, records_headers,
@@ -33,7 +34,7 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     declared = span.attributes.get(TRACEFENCE_IDEMPOTENCY_KEY)
     if declared is not None:
         if not isinstance(declared, str) or not declared:
-            return MalformedField("idempotency_key", f"idempotency key {declared!r} is not a non-empty string")
+            return MalformedField("idempotency_key", f"idempotency key ({described(declared)}) is not a non-empty string")
         return declared
     rule = config.rule_for(tool) if tool else None
     paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments
@@ -51,7 +52,7 @@ def result_stability(declared, tool: str, config: TraceFenceConfig) -> tuple[boo
     """
     if declared is not None:
         if not isinstance(declared, bool):
-            return False, MalformedField("result_stable", f"result_stable {declared!r} is not a boolean")
+            return False, MalformedField("result_stable", f"result_stable ({described(declared)}) is not a boolean")
         return declared, None
     rule = config.rule_for(tool) if tool else None
     return (rule is None or rule.result != "unstable"), None

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 import cython
 
 from otel_tracefence.core.reprs import fields_repr
+from otel_tracefence.core.value_text import described
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.canonical import (
@@ -425,5 +426,5 @@ def key_from_arguments(value: Any, paths: list[str]) -> str | MalformedField | N
         if isinstance(node, int) and not isinstance(node, bool):
             return str(node)
         if node is not None:
-            return MalformedField("idempotency_key", f"idempotency key argument {path!r} holds {type(node).__name__} {node!r:.80}, not a non-empty string or an integer")
+            return MalformedField("idempotency_key", f"idempotency key argument {path!r} holds {described(node)}, not a non-empty string or an integer")
     return None

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.core.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
+from otel_tracefence.sdk.bounded import run_until
+from otel_tracefence.sdk.processor import SHUTDOWN_TIMEOUT_MS
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root
 from otel_tracefence.core.telemetry import guarded
@@ -144,6 +147,14 @@ class TraceFenceSpanExporter(SpanExporter):
             self._fence.telemetry.error("export", f"force_flush failed: {exc!r}", exc)
             return False
 
-    def shutdown(self) -> None:
-        guarded(self._fence.telemetry, "shutdown", self._fence.shutdown)
-        guarded(self._fence.telemetry, "export", self._inner.shutdown)
+    def shutdown(self, timeout_millis: int = SHUTDOWN_TIMEOUT_MS) -> None:
+        """Plan and hand on everything held, then shut the wrapped exporter down, within ``timeout_millis``
+        (milliseconds; the SDK's processors call ``shutdown()`` with none: 30 s) and ``bounded.MARGIN_S`` more,
+        whatever the wrapped exporter does: a step still running at the deadline goes on in the background, counted
+        (``tracefence.errors``, ``error.type=shutdown_timeout``)."""
+        deadline = time.monotonic() + max(0, timeout_millis) / 1000
+        telemetry = self._fence.telemetry
+        for kind, action in (("shutdown", self._fence.shutdown), ("export", self._inner.shutdown)):
+            if not run_until(lambda k=kind, a=action: guarded(telemetry, k, a), deadline, f"tracefence-exporter-{kind}"):
+                what = "planning what is held (the wrapped exporter's export?)" if kind == "shutdown" else "the wrapped exporter's shutdown()"
+                telemetry.error("shutdown_timeout", f"shutdown: {what} did not finish within {timeout_millis} ms; it goes on in the background")

@@ -11,6 +11,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_tracefence.core.config import TraceFenceConfig, load_config
+from otel_tracefence.sdk.bounded import run_until
 from otel_tracefence.sdk.wiring import check_downstream, check_settings, does_nothing
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence
@@ -141,11 +142,17 @@ class TraceFenceSpanProcessor(SpanProcessor):
 
         What is not done by then (a review write waiting on a locked database, say) is logged and counted
         (``tracefence.errors``, ``error.type=shutdown_timeout``), and the downstream processors are shut down
-        all the same."""
+        all the same, each within what is left of the timeout: the call returns within ``timeout_millis`` and
+        ``bounded.MARGIN_S`` more whatever they do (a hanging exporter); one still running then goes on in the
+        background, counted (``error.type=shutdown_timeout``)."""
         deadline = time.monotonic() + max(0, timeout_millis) / 1000
         self._bounded("shutdown", self._fence.shutdown, deadline)
         for processor in self._downstream:
-            guarded(self._fence.telemetry, "downstream", processor.shutdown)
+            action = lambda p=processor: guarded(self._fence.telemetry, "downstream", p.shutdown)  # noqa: E731
+            if not run_until(action, deadline, "tracefence-downstream-shutdown"):
+                self._fence.telemetry.error(
+                    "shutdown_timeout", f"downstream {type(processor).__name__}.shutdown() did not finish within the shutdown's timeout; it goes on in the background"
+                )
 
     def _bounded(self, kind: str, action: Callable[[], None], deadline: float) -> bool:
         """Run ``action`` on a thread of its own until ``deadline`` (monotonic seconds); True when it ended in time.

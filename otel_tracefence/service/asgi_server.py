@@ -19,6 +19,9 @@ from typing import Any
 import uvicorn
 
 _POLL_S = 0.01
+LISTEN_BACKLOG = 2048
+"""Connections the kernel queues for the listener before they are accepted (uvicorn's default backlog): queued there,
+they hold no descriptor of this process."""
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -47,7 +50,7 @@ def listening_socket(address: str) -> socket.socket:
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(where)
-        sock.listen(2048)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         raise OSError(f"cannot listen on {address}: {exc.strerror or exc}") from None
@@ -59,7 +62,9 @@ class AsgiServer:
     """Serves ``app`` (any ASGI 3 application) on ``address`` (``host:port``, port 0: any free port).
 
     TLS when ``tls_certificate_file`` and ``tls_key_file`` (PEM) are both given. ``name`` names the thread
-    and the log lines. ``options``: more ``uvicorn.Config`` keywords (e.g. ``limit_concurrency``).
+    and the log lines. ``options``: more ``uvicorn.Config`` keywords (e.g. ``limit_concurrency``). ``accept_batch``:
+    the most connections accepted in one turn of the event loop (asyncio accepts up to uvicorn's ``backlog`` at a
+    time, each taking a descriptor before the protocol sees it); the kernel's queue stays :data:`LISTEN_BACKLOG` long.
     :meth:`start` returns once the server accepts connections; :meth:`stop` ends it gracefully.
     """
 
@@ -71,6 +76,7 @@ class AsgiServer:
         name: str = "asgi",
         tls_certificate_file: str | None = None,
         tls_key_file: str | None = None,
+        accept_batch: int | None = None,
         **options: Any,
     ) -> None:
         if bool(tls_certificate_file) != bool(tls_key_file):  # fail closed: one of the two alone never means plaintext
@@ -80,6 +86,8 @@ class AsgiServer:
         self.name = name
         self.port = 0
         self.tls = bool(tls_certificate_file)
+        if accept_batch is not None:
+            options["backlog"] = accept_batch  # asyncio listens with it too: start() lengthens the kernel's queue again
         options.setdefault("log_level", "warning")  # its start and stop lines name a process: ours are clearer
         self._config = uvicorn.Config(
             app,
@@ -121,6 +129,9 @@ class AsgiServer:
                 why = f": {self._failure}" if self._failure else (" (see the uvicorn.error log)" if not self._thread.is_alive() else f" within {timeout_s}s")
                 raise OSError(f"cannot serve {self.name} on {self.address}{why}")
             time.sleep(_POLL_S)
+        if self._config.backlog < LISTEN_BACKLOG:
+            # asyncio listened with the accept batch; a burst of connections then waits in the kernel, not in SYN retries.
+            sock.listen(LISTEN_BACKLOG)
 
     def stop(self, timeout_s: float = 5.0) -> bool:
         """Stop accepting connections, let requests under way finish within ``timeout_s``, then end the rest.

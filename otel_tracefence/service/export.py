@@ -27,9 +27,11 @@ from typing import Any, Callable, Sequence
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
+from otel_tracefence.core.value_text import capped
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
 from otel_tracefence.otlp.json_reader import read_otlp_json_request
+from otel_tracefence.otlp.json_span_count import count_json_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.otlp_bytes import MIN_SPAN_BYTES, LazyRequest, SpanHead, encoded_span_count
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, lazy_request, orphan, read_request, request_span_count, traces_by_span_id, under_parent
@@ -37,6 +39,8 @@ from otel_tracefence.service.span_decoding import sift_undecodable
 
 _log = logging.getLogger("otel_tracefence.service")
 _MAX_LISTED = 10  # problems listed in a refusal of a body that does not decode
+MIN_JSON_SPAN_BYTES = 2  # the smallest element of an OTLP/JSON spans array and its comma ("0,"): a shorter body cannot
+# hold more spans than the bound, so it is not counted before it is parsed
 
 
 class RefusalKind(enum.Enum):
@@ -98,18 +102,25 @@ class TraceExport:
         ``tracefence plan`` plans them; anything wrong outside a span refuses the call (``UNDECODABLE``)."""
         self.admit()
         try:
-            read = read_otlp_json_request(decode_utf8(data))
+            text = decode_utf8(data)
+            if len(data) > MIN_JSON_SPAN_BYTES * self._intake.max_spans:
+                # It may hold more spans than the whole bound: count them first, one span in memory at a time, so a
+                # body far past the bound is refused before it is parsed (JSON the count cannot walk: the reader says why).
+                spans = count_json_spans(text)
+                if spans is not None:
+                    self._check(lambda: self._intake.check_size(spans=spans))
+            read = read_otlp_json_request(text)
         except UnreadableInput as exc:
             _log.warning("refused an OTLP/JSON Export that does not decode: %s", exc)
             raise ExportRefused(RefusalKind.UNDECODABLE, f"not an OTLP/JSON ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
         outside = [error for error in read.errors if not error.span_id]
         if outside:
-            listed = "; ".join(str(error) for error in outside[:_MAX_LISTED])
+            listed = capped("; ".join(str(error) for error in outside[:_MAX_LISTED]))  # the answer and the log line capped
             _log.warning("refused an OTLP/JSON Export that does not decode: %s", listed)
             raise ExportRefused(
                 RefusalKind.UNDECODABLE,
                 f"not an OTLP/JSON ExportTraceServiceRequest: {listed}",
-                problems=[(error.field, error.message) for error in outside[:_MAX_LISTED]],
+                problems=[(error.field, capped(error.message)) for error in outside[:_MAX_LISTED]],
             )
         # Held as the binary path holds spans (each parsed span encoded once); its protobuf size is what the byte
         # bound counts.
@@ -187,6 +198,7 @@ class TraceExport:
         if rejected:
             self._on_rejected(rejected)
             response.partial_success.rejected_spans = rejected
+            first_error = capped(first_error)  # a span's fault may quote what it holds: the answer and the log are capped
             response.partial_success.error_message = f"{rejected} span(s) rejected; first: {first_error}"
             _log.warning("rejected %d span(s): %s", rejected, first_error)
         return response

@@ -46,6 +46,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from otel_tracefence.core.log_rate import RateLog, rate_limit_logger
 from otel_tracefence.core.config import UpstreamSettings
 from otel_tracefence.otlp.json_writer import request_to_json
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
@@ -116,6 +117,7 @@ def _retry_delay(error: grpc.RpcError) -> float | None:
 
 
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+SDK_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.grpc.exporter"  # where the SDK's OTLP/gRPC exporter logs a failed export
 
 
 class _RecordingStub:
@@ -185,6 +187,9 @@ class UpstreamTarget:
     """
 
     def __init__(self, settings: UpstreamSettings, max_message_bytes: int | None = None) -> None:
+        # The SDK exporter logs one line per failed export: a throttling upstream refusing every span alone made one
+        # a span. The forwarder counts and logs each outcome itself; the exporter's lines pass once per 10 s each.
+        rate_limit_logger(SDK_EXPORTER_LOGGER)
         self.name = settings.endpoint
         self.max_message_bytes = max_message_bytes or settings.max_message_bytes
         credentials = None
@@ -304,6 +309,13 @@ class Forwarder:
         self.sent_spans = 0
         self.dropped_spans = 0
         self.failures = 0
+        # An upstream answering RESOURCE_EXHAUSTED without RetryInfo (throttling, or a real size limit) has every batch
+        # split down to single spans and each dropped: counted one by one, logged as a rate (issue 30), not per span.
+        self._too_large_drops = RateLog(
+            _log, f"dropped %d span(s) for {target.name} in %.0fs, each refused on its own as too large (RESOURCE_EXHAUSTED "
+            "without RetryInfo: the OTLP specification says not to retry it)", level=logging.ERROR,
+        )  # fmt: skip
+        self._splits = RateLog(_log, f"{target.name} refused %d batch(es) in %.0fs as too large: sent again in halves")
         self._on_drop = on_drop or (lambda n, reason="": None)
         self._on_failure = on_failure or (lambda: None)
         self._cond = threading.Condition()
@@ -412,6 +424,8 @@ class Forwarder:
         self._on_drop(spans, reason)
         if reason == "queue_full":
             _log.warning("forward queue for %s full: dropped %d spans (%d dropped so far)", self.target.name, spans, self.dropped_spans)
+        elif reason == "too_large":
+            self._too_large_drops.event(spans, f"last: {detail}; {self.dropped_spans} dropped so far")
         else:
             _log.error("dropped %d span(s) for %s (%s): %s; %d dropped so far", spans, self.target.name, reason, detail, self.dropped_spans)
 
@@ -521,10 +535,9 @@ class Forwarder:
         halves, _ = split_request(lazy_request(encode(request)), max_spans=(spans + 1) // 2)
         # Later batches are merged only up to half the refused size: the upstream's real limit is below it.
         self._batch_bytes = max(MIN_BATCH_BYTES, min(self._batch_bytes, size // 2))
-        _log.warning(
-            "%s refused %d spans (%d bytes) as too large (%s): sending them in %d parts, and merging later batches "
-            "up to %d bytes; set this upstream's max_message_bytes to its receive limit to size batches under it",
-            self.target.name, spans, size, outcome.reason, len(halves), self._batch_bytes,
+        self._splits.event(
+            1, f"last: {spans} spans ({size} bytes), {outcome.reason}; later batches merged up to {self._batch_bytes} bytes; "
+            "set this upstream's max_message_bytes to its receive limit to size batches under it",
         )
         for piece, piece_spans, piece_bytes in reversed(halves):
             self._queue.appendleft([piece.SerializeToString(), piece_spans, piece_bytes, end])
@@ -573,6 +586,8 @@ class Forwarder:
                 self._queue.clear()
                 self.depth = 0
             self._attempted(self.put_spans)
+        self._too_large_drops.flush()
+        self._splits.flush()
         if not drained:
             _log.error("shutdown: %d spans still queued for %s were not forwarded", left, self.target.name)
         try:

@@ -10,7 +10,8 @@ OTLP specification ("OTLP/HTTP Request", "OTLP/HTTP Response", "Failures", "OTLP
 * The body is limited to ``service.max_message_bytes`` as sent and again after gunzip
   ("The server MUST limit the size of the request body ... including after decompression"):
   past it, ``413``; not read further.
-* ``Authorization: Bearer <service.bearer_token>`` when a token is set, else ``401``.
+* ``Authorization: Bearer <service.bearer_token>`` when a token is set, else ``401`` with ``Connection: close``,
+  answered as soon as the header is complete (no byte of the body read); counted and logged as a rate.
 * CORS for pages on ``service.http_cors_allowed_origins`` (Starlette's ``CORSMiddleware``), none by default.
 * Success and partial success: ``200`` with an ``ExportTraceServiceResponse``; failures: a
   ``google.rpc.Status``; both in the request's own encoding and ``Content-Type``.
@@ -42,6 +43,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from otel_tracefence.core.log_rate import RateLog
 from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import ExportRefused, RefusalKind, TraceExport
 
@@ -129,6 +131,7 @@ class OtlpHttpReceiver:
         self._body_budget = max_workers * max_body_bytes  # bytes of bodies received and held at once
         self._body_bytes = 0  # changed on the event loop only
         self.disconnects = 0
+        self._unauthenticated = RateLog(_log, "refused %d OTLP/HTTP request(s) in %.0fs without the bearer token (401, connection closed)")
         self._reading: set[anyio.CancelScope] = set()  # body reads under way (on the event loop)
         self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once it served a request
         self._limiter: anyio.CapacityLimiter | None = None  # made on the server's own event loop
@@ -139,8 +142,10 @@ class OtlpHttpReceiver:
     async def _traces(self, request: Request) -> Response:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         answer_in = media_type if media_type in (PROTOBUF, JSON) else PROTOBUF
-        if not self._token.allows(request.headers.get("authorization")):
-            return _failure(401, code_pb2.UNAUTHENTICATED, "missing or wrong bearer token", answer_in, {"WWW-Authenticate": "Bearer"})
+        if not self._token.allows(request.headers.get("authorization")):  # at once: the header is complete, no body read
+            self._unauthenticated.event()
+            headers = {"WWW-Authenticate": "Bearer", "Connection": "close"}  # its descriptor is given back at once
+            return _failure(401, code_pb2.UNAUTHENTICATED, "missing or wrong bearer token", answer_in, headers)
         if media_type not in (PROTOBUF, JSON):
             return _failure(415, code_pb2.INVALID_ARGUMENT, f"Content-Type must be {PROTOBUF} or {JSON}, not {media_type or 'absent'!r}", answer_in)
         encoding = request.headers.get("content-encoding", "").strip().lower()

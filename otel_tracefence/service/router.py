@@ -320,6 +320,7 @@ class RouterService(TraceFenceService):
         self._servers = []
         self.port = self.review_port = self.http_port = self.ui_port = 0
         self._http_server = None
+        self._http_guard = None
         self._ui_server = None
         self._stopped = threading.Event()
 

@@ -28,6 +28,7 @@ from otel_tracefence.review.sqlite_room import check_free_space, check_writable
 from otel_tracefence.review.targets import display_target, is_postgres_url
 from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
 from otel_tracefence.service.intake import Intake, IntakeRefusal
+from otel_tracefence.service.http_connections import ConnectionGuard, connection_cap, guarded_h11_protocol
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.service.review_refusals import ReviewRefusals
@@ -252,6 +253,7 @@ class TraceFenceService:
         self.http_port = 0  # the OTLP/HTTP receiver's, once started (0: turned off)
         self._http_server: AsgiServer | None = None
         self._http_receiver: OtlpHttpReceiver | None = None
+        self._http_guard: ConnectionGuard | None = None  # the OTLP/HTTP connection cap and header timeout, once started
         self.ui_port = 0  # the review page's (service.ui_endpoint), once started (0: not served)
         self._ui_server: AsgiServer | None = None
         self._stopped = threading.Event()
@@ -359,9 +361,13 @@ class TraceFenceService:
                 body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
             )  # fmt: skip
             self._http_receiver = receiver
+            cap = connection_cap(settings.http_max_connections)  # read once, at start, and logged once
+            _log.info(cap.describe(), extra={"http_max_connections": cap.connections, "descriptor_limit": cap.limit})
+            self._http_guard = ConnectionGuard.make(cap.connections, settings.http_header_timeout_s)
             self._http_server = AsgiServer(
                 receiver.app, settings.http_endpoint, name="otlp-http",
                 tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
+                http=guarded_h11_protocol(self._http_guard), timeout_keep_alive=settings.http_idle_timeout_s, accept_batch=cap.accept_batch,
             )  # fmt: skip
             self._http_server.start()
             self.http_port = self._http_server.port
@@ -412,6 +418,8 @@ class TraceFenceService:
         if self._http_server is not None:  # refusing new Exports already (not accepting): let those under way finish
             self._http_receiver.stop_reading(max(0.0, grace_s - 0.2))  # type: ignore[union-attr]  # bodies still coming then: 503
             self._http_server.stop(grace_s)
+            if self._http_guard is not None:
+                self._http_guard.flush()
         if self._ui_server is not None:  # before the store closes
             self._ui_server.stop(grace_s)
         for event in stopping:

@@ -63,23 +63,23 @@ def assert_rejected(proc: subprocess.CompletedProcess, *fragments: str) -> None:
 
 def test_invalid_effect_is_rejected_naming_line_and_field(tmp_path):
     path = write_rows(tmp_path, [row("a", effect="read"), row("b", effect="delete")])
-    assert_rejected(plan(path), "line 2: effect: effect 'delete' is not one of read, write, unknown")
+    assert_rejected(plan(path), "line 2: effect: effect (a string of 6 characters) is not one of read, write, unknown")
 
 
 def test_invalid_status_is_rejected_naming_line_and_field(tmp_path):
     path = write_rows(tmp_path, [row("a", status="done")])
-    assert_rejected(plan(path), "line 1: status: status 'done' is not one of ok, error, timeout, unknown")
+    assert_rejected(plan(path), "line 1: status: status (a string of 4 characters) is not one of ok, error, timeout, unknown")
 
 
 def test_malformed_rows_become_review_steps_with_on_malformed_review(tmp_path):
     path = write_rows(tmp_path, [row("a", effect="read", arguments={"p": 1}), row("b", effect="delete", arguments={"p": 2})])
     proc = plan(path, "--on-malformed", "review")
     assert proc.returncode == 0, proc.stderr
-    assert "line 2: effect: effect 'delete'" in proc.stderr  # still said
+    assert "line 2: effect: effect (a string of 6 characters) is not one of read, write, unknown" in proc.stderr  # still said
     (plan_json,) = plans_of(proc).values()
     assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
     assert decisions(plan_json) == [("a", "replay", ["declared_read"], []), ("b", "review", ["malformed_effect", "effect_unknown"], [])]
-    assert plan_json["steps"][1]["step"]["malformed"] == [{"field": "effect", "message": "effect 'delete' is not one of read, write, unknown"}]
+    assert plan_json["steps"][1]["step"]["malformed"] == [{"field": "effect", "message": "effect (a string of 6 characters) is not one of read, write, unknown"}]
 
 
 def test_csv_arguments_that_are_not_json_are_rejected(tmp_path):
@@ -214,11 +214,11 @@ def test_an_unreadable_span_whose_trace_is_unknown_rejects_the_file(tmp_path):
 def test_a_malformed_span_is_a_review_step_by_default_for_otlp_json(tmp_path):
     path = tmp_path / "trace.otlp.json"
     path.write_text(json.dumps(_request(_span("1111111111111111", "lookup", tracefence__effect="read"), _span("2222222222222222", "charge", start=20, tracefence__effect="reed"))))
-    assert_rejected(plan(path, "--on-malformed", "reject"), "line 1, span 2222222222222222: effect: effect 'reed' is not one of read, write, unknown")
+    assert_rejected(plan(path, "--on-malformed", "reject"), "line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown")
     for proc in (plan(path), plan(path, "--on-malformed", "review")):
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr == (
-            f"tracefence plan: {path}: warning: line 1, span 2222222222222222: effect: effect 'reed' is not one of read, write, unknown\n"
+            f"tracefence plan: {path}: warning: line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown\n"
         )
         assert decisions(plans_of(proc)[TRACE]) == [
             ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),

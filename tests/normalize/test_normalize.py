@@ -360,7 +360,7 @@ def test_a_declared_ok_the_span_contradicts_is_held_not_taken():
 def test_invalid_declared_status_is_malformed_and_unknown():
     step = step_of(span({**TOOL, "tracefence.status": "done"}))
     assert step.status is ToolStatus.UNKNOWN
-    assert [(m.field, m.message) for m in step.malformed] == [("status", "status 'done' is not one of ok, error, timeout, unknown")]
+    assert [(m.field, m.message) for m in step.malformed] == [("status", "status (a string of 4 characters) is not one of ok, error, timeout, unknown")]
 
 
 # --- effect sources -------------------------------------------------------------------------------
@@ -510,7 +510,7 @@ def test_an_attempt_with_invalid_tracefence_values_makes_its_step_malformed():
     attempt = replace(attempt, attributes={**attempt.attributes, "tracefence.effect": "bogus"})
     planned = plan_spans(TRACE, [outer, attempt], CONFIG)
     (step,) = planned.normalized.steps
-    assert [(m.field, m.message) for m in step.malformed] == [("effect", "dispatch attempt bbbbbbbbbbbbbbb1: effect 'bogus' is not one of read, write, unknown")]
+    assert [(m.field, m.message) for m in step.malformed] == [("effect", "dispatch attempt bbbbbbbbbbbbbbb1: effect (a string of 5 characters) is not one of read, write, unknown")]
     assert [(d.decision, d.reasons) for d in planned.plan.steps] == [(Decision.REVIEW, ("malformed_effect",))]
 
 

@@ -80,7 +80,7 @@ def test_an_idempotency_key_argument_holding_an_object_is_malformed():
     assert replay_class is REVIEW
     assert [(decision, reasons, messages) for _, decision, reasons, messages in steps] == [
         ("review", ["malformed_idempotency_key", "result_not_recorded"],
-         ["idempotency key argument 'idempotency_key' holds dict {'v': 'k'}, not a non-empty string or an integer"])
+         ["idempotency key argument 'idempotency_key' holds an object of 1 key, not a non-empty string or an integer"])
     ] * 2
 
 
@@ -149,16 +149,16 @@ def test_a_haystack_failure_flag_that_is_not_a_boolean_makes_the_status_malforme
     assert planned("c_haystack_error_str.otlp.json") == (
         REVIEW,
         [("invoice.create", "review", ["malformed_status", "write_status_unknown"],
-          ["failure flag haystack.tool.error 'true' is not a boolean: whether the call failed cannot be known"])],
+          ["failure flag haystack.tool.error (a string of 4 characters) is not a boolean: whether the call failed cannot be known"])],
     )
 
 
 @pytest.mark.parametrize(
     "name, status, reasons, message",
     [
-        ("hs_err_str.otlp.json", "unknown", ["malformed_status", "write_status_unknown"], "failure flag haystack.tool.error 'true' is not a boolean: whether the call failed cannot be known"),
+        ("hs_err_str.otlp.json", "unknown", ["malformed_status", "write_status_unknown"], "failure flag haystack.tool.error (a string of 4 characters) is not a boolean: whether the call failed cannot be known"),
         ("hs_err_obj.otlp.json", "unknown", ["malformed_status", "write_status_unknown"],
-         "failure flag haystack.tool.error {'message': 'ReadTimeout'} is not a boolean: whether the call failed cannot be known"),
+         "failure flag haystack.tool.error (an object of 1 key) is not a boolean: whether the call failed cannot be known"),
         ("hs_err_true.otlp.json", "error", ["write_error"], None),
     ],
 )

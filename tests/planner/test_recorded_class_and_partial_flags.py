@@ -78,7 +78,8 @@ def test_an_mcp_hint_that_is_not_a_boolean_is_malformed(value: Any) -> None:
     plan = _plan(_file(span))
     (decision,) = plan.steps
     assert (plan.replay_class.value, decision.step.effect.value, decision.reasons[:2]) == ("review", "unknown", ("malformed_effect", "effect_unknown"))
-    assert decision.step.malformed[0].message == f"effect hint mcp.tool.annotations.destructiveHint={value!r} is not a boolean: not read as either (docs/DECISIONS.md 287)"
+    what = {"true": "a string of 4 characters", "True": "a string of 4 characters", 1: "an integer"}[value]  # never the value (issue 30)
+    assert decision.step.malformed[0].message == f"effect hint mcp.tool.annotations.destructiveHint ({what}) is not a boolean: not read as either (docs/DECISIONS.md 287)"
 
 
 def test_vercel_model_spans_offered_tools_are_model_spans() -> None:

@@ -120,7 +120,7 @@ def test_a_label_that_is_not_a_boolean_is_malformed_never_guessed():
     plan, _ = traced(run)
     # taken as unstable (fail closed): nothing was recorded to inject, which is said too
     assert decisions(plan) == [("c1", REVIEW, ("malformed_result_stable", "result_not_recorded"))]
-    assert plan.steps[0].step.malformed[0].message == "result_stable 'no' is not a boolean"
+    assert plan.steps[0].step.malformed[0].message == "result_stable (a string of 2 characters) is not a boolean"
 
 
 def test_the_label_alone_marks_a_tool_span():
@@ -153,7 +153,7 @@ def test_config_file_and_environment_take_result(tmp_path, monkeypatch):
 def test_rows_take_result_stable_as_a_boolean_or_the_word():
     text = "call_id,tool,effect,status,arguments,result,result_stable\nc1,clock.now,read,ok,{},now,false\nc2,clock.now,read,ok,{},now,true\nc3,clock.now,read,ok,{},now,nope\n"
     read = read_rows(text, "csv", TraceFenceConfig())
-    assert [str(e) for e in read.errors] == ["line 4: result_stable: result_stable 'nope' is not a boolean"]
+    assert [str(e) for e in read.errors] == ["line 4: result_stable: result_stable (a string of 4 characters) is not a boolean"]
     plan = plan_trace("", read.steps[""])
     assert decisions(plan) == [
         ("c1", SKIP, ("unstable_result", "repeated_later")),

@@ -1,0 +1,201 @@
+"""Issue 30 (connections): the OTLP/HTTP receiver's header and idle timeouts, its connection cap under the descriptor
+limit, the token checked as soon as the header is complete, and the refusals logged as a rate.
+
+Real sockets against a real ``TraceFenceService`` (in process), and ``tracefence serve`` as a subprocess at a lowered
+descriptor limit (``RLIMIT_NOFILE`` 256, set with ``preexec_fn``) flooded with more idle connections than the limit,
+while the SDK's own gRPC and HTTP exporters send canary spans.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import socket
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from otel_tracefence.core.log_rate import RateLog
+from otel_tracefence.service.http_connections import connection_cap
+from otel_tracefence.service.server import TraceFenceService
+from service_helpers import RecordingUpstream, ServeProcess, service_config, wait_for
+
+LIMIT = 256
+
+
+@pytest.fixture
+def serve(tmp_path: Path, upstream: RecordingUpstream) -> Iterator[Any]:
+    made: list[TraceFenceService] = []
+
+    def make(**settings: Any) -> TraceFenceService:
+        settings.setdefault("http_endpoint", "127.0.0.1:0")
+        service = TraceFenceService(service_config(upstream, tmp_path / f"r{len(made)}.db", **settings))
+        made.append(service)
+        service.start()
+        return service
+
+    yield make
+    for service in made:
+        service.stop(0)
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return sock
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a socket timeout fails the test)."""
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def canary_spans() -> list[Any]:
+    provider = TracerProvider()
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("canary").start_as_current_span("canary"):
+        pass
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+# -- the cap's arithmetic -----------------------------------------------------------------------
+
+
+def test_the_cap_is_the_descriptor_limit_less_those_open_and_a_reserve() -> None:
+    assert connection_cap(0, limit=1024, in_use=40).connections == 1024 - 40 - 256  # a quarter of the limit kept
+    assert connection_cap(0, limit=256, in_use=40).connections == 256 - 40 - 64  # at least 64 kept
+    assert connection_cap(0, limit=256, in_use=40).accept_batch == 8  # one turn's accepts: an eighth of the reserve
+    assert connection_cap(0, limit=1 << 20, in_use=40).accept_batch == 2048
+    assert connection_cap(100, limit=1024, in_use=40).connections == 100  # configured lower: taken
+    assert connection_cap(5000, limit=1024, in_use=40).connections == 728  # configured higher: never past the limit
+    assert connection_cap(0, limit=100, in_use=90).connections == 8  # the floor
+    assert connection_cap(0, limit=None, in_use=40).connections == 10_000  # unlimited
+    described = connection_cap(0, limit=1024, in_use=40).describe()
+    assert described == (
+        "the OTLP/HTTP receiver holds at most 728 connections: descriptor limit 1024 (RLIMIT_NOFILE), 40 open at start, "
+        "256 kept for gRPC, the stores and the upstreams, at most 32 accepted at a time"
+    )
+
+
+def test_events_are_logged_as_a_rate_with_their_count(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    rate = RateLog(logging.getLogger("test.rate"), "refused %d in %.0fs", interval_s=10, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="test.rate"):
+        for i in range(1000):
+            now[0] = i * 0.005  # 1000 events in 5 s
+            rate.event()
+        now[0] = 12.0
+        rate.event()  # the interval has passed: one line with the 999 + 1 since the first
+        rate.flush()  # nothing pending
+    assert [r.getMessage() for r in caplog.records] == ["refused 1 in 0s", "refused 1000 in 12s"]
+    assert rate.total == 1001 and rate.lines == 2
+
+
+# -- timeouts and the token, in process -----------------------------------------------------------
+
+
+def test_a_connection_without_a_complete_header_is_closed_at_the_header_timeout(serve: Any) -> None:
+    service = serve(http_header_timeout_s=0.3)
+    silent = connect(service.http_port)
+    half = connect(service.http_port)
+    half.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the end of the header
+    assert read_all(silent) == b""  # closed by the server, nothing answered
+    assert read_all(half) == b""
+    guard = service._http_guard
+    wait_for(lambda: guard.header_timeouts.total == 2, what="two header timeouts counted")
+    silent.close()
+    half.close()
+
+
+def test_a_kept_alive_connection_idle_past_the_idle_timeout_is_closed(serve: Any) -> None:
+    service = serve(http_idle_timeout_s=0.3, http_header_timeout_s=30)
+    sock = connect(service.http_port)
+    sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n")
+    answer = read_all(sock)  # the answer, then the close once idle
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert service._http_guard.header_timeouts.total == 0  # closed as idle, not for its header
+    sock.close()
+
+
+def test_the_token_is_checked_once_the_header_is_complete_without_waiting_for_the_body(serve: Any) -> None:
+    service = serve(bearer_token="s3cret", http_body_timeout_s=30)
+    sock = connect(service.http_port)
+    sock.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000000\r\n\r\n")
+    answer = read_all(sock)  # no byte of the body sent: answered and closed all the same
+    head = answer.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert head[0] == b"HTTP/1.1 401 Unauthorized"
+    assert b"connection: close" in head and b"www-authenticate: Bearer" in head
+    sock.close()
+
+
+def test_connections_past_the_cap_get_503_and_are_closed_at_once_logged_as_a_rate(serve: Any, caplog: pytest.LogCaptureFixture) -> None:
+    service = serve(http_max_connections=8, http_header_timeout_s=30)
+    with caplog.at_level(logging.WARNING, logger="otel_tracefence.service"):
+        held = [connect(service.http_port) for _ in range(8)]
+        wait_for(lambda: len(service._http_server._server.server_state.connections) == 8, what="8 connections held")
+        over = [connect(service.http_port) for _ in range(20)]
+        answers = [read_all(sock) for sock in over]
+    assert answers == [b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"] * 20
+    assert service._http_guard.refused.total == 20
+    lines = [r.getMessage() for r in caplog.records if "OTLP/HTTP connection(s)" in r.getMessage()]
+    assert lines == ["refused 1 OTLP/HTTP connection(s) in 0s: 8 open, the cap (503, Retry-After: 1)"]  # the rest at the next interval
+    for sock in held + over:
+        sock.close()
+
+
+# -- a flood at a lowered descriptor limit, in a subprocess ----------------------------------------------
+
+
+def _lower_descriptor_limit() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+
+
+def test_more_idle_connections_than_the_descriptor_limit_leave_grpc_and_http_answering(tmp_path: Path) -> None:
+    serve = ServeProcess(
+        "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
+        "--review-db", str(tmp_path / "r.db"), "--output-file", str(tmp_path / "out.jsonl"),
+        cwd=tmp_path, preexec_fn=_lower_descriptor_limit,
+        OTEL_TRACEFENCE_SERVICE__HTTP_HEADER_TIMEOUT_S="2",
+    )  # fmt: skip
+    idle: list[socket.socket] = []
+    try:
+        listening = serve.log("tracefence serve listening")
+        port, http_port = listening["port"], listening["http_port"]
+        cap_line = next(e for e in serve.logs() if e["message"].startswith("the OTLP/HTTP receiver holds at most"))
+        assert cap_line["descriptor_limit"] == LIMIT and 8 <= cap_line["http_max_connections"] <= LIMIT - 64
+        for _ in range(LIMIT + 44):  # 300 idle connections: more than the process may hold descriptors
+            idle.append(connect(http_port))
+        # While they are held (the first `cap` of them; the rest answered 503 and closed at once), gRPC answers.
+        grpc_exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{port}", insecure=True, timeout=10)
+        assert grpc_exporter.export(canary_spans()) == SpanExportResult.SUCCESS
+        grpc_exporter.shutdown()
+        # The idle ones are closed at the header timeout; the HTTP exporter's retries of a 503 then get through.
+        http_exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{http_port}/v1/traces", timeout=20)
+        assert http_exporter.export(canary_spans()) == SpanExportResult.SUCCESS
+        http_exporter.shutdown()
+        closed = [read_all(sock) for sock in idle]  # every idle connection: closed by the server
+        refused = [answer for answer in closed if answer.startswith(b"HTTP/1.1 503")]
+        assert len(refused) == LIMIT + 44 - cap_line["http_max_connections"]
+        assert closed.count(b"") == cap_line["http_max_connections"]
+        assert serve.proc.poll() is None
+        lines = [e["message"] for e in serve.logs() if "OTLP/HTTP connection(s)" in e["message"]]
+        assert 1 <= len(lines) <= 4  # a rate: never one line per connection
+        assert not [e for e in serve.logs() if e.get("level") == "ERROR"]
+    finally:
+        for sock in idle:
+            sock.close()
+        serve.stop()
