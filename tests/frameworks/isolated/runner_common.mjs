@@ -138,6 +138,37 @@ export async function refund_order({ order, amount_cents }) {
 
 export const PLAIN_TOOLS = { lookup_customer, create_invoice, charge_card, send_payment, refund_order };
 
+// -- An MCP server for the clients of the frameworks (mcp_is_error) ---------------------------------------------
+
+/** A tiny MCP server in this process, behind an MCP client's transport interface (start / send / close and
+ * the onmessage / onclose callbacks, JSON-RPC message objects in and out: the shape of the MCP TypeScript SDK's
+ * Transport and of @ai-sdk/mcp's MCPTransport): one tool, charge_card, whose every call answers a
+ * CallToolResult with isError true (the processor declines). Not traced: the server is another party. */
+export function billingMcpTransport() {
+  const transport = {
+    async start() {},
+    async close() {
+      transport.onclose?.();
+    },
+    async send(message) {
+      if (message.id === undefined) return; // notifications/initialized
+      const answer = (result) => queueMicrotask(() => transport.onmessage?.({ jsonrpc: "2.0", id: message.id, result }));
+      if (message.method === "initialize") {
+        answer({ protocolVersion: message.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "billing", version: "1.0.0" } });
+      } else if (message.method === "tools/list") {
+        const inputSchema = { type: "object", properties: { customer: { type: "string" }, amount_cents: { type: "integer" } }, required: ["customer", "amount_cents"] };
+        answer({ tools: [{ name: "charge_card", description: "Charge a card.", inputSchema }] });
+      } else if (message.method === "tools/call") {
+        ran("charge_card");
+        answer({ content: [{ type: "text", text: "card declined" }], isError: true });
+      } else {
+        queueMicrotask(() => transport.onmessage?.({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "method not found" } }));
+      }
+    },
+  };
+  return transport;
+}
+
 // -- Collection and the protocol ------------------------------------------------------------------------------
 
 export const EXPORTER = new InMemorySpanExporter();

@@ -18,6 +18,7 @@ import {
   CannotProduce,
   charge_card,
   create_invoice,
+  billingMcpTransport,
   main,
   readCall,
   send_payment_slow,
@@ -56,33 +57,6 @@ function scripted(turns) {
   });
 }
 
-/** A tiny MCP server in this process, behind the client's transport interface (JSON-RPC messages in and
- * out): one tool, charge_card, that answers CallToolResult isError (the processor declines). */
-function billingServer() {
-  const transport = {
-    async start() {},
-    async close() {
-      transport.onclose?.();
-    },
-    async send(message) {
-      if (message.id === undefined) return; // notifications/initialized
-      const answer = (result) => queueMicrotask(() => transport.onmessage?.({ jsonrpc: "2.0", id: message.id, result }));
-      if (message.method === "initialize") {
-        answer({ protocolVersion: message.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "billing", version: "1.0.0" } });
-      } else if (message.method === "tools/list") {
-        const inputSchema = { type: "object", properties: { customer: { type: "string" }, amount_cents: { type: "integer" } }, required: ["customer", "amount_cents"] };
-        answer({ tools: [{ name: "charge_card", description: "Charge a card.", inputSchema }] });
-      } else if (message.method === "tools/call") {
-        STATE.charge_card = (STATE.charge_card || 0) + 1;
-        answer({ content: [{ type: "text", text: "card declined" }], isError: true });
-      } else {
-        queueMicrotask(() => transport.onmessage?.({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "method not found" } }));
-      }
-    },
-  };
-  return transport;
-}
-
 async function run(scenario) {
   const tools = {
     lookup_customer: aiTool("lookup_customer"),
@@ -116,7 +90,7 @@ async function run(scenario) {
     tools.create_invoice = aiTool("create_invoice", null);
     turns = [[writeCall()], "done"];
   } else if (scenario === "mcp_is_error") {
-    const client = await experimental_createMCPClient({ transport: billingServer() });
+    const client = await experimental_createMCPClient({ transport: billingMcpTransport() });
     try {
       const mcpTools = await client.tools();
       const model = scripted([[["call_m1", "charge_card", { customer: "a", amount_cents: 1200 }]], "done"]);
