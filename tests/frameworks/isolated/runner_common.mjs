@@ -169,6 +169,26 @@ export function billingMcpTransport() {
   return transport;
 }
 
+/** Serve billingMcpTransport()'s server over this process's stdin / stdout (the MCP stdio transport: one
+ * JSON-RPC message per line), for a framework whose MCP client starts a server process
+ * (`node --input-type=module -e 'import("<this file's URL>").then((m) => m.serveMcpOverStdio())'`). Runs until stdin closes. */
+export function serveMcpOverStdio() {
+  const server = billingMcpTransport();
+  server.onmessage = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
+  let buffered = "";
+  process.stdin.setEncoding("utf-8");
+  process.stdin.on("data", (chunk) => {
+    buffered += chunk;
+    let end;
+    while ((end = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, end).trim();
+      buffered = buffered.slice(end + 1);
+      if (line) server.send(JSON.parse(line));
+    }
+  });
+  process.stdin.on("end", () => process.exit(0));
+}
+
 // -- Collection and the protocol ------------------------------------------------------------------------------
 
 export const EXPORTER = new InMemorySpanExporter();
@@ -206,6 +226,7 @@ export async function main(run, argv = process.argv.slice(2)) {
         continue;
       }
       STATE.raised = String(error?.stack ?? error); // the framework's own failure ends the run; its spans are the cell
+      if (process.env.TRACEFENCE_RUNNER_DEBUG) process.stderr.write(`${scenario}: ${STATE.raised}\n`);
     }
     try {
       await PROVIDER.forceFlush();
