@@ -21,9 +21,8 @@ TOOL_RULES = [
     dict(match="refund_order", effect="write"),
 ]
 K = FRAMEWORK.key
-RULES = "a tool rule names it (declare cannot reach the bridge's span)"
 CELLS = [
-    cell(K, "read_ok", "dynamic", (READ_OK,), f"a read ({RULES}) replays"),
+    cell(K, "read_ok", "dynamic", (READ_OK,), "a read replays (named by a tool rule: declare cannot reach the bridge's span)"),
     cell(K, "write_commits", "injected", (COMMITTED,), "an OK TOOL span with output.value: committed; the result is injected on replay"),
     cell(K, "write_raises", "review", (("charge_card", "review", ("write_error",)),), "errorFunction: null lets the error out of the run (the application catches it inside withTrace); the TOOL span ends ERROR"),
     cell(
