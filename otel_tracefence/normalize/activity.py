@@ -41,7 +41,7 @@ import cython
 
 from otel_tracefence.normalize.conventions import (
     AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, UNDERSTOOD_KEYS, misread_attribute,
-    VERCEL_FINISH_REASON_KEY, misread_message,
+    VERCEL_FINISH_REASON_KEY, is_tool_listing, misread_message,
 )
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.core.textfold import folded_word, visible
@@ -225,6 +225,8 @@ def _kind_not_understood(attributes: Mapping[str, Any]) -> str | None:
 def tool_activity_sign(span: SpanView) -> str | None:
     """What makes an unread span look like tool activity (for the reason's message), or ``None``."""
     attributes = span.attributes
+    if is_tool_listing(attributes, span.name):  # a listing of tools, no call (DECISIONS 571)
+        return None
     odd_kind = _kind_not_understood(attributes) if attributes else None
     if odd_kind is not None:
         return odd_kind

@@ -62,6 +62,11 @@ TOOL_PRESENCE_MARKERS = (
 # Spans that carry a tool marker but run no tool: Haystack's confirmation hooks record the decision
 # to run a call (haystack.tool.name, haystack.tool.call.id), not the call.
 NOT_TOOL_SPAN_NAME_PREFIXES = ("haystack.agent.hook.",)
+# Spans of these exact names that carry a tool marker but no tool name (TOOL_NAME_KEYS) list tools, they call none: the
+# OpenAI Agents SDK's listing of an MCP server's tools (MCPListToolsSpanData, type "mcp_tools"), which OpenInference's
+# bridge for the JS SDK names after its type and marks TOOL (Arize-ai/openinference js/packages/
+# openinference-instrumentation-openai-agents src/processor.ts, getSpanName / getSpanKind; docs/DECISIONS.md 571).
+NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL = frozenset({"mcp_tools"})
 # Attributes whose value True says the call failed, whatever the span status (Haystack 3.x leaves
 # its tool spans' status unset and sets haystack.tool.error).
 FAILURE_FLAG_KEYS = ("haystack.tool.error",)
@@ -223,6 +228,10 @@ FRAMEWORK_ERROR_TEMPLATES = (
      "openai/openai-agents-python src/agents/tool.py, default_tool_error_function (a JSON decode error)"),
     ("openai-agents (Python)", ">= 0.4 (function_tool timeout)", r"Tool '[^'\n]*' timed out after [0-9][0-9.e+-]* seconds\.",
      "openai/openai-agents-python src/agents/tool.py, default_tool_timeout_error_message (timeout_behavior error_as_result)"),
+    # The JS SDK hands the model the Python SDK's error text (the first row matches it: @openai/agents-core
+    # src/tool.ts, defaultToolErrorFunction) and its own timeout text, in milliseconds (docs/DECISIONS.md 570).
+    ("openai-agents (JS)", "read in 0.20.0 (tool timeoutMs)", r"Tool '[^'\n]*' timed out after [0-9][0-9.e+-]*ms\.",
+     "openai/openai-agents-js packages/agents-core/src/tool.ts, defaultFunctionToolTimeoutErrorMessage (timeoutBehavior error_as_result, the default)"),
     ("langgraph", "prebuilt ToolNode, handle_tool_errors=True", r"Error: (?s:.*)\n Please fix your mistakes\.\s*$",
      "langchain-ai/langgraph libs/prebuilt/langgraph/prebuilt/tool_node.py, TOOL_CALL_ERROR_TEMPLATE"),
     ("langgraph", "prebuilt ToolNode", r"Error executing tool '[^'\n]*' with kwargs (?s:.*) with error:\n",
@@ -354,6 +363,18 @@ def is_tool_invoker(attributes: Mapping[str, Any]) -> bool:
     return attributes.get(HAYSTACK_COMPONENT_TYPE) == HAYSTACK_TOOL_INVOKER
 
 
+@cython.ccall
+def is_tool_listing(attributes: Mapping[str, Any], name: str) -> bool:
+    """True for a span that lists tools and calls none (``NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL``: its exact name, and no
+    tool-name key): neither a tool step nor unread tool activity."""
+    if name not in NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL:
+        return False
+    for key in TOOL_NAME_KEYS:
+        if key in attributes:
+            return False
+    return True
+
+
 def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     """True when a span records a tool call under any known convention (DESIGN.md, docs/CONVENTIONS.md).
 
@@ -365,6 +386,8 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     if TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
         return False
     if name.startswith(NOT_TOOL_SPAN_NAME_PREFIXES):
+        return False
+    if is_tool_listing(attributes, name):
         return False
     if operation is None and GEN_AI_TOOL_NAME in attributes:
         return True
