@@ -313,10 +313,6 @@ class ServiceSettings(BaseModel):
     """How decided spans are forwarded to an upstream that names no ``protocol`` of its own: ``grpc`` (OTLP/gRPC) or
     ``http/protobuf`` (OTLP/HTTP); the same batching, retries, ``Retry-After``/``RetryInfo`` pauses and splitting of
     batches refused as too large on both (``otel_tracefence.service.forward``)."""
-    pass_through_signals: bool = True
-    """OTLP metrics and logs received (gRPC ``MetricsService``/``LogsService``, HTTP ``/v1/metrics``, ``/v1/logs``) are
-    forwarded unchanged to the first upstream, so one endpoint serves an SDK configured for all signals. Off (or with
-    no upstream): they are refused, ``UNIMPLEMENTED`` / ``404``, with a message saying so."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
