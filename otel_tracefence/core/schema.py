@@ -179,9 +179,11 @@ PLAN_JSON_KEYS = frozenset({"schemaVersion", "traceId", "replayClass", "steps"})
 def looks_like_plan_json(line: str) -> bool:
     """True when ``line`` is a JSON object with the keys every line of ``tracefence plan --format json`` has
     (either layout): the first line of a file of saved plans."""
+    if not line.lstrip().startswith('{"schemaVersion"'):  # as plan_to_json and json_format print it: no parse of other inputs
+        return False
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and PLAN_JSON_KEYS <= data.keys()
 
