@@ -58,8 +58,8 @@ def service_disagreements(path: Path, plans: dict[str, dict[str, Any]], upstream
 
 def decisions(plan: dict) -> list[tuple[str, str, list[str]]]:
     """(tool, decision, reasons) of each step, in plan order, decisions in lower case without their prefix."""
-    return [(s["step"]["tool"], s["decision"][len("DECISION_"):].lower(), s["reasons"]) for s in plan["steps"]]
+    return [(s["step"]["tool"], s["decision"], s["reasons"]) for s in plan["steps"]]
 
 
 def class_of(plan: dict) -> str:
-    return plan["replayClass"][len("REPLAY_CLASS_"):].lower()
+    return plan["replayClass"]

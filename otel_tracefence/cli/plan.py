@@ -23,12 +23,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="plan the traces in a file",
-        description="Plan every trace in FILE (OTLP/JSON, JSON rows, NDJSON rows or CSV rows; - for standard input). "
+        description="Plan every trace in FILE (OTLP/JSON, JSON rows, NDJSON rows or CSV rows; - for standard input); "
+        "a file of plans this command wrote (--format json, either schema) is read back as written. "
         "Exit 0 on success, 1 when --fail-on is met, 2 when the input is rejected.",
     )
     parser.add_argument("file", help="input file, or - for standard input")
     parser.add_argument("--input-format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto-detect)")
-    parser.add_argument("--format", choices=("json", "table"), default="json", help="json: one TracePlan per line (canonical protobuf JSON); table: for people")
+    parser.add_argument("--format", choices=("json", "table"), default="json", help="json: one TracePlan per line (enum values as words: review, skip; plan JSON schema 2); table: for people")
     parser.add_argument("--fail-on", choices=[c.value for c in ReplayClass if c is not ReplayClass.DYNAMIC], help="exit 1 when any trace's class is at or past this one, or any trace is partial (steps may be missing)")
     parser.add_argument(
         "--on-malformed",

@@ -31,7 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--endpoint", help="OTLP/gRPC receiver address (default 127.0.0.1:4317)")
     parser.add_argument("--http-endpoint", help="OTLP/HTTP receiver address, POST /v1/traces (default 127.0.0.1:4318; none: off)")
     parser.add_argument("--review-endpoint", help="separate address for the review API (default: beside the receiver)")
-    parser.add_argument("--upstream", action="append", metavar="ENDPOINT", help="forward to this OTLP/gRPC endpoint (repeatable; http:// for plaintext)")
+    parser.add_argument("--upstream", action="append", metavar="ENDPOINT", help="forward to this OTLP endpoint (repeatable; http:// for plaintext)")
+    parser.add_argument(
+        "--upstream-protocol",
+        choices=("grpc", "http/protobuf"),
+        help="forward over OTLP/gRPC or OTLP/HTTP (POST .../v1/traces) to upstreams that name no protocol of their own (default grpc)",
+    )
     parser.add_argument("--output-file", help="OTLP/JSON lines file when no upstream is set (default tracefence-spans.otlp.jsonl)")
     parser.add_argument("--review-db", "--db", dest="review_db", help="review queue (--db, as the other commands say it): a SQLite file, or a postgresql:// URL shared by replicas (default tracefence-review.db)")
     parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
@@ -78,6 +83,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
             "insecure_review_api": args.insecure_review_api,
             "persistent_queue_dir": args.persistent_queue_dir,
             "worker_processes": getattr(args, "workers", None),
+            "upstream_protocol": getattr(args, "upstream_protocol", None),
         }.items()
         if value is not None
     }
@@ -91,13 +97,20 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
     return config.model_copy(update={**top, "service": settings})
 
 
-def upstream_transport(upstream: UpstreamSettings, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
-    """Whether the SDK's OTLP/gRPC exporter will speak TLS to ``upstream``, and why, by its own rule:
-    ``https://`` is TLS; else ``insecure`` when set; else ``OTEL_EXPORTER_OTLP_TRACES_INSECURE`` or
-    ``OTEL_EXPORTER_OTLP_INSECURE``; else ``http://`` is plaintext and anything else TLS."""
+def upstream_transport(upstream: UpstreamSettings, environ: Mapping[str, str] = os.environ, protocol: str = "grpc") -> tuple[bool, str]:
+    """Whether the SDK's OTLP exporter will speak TLS to ``upstream``, and why, by its own rule: ``https://`` is TLS;
+    over ``http/protobuf`` ``http://`` is plaintext, and no scheme is TLS unless ``insecure``
+    (``upstream_http.http_url``); over ``grpc``, else ``insecure`` when set; else ``OTEL_EXPORTER_OTLP_TRACES_INSECURE``
+    or ``OTEL_EXPORTER_OTLP_INSECURE``; else ``http://`` is plaintext and anything else TLS."""
     scheme = upstream.endpoint.partition("://")[0].lower() if "://" in upstream.endpoint else ""
     if scheme == "https":
         return True, "https:// endpoint"
+    if protocol == "http/protobuf":
+        if scheme == "http":
+            return False, "http:// endpoint"
+        if upstream.insecure:
+            return False, "insecure: true"
+        return True, f"no scheme: TLS is the default; write http://{upstream.endpoint} for plaintext"
     if upstream.insecure is not None:
         return not upstream.insecure, f"insecure: {str(upstream.insecure).lower()}"
     for name in ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"):
@@ -159,11 +172,12 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     log = logging.getLogger("otel_tracefence.service")
     log.info("engine", extra={"engine": engine()})  # compiled (Cython) or python (docs/DECISIONS.md, 115)
     for upstream in service.config.service.upstreams:
-        tls, because = upstream_transport(upstream)
+        protocol = service.config.service.protocol_of(upstream)
+        tls, because = upstream_transport(upstream, protocol=protocol)
         log.log(
             logging.WARNING if tls and because.startswith("no scheme") else logging.INFO,
             "upstream transport",
-            extra={"upstream": upstream.endpoint, "transport": "tls" if tls else "plaintext", "because": because},
+            extra={"upstream": upstream.endpoint, "protocol": protocol, "transport": "tls" if tls else "plaintext", "because": because},
         )
     received: list[int] = []
     # The handler only records the signal: it runs on the main thread between

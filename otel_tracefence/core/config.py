@@ -185,22 +185,49 @@ def check_address(value: str, *, schemes: tuple[str, ...] = (), port_zero: bool 
     return text
 
 
+UpstreamProtocol = Literal["grpc", "http/protobuf"]
+UPSTREAM_PATH = "/v1/traces"
+
+
+def check_upstream_endpoint(value: str, protocol: str | None = None) -> str:
+    """An upstream's endpoint for ``protocol`` (``None``: either): ``host:port`` or ``http(s)://host:port`` for both;
+    for ``http/protobuf`` also an ``http(s)://`` URL with no port (80 or 443) or a path (a path that does not end in
+    ``/v1/traces`` gets it appended, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does). Raises ``ValueError`` naming what is wrong."""
+    try:
+        return check_address(value, schemes=("http", "https"))
+    except ValueError:
+        if protocol == "grpc":
+            raise
+    scheme, sep, _ = value.strip().partition("://")
+    try:
+        parts = urllib.parse.urlsplit(value.strip())
+        _ = parts.port  # raises for a port out of range
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: {exc}") from None
+    if not sep or scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"{value!r}: expected host:port, http(s)://host:port, or (for http/protobuf) an http(s):// URL")
+    return value.strip()
+
+
 class UpstreamSettings(BaseModel):
-    """One OTLP/gRPC endpoint decided spans are forwarded to (a Collector, Jaeger, Tempo...)."""
+    """One OTLP endpoint decided spans are forwarded to (a Collector, Jaeger, Tempo, an OTLP/HTTP intake...)."""
 
     model_config = ConfigDict(extra="forbid")
 
     endpoint: str = Field(min_length=1)
-    """``host:port`` or ``http(s)://host:port``; ``http://`` or ``insecure`` means plaintext."""
+    """``host:port`` or ``http(s)://host:port``; ``http://`` or ``insecure`` means plaintext. Over ``http/protobuf``
+    also a URL with a path: ``https://cloud.example.com/api/public/otel`` posts to ``.../api/public/otel/v1/traces``."""
 
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
-        return check_address(value, schemes=("http", "https"))
+        return check_upstream_endpoint(value)
+    protocol: UpstreamProtocol | None = None
+    """``grpc`` (OTLP/gRPC) or ``http/protobuf`` (OTLP/HTTP, ``POST .../v1/traces``); default: ``service.upstream_protocol``."""
     insecure: bool | None = None
-    """Plaintext gRPC; default: true for ``http://`` endpoints, false otherwise (as OTEL_EXPORTER_OTLP_INSECURE)."""
+    """Plaintext; default: true for ``http://`` endpoints, false otherwise (as OTEL_EXPORTER_OTLP_INSECURE)."""
     headers: dict[str, str] = Field(default_factory=dict)
-    """gRPC metadata sent with every export, e.g. ``authorization: Bearer ...``."""
+    """gRPC metadata or HTTP headers sent with every export, e.g. ``authorization: Bearer ...``."""
     certificate_file: str | None = None
     """CA bundle (PEM) to verify the upstream's certificate."""
     client_certificate_file: str | None = None
@@ -301,6 +328,10 @@ class ServiceSettings(BaseModel):
     ui_endpoint: str = ""
     """Address of the review page and trace inspector (``ui`` settings) inside ``tracefence serve``; empty: none.
     Beyond loopback it needs ``review_token`` or ``ui.insecure``, as ``tracefence ui`` does."""
+    upstream_protocol: UpstreamProtocol = "grpc"
+    """How decided spans are forwarded to an upstream that names no ``protocol`` of its own: ``grpc`` (OTLP/gRPC) or
+    ``http/protobuf`` (OTLP/HTTP); the same batching, retries, ``Retry-After``/``RetryInfo`` pauses and splitting of
+    batches refused as too large on both (``otel_tracefence.service.forward``)."""
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
@@ -324,6 +355,21 @@ class ServiceSettings(BaseModel):
                 f"decision_wait_ms {self.decision_wait_ms:g} is longer than max_wait_ms {self.max_wait_ms:g}: a trace is decided "
                 "at max_wait_ms at the latest, so the decision wait could never run in full; raise max_wait_ms or lower decision_wait_ms"
             )
+        return self
+
+    def protocol_of(self, upstream: UpstreamSettings) -> str:
+        """The protocol ``upstream`` is forwarded over: its own ``protocol``, else ``upstream_protocol``."""
+        return upstream.protocol or self.upstream_protocol
+
+    @model_validator(mode="after")
+    def _upstream_endpoints_fit_protocol(self) -> ServiceSettings:
+        """A URL with a path or no port is an OTLP/HTTP address; an OTLP/gRPC upstream needs host:port."""
+        for upstream in self.upstreams:
+            if self.protocol_of(upstream) == "grpc":
+                try:
+                    check_upstream_endpoint(upstream.endpoint, "grpc")
+                except ValueError as exc:
+                    raise ValueError(f"upstream {exc}; a path or a default port is for OTLP/HTTP upstreams (protocol: http/protobuf)") from None
         return self
 
     @model_validator(mode="after")

@@ -4,13 +4,14 @@ prints. The one function behind the command line, the inspector page (``tracefen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import SCHEMA_VERSION, ReplayClass, TracePlan
 from otel_tracefence.core.reasons import TRACE_ROOT_MISSING
-from otel_tracefence.core.schema import plan_to_json
+from otel_tracefence.core.schema import PLAN_JSON_SCHEMA_VERSION, looks_like_plan_json, plan_from_json, plan_from_proto, plan_to_json
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.otlp.json_reader import read_otlp_json
 from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
@@ -188,7 +189,7 @@ class PlanOutcome:
     rejected: bool
 
     def json_lines(self) -> str:
-        """The ``--format json`` output: one canonical protobuf JSON ``TracePlan`` per line, each ending in ``\\n``
+        """The ``--format json`` output: one ``TracePlan`` per line (``core.schema.plan_to_json``: enum values as words), each ending in ``\\n``
         (``""`` when rejected or when no trace has a plan)."""
         return "".join(plan_to_json(plan) + "\n" for plan in self.plans)
 
@@ -208,6 +209,8 @@ def plan_document(
     ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`.
     Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
     """
+    if input_format == "auto" and looks_like_plan_json(text.lstrip().partition("\n")[0]):
+        return saved_plans(text)
     fmt = detect_format(text) if input_format == "auto" and text.strip() else input_format
     on_malformed = on_malformed or on_malformed_default(fmt)
     warnings: list[InputError] = []
@@ -229,3 +232,28 @@ def plan_document(
 
 
 NO_SPANS = "no spans read: the input holds no span or row"
+
+
+def saved_plans(text: str) -> PlanOutcome:
+    """The plans ``tracefence plan --format json`` wrote (one per line, plan JSON schema ``"1"`` or ``"2"``), read
+    back as written, not planned again: ``tracefence plan saved.json`` prints them in today's spelling, as a table,
+    or through ``--fail-on``. A line that is no plan this version reads rejects the whole file, naming the line
+    (fail closed: a plan left out could hide a trace's class)."""
+    plans: list[TracePlan] = []
+    errors: list[str] = []
+    versions: set[str] = set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            plans.append(plan_from_proto(plan_from_json(data)))
+            versions.add(str(data.get("schemaVersion")))
+        except ValueError as exc:
+            errors.append(f"line {number}: not a saved plan this version reads: {exc}")
+    if errors:
+        return PlanOutcome([], [*errors, f"rejected, {len(errors)} error(s); nothing was planned"], True)
+    plans.sort(key=lambda p: p.trace_id)
+    note = (f"warning: read {len(plans)} saved plan(s) back as written (plan JSON schema {', '.join(sorted(versions))}; "
+            f"this version writes {PLAN_JSON_SCHEMA_VERSION}); nothing was planned again")
+    return PlanOutcome(plans, [note], False)

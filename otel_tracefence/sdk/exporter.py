@@ -5,7 +5,10 @@ a span exporter (``opentelemetry_traces_exporter`` entry point ``tracefence``):
 ``OTEL_TRACES_EXPORTER=tracefence opentelemetry-instrument python agent.py``.
 The SDK's auto-configuration wraps it in a ``BatchSpanProcessor``; it holds the
 batches' spans by trace, plans whole traces, and exports them annotated through
-the OTLP/gRPC exporter (``OTEL_EXPORTER_OTLP_*`` variables apply), or through
+the SDK's OTLP exporter for ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` /
+``OTEL_EXPORTER_OTLP_PROTOCOL`` (``grpc`` by default, ``http/protobuf``,
+``http/json``; every ``OTEL_EXPORTER_OTLP_*`` variable applies, read by the SDK:
+:mod:`otel_tracefence.sdk.otlp_exporter`), or through
 ``OTEL_TRACEFENCE_EXPORTER=console`` for the console exporter.
 """
 
@@ -21,6 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_tracefence.core.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
 from otel_tracefence.sdk.bounded import run_until
+from otel_tracefence.sdk.otlp_exporter import otlp_span_exporter
 from otel_tracefence.sdk.processor import SHUTDOWN_TIMEOUT_MS
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root
@@ -37,11 +41,11 @@ def _default_inner() -> SpanExporter:
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         return ConsoleSpanExporter()
-    if name in ("otlp", "otlp_proto_grpc"):
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
-    raise ValueError(f"{INNER_EXPORTER_ENV}={name!r}: expected otlp or console")
+    if name == "otlp":  # the protocol the standard variables name
+        return otlp_span_exporter()
+    if name in ("otlp_proto_grpc", "otlp_proto_http"):  # the SDK's own exporter names: that protocol, whatever the variables say
+        return otlp_span_exporter("grpc" if name == "otlp_proto_grpc" else "http/protobuf")
+    raise ValueError(f"{INNER_EXPORTER_ENV}={name!r}: expected otlp, otlp_proto_grpc, otlp_proto_http or console")
 
 
 def _config_or_defaults(settings: dict[str, Any]) -> TraceFenceConfig:
@@ -76,18 +80,17 @@ def _config_or_defaults(settings: dict[str, Any]) -> TraceFenceConfig:
 def _inner_or_otlp() -> SpanExporter:
     try:
         return _default_inner()
-    except ValueError as exc:
-        _log.error("tracefence: %s; exporting through OTLP instead", exc)
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
+    except (ValueError, ImportError) as exc:
+        _log.error("tracefence: %s; exporting through OTLP instead, over grpc", exc)
+        return otlp_span_exporter("grpc")
 
 
 class TraceFenceSpanExporter(SpanExporter):
     """A ``SpanExporter`` that plans whole traces, then exports them annotated through ``inner``.
 
-    ``inner`` defaults to ``OTLPSpanExporter()`` (or the console exporter, per
-    ``OTEL_TRACEFENCE_EXPORTER``). Settings as for
+    ``inner`` defaults to the SDK's OTLP span exporter for the protocol the standard variables name
+    (:func:`~otel_tracefence.sdk.otlp_exporter.otlp_span_exporter`), or the console exporter, per
+    ``OTEL_TRACEFENCE_EXPORTER``. Settings as for
     :class:`~otel_tracefence.sdk.processor.TraceFenceSpanProcessor`. Spans of a
     trace whose root has not arrived are held across batches (bounded), and
     exported at ``force_flush`` or ``shutdown`` flagged partial. ``export``
@@ -98,7 +101,8 @@ class TraceFenceSpanExporter(SpanExporter):
     fails the agent's tracing setup: a bad ``OTEL_TRACEFENCE_*`` setting is
     logged as an error and the defaults are used instead; a review database
     that cannot be opened is logged once and its items are held in memory until it opens; an
-    unknown ``OTEL_TRACEFENCE_EXPORTER`` falls back to OTLP. Explicit
+    unknown ``OTEL_TRACEFENCE_EXPORTER`` or OTLP protocol falls back to OTLP/gRPC (logged);
+    ``http/json`` without an OTLP/JSON exporter installed goes over ``http/protobuf`` (logged). Explicit
     arguments (``config=``, ``inner=``, ``review_sink=``) are used as given.
     """
 

@@ -25,10 +25,11 @@ SHUTDOWN_TIMEOUT_MS = 30_000  # shutdown()'s bound when none is given (the SDK's
 class TraceFenceSpanProcessor(SpanProcessor):
     """A ``SpanProcessor`` (OpenTelemetry trace SDK specification) that plans each trace before handing it on.
 
-    It wraps the processors you already have, typically
-    ``BatchSpanProcessor(OTLPSpanExporter())``, and is itself one more processor::
+    It wraps the processors you already have, typically a ``BatchSpanProcessor`` of the SDK's OTLP exporter for
+    the protocol the standard variables name (:func:`~otel_tracefence.sdk.otlp_exporter.otlp_span_exporter`), and
+    is itself one more processor::
 
-        provider.add_span_processor(TraceFenceSpanProcessor(BatchSpanProcessor(OTLPSpanExporter())))
+        provider.add_span_processor(TraceFenceSpanProcessor(BatchSpanProcessor(otlp_span_exporter())))
 
     It holds a trace's finished spans until the trace is complete in this
     process, plans the trace, and hands annotated copies (``tracefence.*``

@@ -26,7 +26,8 @@ from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
 from otel_tracefence.review.sqlite_room import check_free_space, check_writable
 from otel_tracefence.review.targets import display_target, is_postgres_url
-from otel_tracefence.service.forward import FileTarget, Forwarder, UpstreamTarget
+from otel_tracefence.service.forward import FileTarget, Forwarder
+from otel_tracefence.service.upstream_http import upstream_target
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.http_connections import ConnectionGuard, connection_cap, guarded_h11_protocol
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
@@ -194,7 +195,7 @@ class TraceFenceService:
         self._refused = meter.create_counter(
             "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
         )
-        targets = [UpstreamTarget(u) for u in settings.upstreams] or [FileTarget(settings.output_file)]
+        targets = [upstream_target(u, settings.protocol_of(u)) for u in settings.upstreams] or [FileTarget(settings.output_file)]
         self.persistent = PersistentQueue(settings.persistent_queue_dir, len(targets)) if settings.persistent_queue_dir else None
         persistent = self.persistent
         self.forwarders = [

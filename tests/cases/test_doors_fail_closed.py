@@ -47,7 +47,7 @@ def test_fail_on_fails_a_partial_injected_trace(tmp_path: Path) -> None:
     path = _file(tmp_path / "t.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("payments.charge", "write", parent=MIDDLE))
     for fail_on in ("injected", "static", "review"):
         code, plan, stderr = _gate(path, fail_on)
-        assert (plan["replayClass"], plan["partial"]) == ("REPLAY_CLASS_INJECTED", True)
+        assert (plan["replayClass"], plan["partial"]) == ("injected", True)
         assert code == 1
         cause = "write_committed (call call-1)" if fail_on == "injected" else PARTIAL_CAUSE
         assert stderr == [f"tracefence plan: {path}: fail-on {fail_on}: trace {TRACE}: class injected (partial): {cause}"]
@@ -58,15 +58,15 @@ def test_fail_on_fails_a_trace_a_door_flagged_partial_or_late_even_dynamic_or_to
     key, value = flag
     dynamic = _file(tmp_path / "d.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("accounts.get", "read", **{key: value}))
     code, plan, stderr = _gate(dynamic, "review")
-    assert (code, plan["replayClass"], plan["partial"]) == (1, "REPLAY_CLASS_DYNAMIC", True)
+    assert (code, plan["replayClass"], plan["partial"]) == (1, "dynamic", True)
     assert stderr == [f"tracefence plan: {dynamic}: fail-on review: trace {TRACE}: class dynamic (partial): {PARTIAL_CAUSE}"]
     tool_free = _file(tmp_path / "n.json", _span(ROOT_SPAN, "invoke_agent a", **{key: value}))
     code, plan, stderr = _gate(tool_free, "review")
-    assert (code, plan["replayClass"], plan["partial"]) == (1, "REPLAY_CLASS_UNSPECIFIED", True)
+    assert (code, plan["replayClass"], plan["partial"]) == (1, None, True)
     assert stderr == [f"tracefence plan: {tool_free}: fail-on review: trace {TRACE}: class none (partial): {PARTIAL_CAUSE}"]
     whole = _file(tmp_path / "w.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("accounts.get", "read", **{key: False}))
     code, plan, stderr = _gate(whole, "injected")
-    assert (code, plan["replayClass"], plan["partial"], stderr) == (0, "REPLAY_CLASS_DYNAMIC", False, [])
+    assert (code, plan["replayClass"], plan["partial"], stderr) == (0, "dynamic", False, [])
 
 
 # --- 2. a trace decided partial with no root span holds its writes (DECISIONS 301, supersedes 297's limit) ---
@@ -85,16 +85,16 @@ def test_cli_a_rootless_write_is_held_and_a_rootless_read_is_not(tmp_path: Path)
     proc = run("plan", str(path))
     assert proc.returncode == 0 and proc.stderr == ""  # the file is not malformed: nothing to warn of
     plan = json.loads(proc.stdout)
-    assert (plan["replayClass"], plan["partial"]) == ("REPLAY_CLASS_REVIEW", True)
-    assert _decisions(plan) == [("payments.charge", "DECISION_REVIEW", ["trace_root_missing"])]
+    assert (plan["replayClass"], plan["partial"]) == ("review", True)
+    assert _decisions(plan) == [("payments.charge", "review", ["trace_root_missing"])]
     assert plan["steps"][0]["step"]["malformed"] == [{"field": "parent_span_id", "message": ROOTLESS_WHY}]
     read = _file(tmp_path / "r.json", _tool("accounts.get", "read"))
     plan = json.loads(run("plan", str(read)).stdout)
-    assert (plan["replayClass"], plan["partial"], _decisions(plan)) == ("REPLAY_CLASS_DYNAMIC", True, [("accounts.get", "DECISION_REPLAY", ["declared_read"])])
+    assert (plan["replayClass"], plan["partial"], _decisions(plan)) == ("dynamic", True, [("accounts.get", "replay", ["declared_read"])])
     # The root is here, a span between is not: not rootless, the write is judged (partial all the same, 300).
     rooted = _file(tmp_path / "m.json", _span(ROOT_SPAN, "invoke_agent a"), _tool("payments.charge", "write", parent=MIDDLE))
     plan = json.loads(run("plan", str(rooted)).stdout)
-    assert (plan["replayClass"], _decisions(plan)) == ("REPLAY_CLASS_INJECTED", [("payments.charge", "DECISION_SKIP", ["write_committed"])])
+    assert (plan["replayClass"], _decisions(plan)) == ("injected", [("payments.charge", "skip", ["write_committed"])])
 
 
 from opentelemetry import trace as otel_trace
@@ -204,8 +204,8 @@ def test_cli_an_operation_naming_a_function_an_action_or_mcp_is_held(tmp_path: P
     # Before: planned as tool-free (no class), although the span failed while calling something.
     proc = run("plan", str(_with_operation(tmp_path, operation)))
     plan = json.loads(proc.stdout)
-    assert plan["replayClass"] == "REPLAY_CLASS_REVIEW"
-    assert _decisions(plan) == [("charge_card", "DECISION_REVIEW", ["unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"])]
+    assert plan["replayClass"] == "review"
+    assert _decisions(plan) == [("charge_card", "review", ["unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"])]
     assert plan["steps"][0]["step"]["malformed"][0]["message"] == (
         f"span 1000000000000002 ('charge_card') looks like tool activity (its attribute gen_ai.operation.name={operation!r} is no GenAI operation, "
         "and it names a tool), but no known convention reads it")  # fmt: skip
@@ -219,7 +219,7 @@ def test_cli_an_operation_naming_a_function_an_action_or_mcp_is_held(tmp_path: P
 )
 def test_cli_ordinary_operations_of_real_frameworks_still_pass(tmp_path: Path, operation: str) -> None:
     plan = json.loads(run("plan", str(_with_operation(tmp_path, operation))).stdout)
-    assert (plan["replayClass"], plan.get("steps", [])) == ("REPLAY_CLASS_UNSPECIFIED", [])
+    assert (plan["replayClass"], plan.get("steps", [])) == (None, [])
 
 
 # --- 4. a tool's own HTTP 4xx response is an error, as the HTTP conventions read a client span (DECISIONS 303) --
@@ -283,8 +283,8 @@ def test_cli_a_status_code_otlp_does_not_define_is_held_with_the_tools_name(tmp_
     proc = run("plan", str(path))
     plan = json.loads(proc.stdout)
     shown = min(max(code, -(2**31)), 2**31 - 1)  # past int32 it is clamped, never wrapped to 0 (unset)
-    assert (plan["replayClass"], _decisions(plan)) == ("REPLAY_CLASS_REVIEW", [("payments.charge", "DECISION_REVIEW", UNDEFINED)])
-    assert plan["steps"][0]["step"]["effect"] == "EFFECT_WRITE"
+    assert (plan["replayClass"], _decisions(plan)) == ("review", [("payments.charge", "review", UNDEFINED)])
+    assert plan["steps"][0]["step"]["effect"] == "write"
     assert plan["steps"][0]["step"]["malformed"] == [{"field": "status", "message": f"status code {shown} is not one of 0 (unset), 1 (ok), 2 (error): not understood"}]
 
 

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from google.protobuf import json_format
 
-from otel_tracefence._proto.tracefence.v1.tracefence_pb2 import TracePlan
+from otel_tracefence.core.schema import plan_from_json
 
 from cli_helpers import run
 from conftest import ROOT
@@ -35,7 +34,7 @@ def plans_of(proc: subprocess.CompletedProcess) -> dict[str, dict]:
 
 def decisions(plan_json: dict) -> list[tuple[str, str, list[str], list[str]]]:
     return [
-        (s["step"]["callId"], s["decision"].removeprefix("DECISION_").lower(), s["reasons"], s["relatedCallIds"])
+        (s["step"]["callId"], s["decision"], s["reasons"], s["relatedCallIds"])
         for s in plan_json["steps"]
     ]
 
@@ -77,7 +76,7 @@ def test_malformed_rows_become_review_steps_with_on_malformed_review(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "line 2: effect: effect (a string of 6 characters) is not one of read, write, unknown" in proc.stderr  # still said
     (plan_json,) = plans_of(proc).values()
-    assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plan_json["replayClass"] == "review"
     assert decisions(plan_json) == [("a", "replay", ["declared_read"], []), ("b", "review", ["malformed_effect", "effect_unknown"], [])]
     assert plan_json["steps"][1]["step"]["malformed"] == [{"field": "effect", "message": "effect (a string of 6 characters) is not one of read, write, unknown"}]
 
@@ -149,7 +148,7 @@ def test_a_50_mb_argument_string_plans_as_arguments_too_large_fast(tmp_path, suf
 def test_duplicate_call_ids_are_a_conflict(tmp_path):
     path = write_rows(tmp_path, [row("a", arguments={"n": 1}, result="r"), row("a", arguments={"n": 1}, result="r")])
     (plan_json,) = plans_of(plan(path)).values()
-    assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plan_json["replayClass"] == "review"
     assert decisions(plan_json) == [
         ("a", "conflict", ["call_id_executed_more_than_once", "repeated_later"], ["a"]),
         ("a", "conflict", ["call_id_executed_more_than_once", "repeats_earlier_write"], ["a"]),
@@ -194,7 +193,7 @@ def test_an_unreadable_span_whose_trace_is_known_is_a_review_step_never_dropped(
     proc = plan(path, "--fail-on", "review")
     assert proc.returncode == 1, proc.stderr
     plan_json = plans_of(proc)[TRACE]
-    assert plan_json["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plan_json["replayClass"] == "review"
     assert decisions(plan_json) == [
         ("2222222222222222", "review", ["malformed_parentSpanId", "effect_unknown", "arguments_not_recorded"], []),
         ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),
@@ -306,7 +305,7 @@ def test_reading_from_stdin():
     text = (ROOT / "examples" / "reads_only.csv").read_text()
     proc = run("plan", "-", stdin=text)
     plan_json = plans_of(proc)["t-reads"]
-    assert plan_json["replayClass"] == "REPLAY_CLASS_DYNAMIC"
+    assert plan_json["replayClass"] == "dynamic"
     assert [d[:3] for d in decisions(plan_json)] == [
         ("r1", "replay", ["declared_read"]),
         ("r2", "replay", ["declared_read"]),
@@ -322,8 +321,8 @@ def test_config_tool_rules_change_an_unknown_effect_to_read(tmp_path):
     config.write_text('tool_rules:\n  - match: "read_*"\n    effect: read\n')
     after = plans_of(run("--config", str(config), "plan", str(path)))["t1"]
     assert decisions(after) == [("a", "replay", ["declared_read"], [])]
-    assert after["replayClass"] == "REPLAY_CLASS_DYNAMIC"
-    assert after["steps"][0]["step"]["effectSource"] == "EFFECT_SOURCE_CONFIG"
+    assert after["replayClass"] == "dynamic"
+    assert after["steps"][0]["step"]["effectSource"] == "config"
 
 
 def test_bad_config_file_is_exit_2(tmp_path):
@@ -352,7 +351,7 @@ def test_otlp_json_one_request_per_line_like_the_collector_file_exporter(tmp_pat
     assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
     assert a.stdout == b.stdout  # byte for byte, whatever the layout and order
     plan_json = plans_of(a)["7402c1c0f94fb996cf55186a7131194f"]
-    assert plan_json["replayClass"] == "REPLAY_CLASS_STATIC"
+    assert plan_json["replayClass"] == "static"
     assert [d[:3] for d in decisions(plan_json)] == [
         ("c1", "replay", ["declared_read"]),
         ("c2", "replay", ["declared_read"]),
@@ -375,7 +374,7 @@ def test_json_output_parses_into_the_trace_plan_message(tmp_path):
     proc = plan(path)
     lines = proc.stdout.splitlines()
     assert len(lines) == 2
-    parsed = [json_format.Parse(line, TracePlan()) for line in lines]
+    parsed = [plan_from_json(line) for line in lines]
     assert [(p.trace_id, p.schema_version, p.replay_class) for p in parsed] == [("t1", "1", 4), ("t2", "1", 1)]
     assert [(s.step.call_id, s.decision, list(s.reasons), list(s.related_call_ids), s.step.idempotency_key) for s in parsed[0].steps] == [
         ("a", 4, ["idempotency_key_conflict", "result_not_recorded"], ["b"], "k"),
@@ -391,7 +390,7 @@ def test_every_example_output_parses_into_the_trace_plan_message():
         proc = plan(example)
         assert proc.returncode == 0, (example, proc.stderr)
         for line in proc.stdout.splitlines():
-            message = json_format.Parse(line, TracePlan())
+            message = plan_from_json(line)
             assert message.schema_version == "1"
             assert len(message.steps) >= 1
 

@@ -3,12 +3,10 @@ The real CLI as a subprocess, on files and on a real SQLite review database."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from google.protobuf import json_format
 
-from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.core.schema import plan_from_json
 from otel_tracefence.core.config import load_config
 from otel_tracefence.review import SQLiteReviewStore
 from test_cli import plans_of, run
@@ -99,8 +97,8 @@ def test_from_a_review_database(tmp_path: Path):
     db = tmp_path / "review.db"
     with SQLiteReviewStore(db) as store:
         for plan in plans_of(run("plan", str(path), "--on-malformed", "review")).values():
-            if plan["replayClass"] == "REPLAY_CLASS_REVIEW":
-                store.upsert(json_format.Parse(json.dumps(plan), pb.TracePlan()), service_name="billing")
+            if plan["replayClass"] == "review":
+                store.upsert(plan_from_json(plan), service_name="billing")
     proc = run("tools", "--db", str(db))
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout == TABLE

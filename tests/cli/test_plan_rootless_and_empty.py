@@ -31,7 +31,7 @@ def _one_plan(path: Path) -> dict:
 )
 def test_a_trace_whose_parent_span_is_not_in_the_file_is_planned_partial(name):
     plan = _one_plan(TRIAL / name)
-    assert (plan["replayClass"], plan["partial"]) == ("REPLAY_CLASS_DYNAMIC", True)  # the class stays (DECISIONS 193)
+    assert (plan["replayClass"], plan["partial"]) == ("dynamic", True)  # the class stays (DECISIONS 193)
 
 
 def test_the_service_partial_flag_is_kept_when_the_file_holds_the_root(tmp_path):

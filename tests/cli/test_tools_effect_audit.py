@@ -5,12 +5,10 @@ with a tool rule, and on a real SQLite review database."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from google.protobuf import json_format
 
-from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+from otel_tracefence.core.schema import plan_from_json
 from otel_tracefence.review import SQLiteReviewStore
 from test_cli import plans_of, run
 from tests.normalize.test_effect_contradicted_by_dispatch import HINTED, TOOL, _lookup, _request
@@ -58,7 +56,7 @@ def test_the_audit_from_a_review_database(tmp_path: Path) -> None:
     db = tmp_path / "review.db"
     with SQLiteReviewStore(db) as store:
         for plan in plans_of(run("plan", str(_trace(tmp_path / "t.json")))).values():
-            store.upsert(json_format.Parse(json.dumps(plan), pb.TracePlan()), service_name="crm")
+            store.upsert(plan_from_json(plan), service_name="crm")
     proc = run("tools", "--db", str(db))
     assert (proc.returncode, proc.stderr) == (0, "")
     assert proc.stdout.split("\n\n")[1] == (

@@ -42,7 +42,7 @@ def _plan(path: Path) -> dict:
 
 
 def _steps(plan: dict) -> list[tuple[str, str, list[str]]]:
-    return [(s["step"]["tool"], s["decision"][len("DECISION_"):].lower(), s["reasons"]) for s in plan["steps"]]
+    return [(s["step"]["tool"], s["decision"], s["reasons"]) for s in plan["steps"]]
 
 
 def _why(request_span: str, method: str, source: str = "mcp_hint", url: str = "https://crm.example/v1/customers/acme/touch", more: str = "") -> list[dict]:
@@ -54,8 +54,8 @@ def _why(request_span: str, method: str, source: str = "mcp_hint", url: str = "h
 def test_a_readonly_hinted_read_that_sends_an_unsafe_method_is_held_through_every_door(tmp_path: Path, upstream: Any, method: str) -> None:
     path = _file(tmp_path / "t.json", _root(), _lookup(**HINTED), _request("d1" * 8, TOOL, method))
     plan = _plan(path)
-    assert (plan["replayClass"], _steps(plan)) == ("REPLAY_CLASS_REVIEW", [("crm.lookup", "review", ["effect_contradicted_by_dispatch"])])
-    assert plan["steps"][0]["step"]["effect"] == "EFFECT_READ" and plan["steps"][0]["step"]["effectSource"] == "EFFECT_SOURCE_MCP_HINT"
+    assert (plan["replayClass"], _steps(plan)) == ("review", [("crm.lookup", "review", ["effect_contradicted_by_dispatch"])])
+    assert plan["steps"][0]["step"]["effect"] == "read" and plan["steps"][0]["step"]["effectSource"] == "mcp_hint"
     assert plan["steps"][0]["step"]["malformed"] == _why("d1" * 8, method)
     if method in ("POST", "DELETE"):
         _doors(path, upstream, tmp_path)
@@ -64,7 +64,7 @@ def test_a_readonly_hinted_read_that_sends_an_unsafe_method_is_held_through_ever
 def test_safe_methods_below_a_hinted_read_contradict_nothing(tmp_path: Path, upstream: Any) -> None:
     spans = [_root(), _lookup(**HINTED)] + [_request(f"d{n}" * 8, TOOL, method, 102 + n) for n, method in enumerate(("GET", "HEAD", "OPTIONS"), 1)]
     path = _file(tmp_path / "t.json", *spans)
-    assert _steps(plan := _plan(path)) == [("crm.lookup", "replay", ["hinted_read"])] and plan["replayClass"] == "REPLAY_CLASS_DYNAMIC"
+    assert _steps(plan := _plan(path)) == [("crm.lookup", "replay", ["hinted_read"])] and plan["replayClass"] == "dynamic"
     _doors(path, upstream, tmp_path)
 
 

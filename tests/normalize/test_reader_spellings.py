@@ -104,7 +104,7 @@ def test_a_span_giving_its_trace_id_in_both_spellings_stands_in_both_traces(tmp_
         "in both spellings: which value was meant cannot be known\n"
     ) in proc.stderr
     plans = plans_of(proc)
-    assert {trace: p["replayClass"] for trace, p in plans.items()} == {TRACE: "REPLAY_CLASS_REVIEW", OTHER: "REPLAY_CLASS_REVIEW"}
+    assert {trace: p["replayClass"] for trace, p in plans.items()} == {TRACE: "review", OTHER: "review"}
     stand_in = ("2222222222222222", "review", ["malformed_traceId", *STAND_IN], [])
     assert decisions(plans[TRACE]) == [stand_in, READ]
     assert decisions(plans[OTHER]) == [stand_in]
@@ -144,7 +144,7 @@ def test_a_key_twice_in_one_span_holds_that_span_and_plans_the_rest_of_the_file(
         "which value was meant cannot be known\n"
     ) in proc.stderr
     plans = plans_of(proc)
-    assert {trace: p["replayClass"] for trace, p in plans.items()} == {TRACE: "REPLAY_CLASS_REVIEW", OTHER: "REPLAY_CLASS_DYNAMIC"}
+    assert {trace: p["replayClass"] for trace, p in plans.items()} == {TRACE: "review", OTHER: "dynamic"}
     assert decisions(plans[TRACE]) == [("2222222222222222", "review", ["malformed_stringValue", *STAND_IN], []), READ]
     assert decisions(plans[OTHER]) == [("4444444444444444", "replay", ["declared_read", "arguments_not_recorded"], [])]
 
@@ -171,7 +171,7 @@ def test_a_span_key_misspelt_by_case_makes_the_span_malformed_never_ignored(tmp_
         plans = plans_of(proc)
         stand_in = ("2222222222222222", "review", [f"malformed_{field}", *STAND_IN], [])
         assert decisions(plans[TRACE]) == [stand_in, READ]
-        assert plans[TRACE]["replayClass"] == "REPLAY_CLASS_REVIEW"
+        assert plans[TRACE]["replayClass"] == "review"
         if key == "TraceId":  # the trace the misspelt key names is held too
             assert decisions(plans[OTHER]) == [stand_in]
 
@@ -222,7 +222,7 @@ def test_a_field_misspelt_by_case_or_space_beside_the_field_makes_the_row_malfor
     assert_rejected(plan(space_csv), f"{space_csv}: line 2: status: both status and 'status ' given: give one, spelt status\n")
     proc = plan(space_csv, "--on-malformed", "review")
     assert "not a row field" not in proc.stderr  # no longer "ignored with a warning"
-    assert plans_of(proc)["t1"]["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plans_of(proc)["t1"]["replayClass"] == "review"
     assert decisions(plans_of(proc)["t1"]) == [("c1", "review", ["malformed_status", "result_not_recorded", "arguments_not_recorded"], [])]
 
 
@@ -235,7 +235,7 @@ def test_a_field_misspelt_by_case_alone_is_read_as_that_field_and_the_row_is_mal
     assert_rejected(plan(path), f"{path}: line 2: trace_id: 'Trace_ID' is not a field name: write trace_id, lower case, no spaces\n")
     plans = plans_of(plan(path, "--on-malformed", "review"))
     assert list(plans) == ["t1"]  # the write stays in its trace, which is held
-    assert plans["t1"]["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plans["t1"]["replayClass"] == "review"
     assert [(call, decision) for call, decision, _, _ in decisions(plans["t1"])] == [("c1", "replay"), ("c2", "review")]
     key = tmp_path / "key.ndjson"  # the misspelling decision 64 warned about: now read, and the row malformed
     key.write_text('{"trace_id":"t1","call_id":"c1","tool":"x","effect":"read","idempotencykey":"k"}\n')
@@ -255,7 +255,7 @@ def test_a_field_with_an_invisible_character_in_its_name_is_that_field_and_the_r
     csv_path.write_text("trace_id,call_id,tool,effect,tr\u00adace_id\nt1,c1,pay,write,t2\n", encoding="utf-8")
     proc = plan(csv_path, "--on-malformed", "review")
     assert "not a row field" not in proc.stderr
-    assert {trace: plan_["replayClass"] for trace, plan_ in plans_of(proc).items()} == {"t1": "REPLAY_CLASS_REVIEW", "t2": "REPLAY_CLASS_REVIEW"}
+    assert {trace: plan_["replayClass"] for trace, plan_ in plans_of(proc).items()} == {"t1": "review", "t2": "review"}
 
 
 def test_a_row_naming_two_traces_in_two_spellings_is_held_in_both(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_a_row_naming_two_traces_in_two_spellings_is_held_in_both(tmp_path: Path
     read = ["declared_read", "arguments_not_recorded"]
     assert decisions(plans["t1"]) == [("c0", "replay", read, []), held]
     assert decisions(plans["t2"]) == [("c9", "replay", read, []), held]
-    assert {p["replayClass"] for p in plans.values()} == {"REPLAY_CLASS_REVIEW"}
+    assert {p["replayClass"] for p in plans.values()} == {"review"}
 
 
 # -- defect 20 ---------------------------------------------------------------------------------------------

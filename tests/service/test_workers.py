@@ -329,7 +329,7 @@ def test_two_workers_decide_every_trace_once_and_agree_with_one_process_and_the_
     for _, path, _ in OTLP_CASES:  # and as `tracefence plan` plans each case
         plans = _cli_plans(path)
         assert _disagreements("workers", [r for r in received if r[0] in plans], plans) == []
-    cli_review = {t for _, path, _ in OTLP_CASES for t, plan in _cli_plans(path).items() if plan["replayClass"] == "REPLAY_CLASS_REVIEW"}
+    cli_review = {t for _, path, _ in OTLP_CASES for t, plan in _cli_plans(path).items() if plan["replayClass"] == "review"}
     with SQLiteReviewStore(tmp_path / "review.db", create=False) as store:
         items, _ = store.list(page_size=1000)
     with SQLiteReviewStore(tmp_path / "single.db", create=False) as store:

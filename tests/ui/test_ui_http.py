@@ -112,11 +112,11 @@ def test_the_sample_is_planned_as_tracefence_plan_plans_it(capsys):
     assert code == 0 and got["output"] == out
     classes = {p["traceId"]: p["replayClass"] for p in map(json.loads, out.splitlines())}
     assert classes == {
-        "sample-invoice": "REPLAY_CLASS_INJECTED",
-        "sample-keys": "REPLAY_CLASS_REVIEW",
-        "sample-page": "REPLAY_CLASS_STATIC",
-        "sample-reads": "REPLAY_CLASS_DYNAMIC",
-        "sample-timeout": "REPLAY_CLASS_REVIEW",
+        "sample-invoice": "injected",
+        "sample-keys": "review",
+        "sample-page": "static",
+        "sample-reads": "dynamic",
+        "sample-timeout": "review",
     }
 
 
@@ -327,7 +327,7 @@ def test_an_upload_is_neither_stored_nor_logged(tmp_path):
         body = f'{{"trace_id": "t-{marker}", "call_id": "c1", "tool": "{marker}", "effect": "write", "status": "timeout", "arguments": {{"secret": "{marker}"}}}}\n'
         request = urllib.request.Request(ui.url + "/inspect/plan", data=body.encode(), headers={"origin": ui.url, "x-csrf-token": token, "content-type": "application/octet-stream"})
         answer = json.loads(opener.open(request).read())
-        assert marker in answer["output"] and json.loads(answer["output"])["replayClass"] == "REPLAY_CLASS_REVIEW"
+        assert marker in answer["output"] and json.loads(answer["output"])["replayClass"] == "review"
     finally:
         log = ui.stop()
     assert "POST /inspect/plan" in log  # the access log is on, and it holds no body
