@@ -48,7 +48,7 @@ def test_a_file_one_byte_past_the_limit_is_refused_and_one_at_it_is_planned(tmp_
     proc = run("plan", str(at_limit), "--config", _config(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert plan["replayClass"] == "REPLAY_CLASS_DYNAMIC"
+    assert plan["replayClass"] == "dynamic"
     proc = run("plan", str(over), "--config", _config(tmp_path))
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", _refusal(str(over)))
 

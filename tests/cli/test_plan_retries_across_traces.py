@@ -62,11 +62,11 @@ def test_a_retry_of_a_timed_out_write_and_a_reused_key_name_the_earlier_trace(tm
     # Written out of order: the file's order is not the order the traces ended in.
     path = _file(tmp_path, _write(T3, "3333333333333333", 20, 990), _write(T1, "1111111111111111", 0, 1200, timed_out=True), _write(T2, "2222222222222222", 10, 1200))
     plans = _plans(path)
-    assert [plans[t]["replayClass"] for t in (T1, T2, T3)] == ["REPLAY_CLASS_REVIEW"] * 3
-    assert _step(plans[T1]) == ("DECISION_REVIEW", ["write_timeout"], [])
-    assert _step(plans[T2]) == ("DECISION_REVIEW", ["retry_of_held_write"], [(T1, "call-1111", "retry_of_held_write")])
+    assert [plans[t]["replayClass"] for t in (T1, T2, T3)] == ["review"] * 3
+    assert _step(plans[T1]) == ("review", ["write_timeout"], [])
+    assert _step(plans[T2]) == ("review", ["retry_of_held_write"], [(T1, "call-1111", "retry_of_held_write")])
     assert _step(plans[T3]) == (
-        "DECISION_CONFLICT",
+        "conflict",
         ["idempotency_key_reused_across_traces"],
         [(T1, "call-1111", "idempotency_key_reused_across_traces"), (T2, "call-2222", "idempotency_key_reused_across_traces")],
     )
@@ -74,26 +74,26 @@ def test_a_retry_of_a_timed_out_write_and_a_reused_key_name_the_earlier_trace(tm
 
 def test_a_repeat_of_a_committed_write_with_its_key_stays_skip_with_a_note(tmp_path):
     plans = _plans(_file(tmp_path, _write(T1, "1111111111111111", 0, 1200), _write(T2, "2222222222222222", 10, 1200)))
-    assert _step(plans[T1]) == ("DECISION_SKIP", ["write_committed"], [])
-    assert _step(plans[T2]) == ("DECISION_SKIP", ["write_committed", "repeats_committed_write"], [(T1, "call-1111", "repeats_committed_write")])
-    assert plans[T2]["replayClass"] == "REPLAY_CLASS_INJECTED"
+    assert _step(plans[T1]) == ("skip", ["write_committed"], [])
+    assert _step(plans[T2]) == ("skip", ["write_committed", "repeats_committed_write"], [(T1, "call-1111", "repeats_committed_write")])
+    assert plans[T2]["replayClass"] == "injected"
 
 
 def test_without_a_key_the_same_arguments_retrying_a_held_write_are_held(tmp_path):
     plans = _plans(_file(tmp_path, _write(T1, "1111111111111111", 0, 1200, timed_out=True, key=None), _write(T2, "2222222222222222", 10, 1200, key=None), _write(T3, "3333333333333333", 20, 990, key=None)))
-    assert _step(plans[T2]) == ("DECISION_REVIEW", ["retry_of_held_write"], [(T1, "call-1111", "retry_of_held_write")])
-    assert _step(plans[T3]) == ("DECISION_SKIP", ["write_committed"], [])  # other arguments, no key: another write
+    assert _step(plans[T2]) == ("review", ["retry_of_held_write"], [(T1, "call-1111", "retry_of_held_write")])
+    assert _step(plans[T3]) == ("skip", ["write_committed"], [])  # other arguments, no key: another write
 
 
 def test_reads_never_match_and_the_index_can_be_turned_off(tmp_path):
     read = _write(T2, "2222222222222222", 10, 1200)
     read["attributes"] = [a if a["key"] != "tracefence.effect" else {"key": "tracefence.effect", "value": {"stringValue": "read"}} for a in read["attributes"]]
     plans = _plans(_file(tmp_path, _write(T1, "1111111111111111", 0, 1200, timed_out=True), read))
-    assert _step(plans[T2]) == ("DECISION_REPLAY", ["declared_read"], [])
+    assert _step(plans[T2]) == ("replay", ["declared_read"], [])
     config = tmp_path / "tracefence.yaml"
     config.write_text("write_index_max_entries: 0\n")
     plans = _plans(_file(tmp_path, _write(T1, "1111111111111111", 0, 1200, timed_out=True), _write(T2, "2222222222222222", 10, 1200)), "--config", str(config))
-    assert _step(plans[T2]) == ("DECISION_SKIP", ["write_committed"], [])
+    assert _step(plans[T2]) == ("skip", ["write_committed"], [])
 
 
 def test_the_table_names_the_earlier_call(tmp_path):

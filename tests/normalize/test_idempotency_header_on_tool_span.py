@@ -53,10 +53,10 @@ SPELLINGS = {
 def test_one_key_on_two_tool_spans_with_two_amounts_is_a_key_conflict(tmp_path: Path, spelling: str) -> None:
     headers = SPELLINGS[spelling]
     plan = _plan(tmp_path / "t.json", _payout("b1" * 8, "call-1", 12500, headers), _payout("b2" * 8, "call-2", 21500, headers))
-    assert plan["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plan["replayClass"] == "review"
     assert _steps(plan) == [
-        ("call-1", "DECISION_CONFLICT", ["idempotency_key_conflict"], KEY),
-        ("call-2", "DECISION_CONFLICT", ["idempotency_key_conflict"], KEY),
+        ("call-1", "conflict", ["idempotency_key_conflict"], KEY),
+        ("call-2", "conflict", ["idempotency_key_conflict"], KEY),
     ]
 
 

@@ -63,4 +63,4 @@ def test_the_cli_holds_such_a_write(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
     (step,) = plan["steps"]
-    assert (plan["replayClass"], step["decision"], step["reasons"]) == ("REPLAY_CLASS_REVIEW", "DECISION_REVIEW", ["write_error", "error_in_result"])
+    assert (plan["replayClass"], step["decision"], step["reasons"]) == ("review", "review", ["write_error", "error_in_result"])

@@ -61,7 +61,7 @@ def test_the_cli_says_why(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
     (step,) = plan["steps"]
-    assert (plan["replayClass"], step["reasons"]) == ("REPLAY_CLASS_REVIEW", ["malformed_end_time", "write_status_unknown"])
+    assert (plan["replayClass"], step["reasons"]) == ("review", ["malformed_end_time", "write_status_unknown"])
     assert step["step"]["malformed"] == [{"field": "end_time", "message": MESSAGE}]
     assert MESSAGE in proc.stderr
 

@@ -56,7 +56,7 @@ def test_the_cli_flags_it_and_fail_on_does_not_pass(tmp_path):
     proc = run("plan", str(path), "--fail-on", "review")
     assert proc.returncode == 1, proc.stderr
     (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert (plan["partial"], plan["replayClass"], plan["steps"][0]["reasons"]) == (True, "REPLAY_CLASS_REVIEW", ["trace_root_missing"])
+    assert (plan["partial"], plan["replayClass"], plan["steps"][0]["reasons"]) == (True, "review", ["trace_root_missing"])
 
 
 def test_a_cycle_beside_a_real_root_makes_the_trace_partial():

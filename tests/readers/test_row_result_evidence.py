@@ -85,9 +85,9 @@ def test_the_cli_holds_a_csv_write_row_whose_result_is_a_framework_error(tmp_pat
     proc = run("plan", str(path), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     (plan,) = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert plan["replayClass"] == "REPLAY_CLASS_REVIEW"
+    assert plan["replayClass"] == "review"
     (step,) = plan["steps"]
-    assert (step["decision"], step["reasons"], step["step"]["status"]) == ("DECISION_REVIEW", ["write_error", "error_template_in_result"], "TOOL_STATUS_ERROR")
+    assert (step["decision"], step["reasons"], step["step"]["status"]) == ("review", ["write_error", "error_template_in_result"], "error")
 
 
 def test_the_cli_rejects_a_csv_write_row_whose_result_is_cut_off(tmp_path):
