@@ -25,19 +25,36 @@ def missing_root(spans: Sequence[SpanView]) -> bool:
 
 def parent_cycle(spans: Sequence[SpanView]) -> SpanView | None:
     """A span of ``spans`` (one trace) on a cycle of parent span ids (``A`` names ``B`` its parent, ``B`` names
-    ``A``; a span naming itself is one too), or ``None`` when the parents form trees. Linear in the spans: each span
-    is walked up from once. Such a trace's ancestry cannot be read: it is decided partial (docs/DECISIONS.md 506)."""
-    by_id = {span.span_id: span for span in spans}
-    done: set = set()
+    ``A``; a span naming itself is one too), or ``None`` when the parents form trees. Several spans under one span
+    id each add their parent, so the answer never depends on the order of ``spans``; of the spans on the cycle, the
+    one with the least span id (then sequence) is returned. Linear in the spans (an iterative depth-first walk).
+    Such a trace's ancestry cannot be read: it is decided partial (docs/DECISIONS.md 506)."""
+    parents: dict = {}
     for span in spans:
-        path: set = set()
-        node = span
-        while node is not None and node.span_id not in done:
-            if node.span_id in path:
-                return node
-            path.add(node.span_id)
-            node = by_id.get(node.parent_span_id) if node.parent_span_id else None
-        done |= path
+        ids = parents.setdefault(span.span_id, set())
+        if span.parent_span_id:
+            ids.add(span.parent_span_id)
+    state: dict = {}  # span id -> 1 on the walk's path, 2 done
+    for start in sorted(parents):
+        if start in state:
+            continue
+        state[start] = 1
+        path = [start]
+        todo = [iter(sorted(parents[start]))]
+        while todo:
+            parent = next(todo[-1], None)
+            if parent is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif parent not in parents or state.get(parent) == 2:
+                continue
+            elif state.get(parent) == 1:
+                cycle = set(path[path.index(parent):])
+                return min((s for s in spans if s.span_id in cycle), key=lambda s: (s.span_id, s.sequence))
+            else:
+                state[parent] = 1
+                path.append(parent)
+                todo.append(iter(sorted(parents[parent])))
     return None
 
 

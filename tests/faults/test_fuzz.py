@@ -772,8 +772,15 @@ def _oracle(plan: TracePlan, max_related: int) -> None:
         repeats = s.effect is Effect.WRITE and s.arguments_sha256 is not None and any(
             o.effect is Effect.WRITE and (o.tool, o.arguments_sha256) == (s.tool, s.arguments_sha256) for o in ordered[:i]
         )
+        uncomparable = ("arguments_too_large", "arguments_too_deep", "arguments_not_i_json")  # docs/DECISIONS.md 501
+
+        def uncompared(o):
+            return o.effect is Effect.WRITE and o.arguments_sha256 is None and o.arguments_unavailable in uncomparable
+
+        repeat_uncompared = uncompared(s) and any(o is not s and o.tool == s.tool and uncompared(o) for o in ordered)
         fenced = (
             bool(s.malformed)
+            or repeat_uncompared
             or key_conflict
             or call_conflict
             or key_uncomparable
