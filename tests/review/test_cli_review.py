@@ -50,7 +50,7 @@ SHOW_JSON = (
     '"argumentsSha256": "95ea3adad0f5a1dfbc893c81031692d97e8bb570ea8f670dd856c002f6644db1", "attempts": 1, '
     '"startTimeUnixNano": "1700000000000000000", "argumentsUnavailable": "", "resultRecorded": false, "resultSha256": "", '
     '"requestedOnly": false, "malformed": [], "argumentsJson": "", "resultValue": ""}, "decision": "DECISION_REVIEW", '
-    '"reasons": ["write_timeout"], "relatedCallIds": []}], "partial": false}, "state": "REVIEW_STATE_OPEN", '
+    '"reasons": ["write_timeout"], "relatedCallIds": [], "relatedTraces": []}], "partial": false}, "state": "REVIEW_STATE_OPEN", '
     '"serviceName": "billing", "createdTime": "2023-11-14T22:13:20.123456789Z", "updatedTime": "2023-11-14T22:13:20.123456789Z", '
     '"resolvedBy": "", "resolutionNote": ""}\n'
 )
