@@ -38,6 +38,7 @@ from service_helpers import (
     raw_span,
     raw_tool_span,
     request_with_a_span_not_utf8,
+    separate_runs,
     service_config,
     trace_stub,
     wait_for,
@@ -278,10 +279,12 @@ def test_two_workers_decide_every_trace_once_and_agree_with_one_process_and_the_
     assert len(split_traces) >= 10  # the test sends many traces through several clients each
     assert {worker_of(bytes.fromhex(t), 2) for t in split_traces} == {0, 1}  # and both workers get some
 
-    # One process, everything in one Export call.
+    # One process, everything in one Export call. The write index is off in both: each worker keeps its own, so
+    # which earlier write a retry meets depends on the worker its trace went to (DECISIONS 594); this test pins
+    # the per-trace decisions, as `tracefence plan` gives them for each case alone.
     single_up = RecordingUpstream()
     single_up.start()
-    single = TraceFenceService(service_config(single_up, tmp_path / "single.db", decision_wait_ms=3000))
+    single = TraceFenceService(separate_runs(service_config(single_up, tmp_path / "single.db", decision_wait_ms=3000)))
     single.start()
     exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{single.port}", insecure=True, timeout=10)
     try:
@@ -294,7 +297,7 @@ def test_two_workers_decide_every_trace_once_and_agree_with_one_process_and_the_
     expected = _tf_by_span(single_up)
 
     # Two workers, three clients sending at once.
-    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "3000")
+    serve, port, pids = start_router(tmp_path, upstream, "--decision-wait-ms", "3000", OTEL_TRACEFENCE_WRITE_INDEX_MAX_ENTRIES="0")
     try:
         exporters = [OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=10) for _ in range(3)]
         results: list[str] = []
