@@ -312,8 +312,9 @@ class Forwarder:
         # An upstream answering RESOURCE_EXHAUSTED without RetryInfo (throttling, or a real size limit) has every batch
         # split down to single spans and each dropped: counted one by one, logged as a rate (issue 30), not per span.
         self._too_large_drops = RateLog(
-            _log, f"dropped %d span(s) for {target.name} in %.0fs, each refused on its own as too large (RESOURCE_EXHAUSTED "
-            "without RetryInfo: the OTLP specification says not to retry it)", level=logging.ERROR,
+            _log, f"dropped %d span(s) for {target.name} in %.0fs, each too large on its own (larger than its "
+            "max_message_bytes, or refused alone with RESOURCE_EXHAUSTED without RetryInfo: the OTLP specification says "
+            "not to retry it)", level=logging.ERROR,
         )  # fmt: skip
         self._splits = RateLog(_log, f"{target.name} refused %d batch(es) in %.0fs as too large: sent again in halves")
         self._on_drop = on_drop or (lambda n, reason="": None)
