@@ -70,6 +70,9 @@ DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a faile
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server replayed a stored one (Idempotent-Replayed: true)
 REPEATS_COMMITTED_WRITE = "repeats_committed_write"  # the same key and arguments as an earlier trace's committed write: the key did its job
+# Pending records (normalize/pending.py, docs/DECISIONS.md 600): a call a framework held for human approval.
+APPROVAL_PENDING = "approval_pending"  # the result is the framework's answer that the call waits for approval (conventions.APPROVAL_PENDING_RESULTS): its body did not run
+RESUMES_PENDING_CALL = "resumes_pending_call"  # an earlier span recorded this call pending and its run stopped there; this step is the call's run after the resume
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
 CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
 RESULT_CONSUMED_BY = "result_consumed_by"  # this step's recorded result returned a token later arguments hold
@@ -99,6 +102,8 @@ NOTES = frozenset(
         ARGUMENTS_UNWRAPPED,
         RESPONSE_REPLAYED,
         REPEATS_COMMITTED_WRITE,
+        APPROVAL_PENDING,
+        RESUMES_PENDING_CALL,
         CONSUMES_RESULT_OF,
         RESULT_CONSUMED_BY,
         MAY_CONSUME_UNRECORDED_RESULT,

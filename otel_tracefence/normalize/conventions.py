@@ -249,6 +249,25 @@ FRAMEWORK_ERROR_TEMPLATES = (
     ("smolagents", ">= 1.0, a managed agent called as a tool", r"Error executing request to team member '[^'\n]*' with arguments ",
      "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
 )
+# A framework's answer for a call it holds for human approval, recorded as the tool's result before the body runs
+# (docs/DECISIONS.md 600): (framework, versions, the key of a one-field result object holding the text, or None for a
+# result that is the text itself, the text's pattern (``re.fullmatch``), where it was read). Such a span is a pending
+# record: its step gets the note approval_pending and is held as before, unless the call's run after the resume
+# supersedes it (``normalize/pending.py``).
+APPROVAL_PENDING_RESULTS = (
+    ("google-adk", "read in 2.13 (FunctionTool / McpTool / BashTool require_confirmation)", "error",
+     r"This tool call requires confirmation, please approve or reject\.",
+     "google/adk-python src/google/adk/tools/_confirmation_utils.py (tool_context.request_confirmation, then this answer)"),
+)
+# A run paused for human input records its pause as its agent span's output: a finish reason among these on an
+# ``invoke_agent`` span's output event, its message the framework's record of the pause (Strands Agents: StopReason
+# "interrupt", "Agent was interrupted for human input", strands-agents/sdk-python src/strands/types/event_loop.py;
+# the message is str(AgentResult), the Python repr of the interrupts, src/strands/agent/agent_result.py __str__,
+# written by src/strands/telemetry/tracer.py end_agent_span). Text there that is not JSON holds no requested call
+# (docs/DECISIONS.md 601); JSON is read as any output is.
+PAUSE_FINISH_REASONS = frozenset({"interrupt"})
+PAUSE_FINISH_REASON_KEY = "finish_reason"  # the output event's attribute (GenAI event form: gen_ai.choice)
+INVOKE_AGENT = "invoke_agent"
 # Keys inside a JSON result whose string value is the text a framework handed the model (a LangChain ToolMessage's
 # content, an MCP or AI SDK text part): where a template is looked for besides a result that is itself a string.
 TEMPLATE_TEXT_KEYS = frozenset({"content", "text", "output", "result", "observation"})

@@ -4,7 +4,9 @@
   ``gen_ai.client.inference.operation.details`` event) holds messages whose ``parts``
   include ``{"type": "tool_call", "id", "name", "arguments"}``.
 * GenAI span events as Strands Agents writes them: a ``gen_ai.choice`` event whose
-  ``message`` holds content blocks ``{"toolUse": {"toolUseId", "name", "input"}}``.
+  ``message`` holds content blocks ``{"toolUse": {"toolUseId", "name", "input"}}``. On an agent span, an event
+  whose finish reason says the run paused for human input (``conventions.PAUSE_FINISH_REASONS``) records the
+  pause: its text, when not JSON, holds no call (docs/DECISIONS.md 601).
 * OpenAI-shaped messages: ``{"tool_calls": [{"id", "function": {"name", "arguments"}}]}``.
 * OpenInference: ``llm.output_messages.<i>.message.tool_calls.<j>.tool_call.{id,
   function.name, function.arguments}``.
@@ -31,7 +33,7 @@ from typing import Any, Iterator, Mapping
 from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
-    GEN_AI_OUTPUT_MESSAGES, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
+    GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
 )
@@ -104,17 +106,19 @@ def _part_call(part: dict) -> Call | Unread | None:
     return None
 
 
-def _message_calls(messages: Any) -> Iterator[Call | Unread]:
-    """Tool calls in a list of messages or content blocks (or one message), in any of the shapes above."""
+def _message_calls(messages: Any, pause: bool = False) -> Iterator[Call | Unread]:
+    """Tool calls in a list of messages or content blocks (or one message), in any of the shapes above. ``pause``:
+    the output is an agent run's record of its pause for human input (:func:`_pause_record`), whose text, when it is
+    not JSON, holds no call."""
     if isinstance(messages, str):
         try:
             messages = parse_json_text(messages)
         except JSONTextError as exc:  # a text that names no tool cannot hold a call (a plain-text answer)
-            if _mentions_tools(messages):
+            if _mentions_tools(messages) and not pause:
                 yield Unread(f"recorded output that mentions tools but is {exc}")
             return
         except RecursionError:
-            if _mentions_tools(messages):
+            if _mentions_tools(messages) and not pause:
                 yield Unread("recorded output that mentions tools but is nested too deep to read")
             return
     if isinstance(messages, dict):
@@ -168,13 +172,21 @@ def _vercel_calls(value: Any) -> Iterator[Call | Unread]:
         yield _call(f"an {VERCEL_TOOL_CALLS_KEY} entry", entry.get("toolCallId"), entry.get("toolName"), entry.get("input", entry.get("args")))
 
 
+def _pause_record(span: SpanView, event_attributes: Mapping[str, Any]) -> bool:
+    """True for an agent span's output event whose finish reason says the run paused for human input
+    (``conventions.PAUSE_FINISH_REASONS``): its message is the framework's record of the pause, not the model's output
+    (docs/DECISIONS.md 601)."""
+    reason = event_attributes.get(PAUSE_FINISH_REASON_KEY)
+    return isinstance(reason, str) and reason in PAUSE_FINISH_REASONS and span.attributes.get(GEN_AI_OPERATION) == INVOKE_AGENT
+
+
 def _event_calls(span: SpanView) -> Iterator[Call | Unread]:
     for event in span.events:
         if event.name not in _OUTPUT_EVENT_NAMES:
             continue
         for name, key in OUTPUT_EVENTS:
             if event.name == name and key in event.attributes:
-                yield from _message_calls(event.attributes[key])
+                yield from _message_calls(event.attributes[key], _pause_record(span, event.attributes))
 
 
 def _index(digits: str) -> tuple[int, str]:

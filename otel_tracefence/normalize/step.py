@@ -20,6 +20,7 @@ from otel_tracefence.normalize.conventions import (
 )
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, key_evidence, own_response, reconciled_key
+from otel_tracefence.normalize.pending import approval_pending
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
@@ -250,6 +251,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     status, notes = recorded_result_outcome(status, result, cut_off, malformed)
     if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
         status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
+    if result.recorded and approval_pending(result):  # the framework's answer: the call waits for approval (DECISIONS 600)
+        notes += (reasons.APPROVAL_PENDING,)
     if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)

@@ -30,6 +30,7 @@ from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_si
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, HttpRequest, KeyEvidence, http_request, key_evidence, reconciled_key
 from otel_tracefence.normalize.status import span_status
 from otel_tracefence.normalize.summary import summary_spans
+from otel_tracefence.normalize.pending import folded, superseded
 from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, result_status, span_to_step
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import bare_value_sha256, kept_arguments, span_arguments
@@ -626,7 +627,8 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
     client requests with one unsafe method and URL below a step. A Haystack
     ``ToolInvoker`` span gives one step per call it ran. Requested calls no span
     records are steps, and so is tool activity no convention reads
-    (``unrecognized_tool_span``). Never raises for any span; the order of ``spans``
+    (``unrecognized_tool_span``). A pending record a later run of its call supersedes
+    (``pending.py``) is no step. Never raises for any span; the order of ``spans``
     does not matter. A span given twice counts once; different spans sharing one
     span id each become a step of their own, malformed (field ``span_id``), neither
     an attempt nor holding any. ``config`` is read once, for the whole trace (``config_reading.py``).
@@ -724,6 +726,10 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
             result.steps.extend(steps)
         else:
             result.steps.append(_unrecognized_step(invoker, "a Haystack ToolInvoker whose input records no readable tool call", config))
+    if len(root_steps) > 1:  # a call held for approval, and its run after the resume (pending.py, docs/DECISIONS.md 600)
+        resumed = superseded(root_steps, by_id, requests)
+        if resumed:
+            result.steps = folded(result.steps, root_steps, resumed)
     if requests:
         # In trace order, not input order: the first request of a call id is the one that becomes its step.
         requests.sort(key=_request_order)
