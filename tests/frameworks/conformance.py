@@ -781,9 +781,9 @@ CELLS: list[Cell] = [
     cell("openai_agents", "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice"),
     cell("openai_agents", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown",)),), "a call waiting for approval (needs_approval) never approved: its span has arguments, no result, no label"),
     cell(
-        "openai_agents", "approval_interrupt_resume", "injected", (COMMITTED,),
-        "approved and run once after the resume: one committed write",
-        wrong_today="D: the interrupted run's approval-pending tool span (arguments, no result) is a second step of unknown effect; today review",
+        "openai_agents", "approval_interrupt_resume", "injected", (("create_invoice", "skip", ("write_committed", "resumes_pending_call")),),
+        "approved and run once after the resume: the interrupted run's pending span (arguments, no result, its run stopped "
+        "there) is superseded by that run, one committed write (DECISIONS 600)",
     ),
     cannot("openai_agents", "mcp_is_error", NO_MCP),
     # pydantic-ai, native
@@ -807,13 +807,12 @@ CELLS: list[Cell] = [
     cell("strands", "framework_retries", "review", RETRIED, "no tool retry in Strands: the model asks again, one write dispatched twice"),
     cell(
         "strands", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
-        "an interrupt (BeforeToolCallEvent) never answered: the requested write never ran",
-        wrong_today="D: the agent span's interrupt record is read as a requested call it cannot read (an extra step requested_call_unread)",
+        "an interrupt (BeforeToolCallEvent) never answered: the requested write never ran; the agent span's interrupt record "
+        "(finish reason interrupt) requests nothing (DECISIONS 601)",
     ),
     cell(
         "strands", "approval_interrupt_resume", "injected", (COMMITTED,),
-        "the interrupt answered, the write ran once: committed",
-        wrong_today="D: the agent span's interrupt record is an extra step (requested_call_unread, effect_unknown); today review",
+        "the interrupt answered, the write ran once: committed; the agent span's interrupt record requests nothing (DECISIONS 601)",
     ),
     cannot("strands", "mcp_is_error", NO_MCP),
     # Haystack, its own tracer

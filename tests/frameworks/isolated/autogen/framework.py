@@ -75,7 +75,8 @@ CELLS = [
         "failure. AutoGen would have to end the span ERROR on isError (or record the result); the write's outcome is unknown",
         wrong_today=(
             "A: fail-open: the UNSET span with no result from a producer that records none reads as committed "
-            "(skip write_committed, static) though the MCP tool failed"
+            "(skip write_committed, static) though the MCP tool failed; the span is write_commits' span to the attribute "
+            "(no arguments, no result, no status), so no rule on what the trace shows can hold one and pass the other"
         ),
     ),
 ]

@@ -32,16 +32,14 @@ CELLS = [
         "ReflectAndRetryToolPlugin (ADK's retry): its failure response (span unset) goes to the model, which asks again; one write dispatched twice",
     ),
     cell(
-        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "error_in_result")),),
-        "require_confirmation never answered: ADK's gate answers the call with its own error text, the body never ran (so no label)",
+        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "error_in_result", "approval_pending")),),
+        "require_confirmation never answered: ADK's gate answers the call with its own confirmation text (approval_pending), "
+        "the body never ran (so no label)",
     ),
     cell(
-        K, "approval_interrupt_resume", "injected", (COMMITTED,),
-        "require_confirmation, confirmed in the next run (adk_request_confirmation answered): the write ran once, committed",
-        wrong_today=(
-            "D: the gate's pending span (ADK's confirmation text as result, no label) and the confirmed run share the call id: "
-            "two steps, call_id_executed_more_than_once; today review"
-        ),
+        K, "approval_interrupt_resume", "injected", (("create_invoice", "skip", ("write_committed", "resumes_pending_call")),),
+        "require_confirmation, confirmed in the next run (adk_request_confirmation answered): the gate's pending span is "
+        "superseded by the confirmed run of the same call id, which ran once, committed (DECISIONS 600)",
     ),
     cannot(K, "mcp_is_error", NO_MCP),
 ]
