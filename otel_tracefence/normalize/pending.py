@@ -9,7 +9,7 @@ safe trace held. A span is such a pending record, superseded by the later run an
 everything the trace shows says so (docs/DECISIONS.md 600):
 
 * the span shows no run: no result and a status that is no error, or the framework's own approval-pending answer
-  as its result (noted ``approval_pending``); no ``tracefence.*`` label of its own (a body that ran could have set
+  as its result (noted ``approval_pending``) on a span whose own record is no error; no ``tracefence.*`` label of its own (a body that ran could have set
   one), no span below it, its arguments recorded;
 * its agent run stopped there: it is under an agent span, and nothing under that agent span started after it
   ended (no model call was given its outcome, no other call followed);
@@ -32,6 +32,7 @@ from otel_tracefence.core.model import OK, ToolStep, step_order
 from otel_tracefence.normalize.conventions import APPROVAL_PENDING_RESULTS, TRACEFENCE_INPUTS, agent_name
 from otel_tracefence.normalize.requested import RequestedCall
 from otel_tracefence.normalize.span_view import SpanView
+from otel_tracefence.normalize.status import observed_status
 from otel_tracefence.normalize.values import NOT_PARSED, Result
 
 _ANSWERS = tuple((key, re.compile(pattern)) for _, _, key, pattern, _ in APPROVAL_PENDING_RESULTS)
@@ -61,7 +62,9 @@ def approval_pending(result: Result) -> bool:
 def _shows_no_run(step: ToolStep, span: SpanView) -> bool:
     if step.requested_only or step.malformed or step.arguments_sha256 is None or any(key in span.attributes for key in TRACEFENCE_INPUTS):
         return False
-    return reasons.APPROVAL_PENDING in step.notes or (not step.result_recorded and step.status is OK)
+    if reasons.APPROVAL_PENDING in step.notes:  # its status is the answer's error: the span's own record must be none
+        return observed_status(span) is OK
+    return not step.result_recorded and step.status is OK
 
 
 def _agent_run(span: SpanView, by_id: Mapping[str, SpanView]) -> str | None:

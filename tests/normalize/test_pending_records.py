@@ -121,12 +121,14 @@ HTTP_BELOW = _at(json_span(TRACE, EXTRA, "POST", PENDING, **{"http.request.metho
     _interrupted_and_resumed(None, _model(EXTRA, RUN2, 151, 155, ("call_w2", "create_invoice", INVOICE))),  # asked again before the run
     _interrupted_and_resumed(_tool(PENDING, RUN1, 10, 20, **{"tracefence.effect": "write"})),  # its body labelled it: it ran
     _interrupted_and_resumed(_tool(PENDING, RUN1, 10, 20, error=True)),  # it failed
+    _interrupted_and_resumed(_tool(PENDING, RUN1, 10, 20, ADK_PENDING, call_id="call_w1", error=True),
+                             resumed=_tool(RESUMED, RUN2, 160, 170, "ok", call_id="call_w1")),  # a pending answer on a failed span
     _interrupted_and_resumed(_tool(PENDING, RUN1, 10, 20), HTTP_BELOW),  # a request below it
     _interrupted_and_resumed(_tool(PENDING, RUN1, 10, 20, call_id="call_w1"), resumed=_tool(RESUMED, RUN2, 160, 170, "ok", call_id="call_w9")),
     _interrupted_and_resumed(None, resumed=_tool(RESUMED, RUN2, 160, 170, "ok", **{"gen_ai.tool.call.arguments": '{"customer": "b"}'})),
     _interrupted_and_resumed(None, resumed=_tool(RESUMED, RUN1, 30, 40, "ok")),  # the same agent run
     (_session(), _model(MODEL1, SESSION, 1, 9, ("call_w1", "create_invoice", INVOICE)), _tool(PENDING, SESSION, 10, 20), _tool(RESUMED, SESSION, 160, 170, "ok")),
-], ids=["run went on", "asked again", "labelled", "error", "request below", "other call id", "other arguments", "same run", "no agent span"])
+], ids=["run went on", "asked again", "labelled", "error", "pending answer, error", "request below", "other call id", "other arguments", "same run", "no agent span"])
 def test_a_span_not_surely_a_pending_record_stays_a_step(tmp_path: Path, spans: tuple) -> None:
     _, steps = _plan(tmp_path, *spans)
     assert len([s for s in steps if s[0] == "create_invoice"]) >= 2
