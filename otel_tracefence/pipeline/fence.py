@@ -393,17 +393,26 @@ class Fence(Generic[P]):
         """Hand on spans whose traces were not planned (``reason``: why, a code of ``otel_tracefence.core.reasons``),
         failing closed: every span annotated ``review``, partial, with ``tracefence.trace.reasons`` = ``[reason]``
         (:func:`annotate.unplanned_attributes`), whatever it holds, ``UNPLANNED_EMIT_SPANS`` spans per ``emit``;
-        then one review item per trace (its id, class ``review``, partial, no step: an existing item keeps its
-        steps), ``UNPLANNED_REVIEW_BATCH`` per transaction (the sink's ``upsert_many``) until ``until``
-        (``time.monotonic()``); a transaction that fails is written again one item at a time, and two failures in a
-        row end the writes. Items not written by then, or whose write failed, are counted and logged with
-        their trace ids. ``traces``: ``(view or None, payload)`` by trace id (hex). Never raises; a span that
-        cannot be annotated is handed on as it came, counted as an error."""
+        and one review item per trace (its id, class ``review``, partial, no step: an existing item keeps its
+        steps), written beside the spans, on a thread of its own started before the first span is annotated
+        (:meth:`_write_unplanned_reviews`, until ``until``, ``time.monotonic()``): neither waits on the other, so
+        a slow annotation under load does not use up the time of the items, nor a locked review store that of the
+        spans (DECISIONS 690). Returns once both are done, or at ``until`` with the writer still waiting on the
+        store (what it owes is then the stop's to log). ``traces``: ``(view or None, payload)`` by trace id (hex).
+        Never raises; a span that cannot be annotated is handed on as it came, counted as an error."""
         extra = annotate.unplanned_attributes(reason)
         attrs = self.telemetry.attributes
         owes = self._review_sink is not None and ReplayClass.REVIEW.value in self._review_classes
+        writer = None
         if owes:  # before the spans go: released as their items are written
             self._pin(list(traces))
+            items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
+            writer = threading.Thread(
+                target=self._write_unplanned_reviews, args=(items, reason, until), name="tracefence-unplanned-reviews", daemon=True
+            )  # fmt: skip
+            writer.start()
+        else:
+            self._paid_at_stop(traces)  # no item is owed
         spans_total = sum(len(spans) for spans in traces.values())
         _log.warning("tracefence %s: %d trace(s) (%d spans) handed on without a plan, as review (%s)", attrs[COMPONENT], len(traces), spans_total, reason)
         self.telemetry.spans_received.add(spans_total, attrs)
@@ -421,10 +430,15 @@ class Fence(Generic[P]):
                 out = []
         if out:
             guarded(self.telemetry, "emit", lambda: self._emit(out))
-        if self._review_sink is None or ReplayClass.REVIEW.value not in self._review_classes:
-            self._paid_at_stop(traces)  # no item is owed
-            return
-        items = [(TracePlan(trace_id=t, replay_class=ReplayClass.REVIEW, steps=(), partial=True), self._first_service(spans)) for t, spans in traces.items()]
+        if writer is not None:
+            writer.join(timeout=None if until is None else max(0.0, until - time.monotonic()) + 0.1)
+
+    def _write_unplanned_reviews(self, items: list[tuple[TracePlan, str]], reason: str, until: float | None) -> None:
+        """Write the review items of traces handed on without a plan (``(plan, service name)``), ``UNPLANNED_REVIEW_BATCH``
+        per transaction (the sink's ``upsert_many``) until ``until`` (``time.monotonic()``); a transaction that
+        fails is written again one item at a time, and two failures in a row end the writes (DECISIONS 290). Items
+        not written by then, or whose write failed, are counted and logged with their trace ids. Never raises."""
+        attrs = self.telemetry.attributes
         written, at, one_by_one_until, in_a_row = 0, 0, 0, 0
         lost: list[str] = []
         while at < len(items) and in_a_row < 2 and (until is None or time.monotonic() < until):
