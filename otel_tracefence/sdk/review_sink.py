@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import TracePlan
-from otel_tracefence.pipeline.fence import ReviewSink, open_review_sink
+from otel_tracefence.pipeline.review_writer import ReviewSink, open_review_sink
 from otel_tracefence.review.targets import display_target
 
 _log = logging.getLogger("otel_tracefence.sdk")
@@ -24,7 +24,7 @@ class ReviewStoreNotOpen(OSError):
 
 
 class ReviewStoreWhenOpen:
-    """A :class:`~otel_tracefence.pipeline.fence.ReviewSink` over the store ``config.review_db`` names, opened at the
+    """A :class:`~otel_tracefence.pipeline.review_writer.ReviewSink` over the store ``config.review_db`` names, opened at the
     first write that finds it openable. Until then every write raises :class:`ReviewStoreNotOpen`, so the fence holds
     the item and retries (its retry pauses, up to 30 s apart). ``first_error``: why the first open failed."""
 

@@ -9,7 +9,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_tracefence.pipeline import annotate
 from otel_tracefence.core.config import TraceFenceConfig
-from otel_tracefence.pipeline.fence import Fence, ReviewSink, open_review_sink
+from otel_tracefence.pipeline.fence import Fence
+from otel_tracefence.pipeline.review_writer import ReviewSink, open_review_sink
 from otel_tracefence.normalize import SpanView, from_readable
 from otel_tracefence.normalize.span_view import span_id_hex, trace_id_hex
 

@@ -97,7 +97,7 @@ def test_a_failed_batch_write_holds_every_item_and_still_hands_the_spans_on():
     assert log == [("upsert_many", trace_ids(3), ["billing-agent"])] + [("emit", 2)] * 3
     assert review_writes(reader) == {"failed": 3}
     assert made.pending_reviews() == 3
-    made._retry_stop.set()  # no retry while the test ends
+    made.reviews.stop_retries()  # no retry while the test ends
 
 
 @pytest.mark.parametrize("count", [3, HAND_ON_TRACES + 2])
@@ -154,7 +154,7 @@ def test_an_item_the_database_refuses_alone_is_set_aside_and_the_items_behind_it
     poison = ids[2]
     log: list = []
     made, reader = fence(poisoned_store(tmp_path / "review.db", poison), log)  # type: ignore[arg-type]
-    made._retry_stop.set()  # no retry thread: the flushes below are the retries
+    made.reviews.stop_retries()  # no retry thread: the flushes below are the retries
     made.add_batch(traces(5))
     assert stored(tmp_path / "review.db") == set()  # the one transaction failed whole
     assert review_writes(reader) == {"failed": 5}
@@ -192,7 +192,7 @@ def test_the_retry_thread_writes_the_items_behind_a_refused_one(tmp_path):
         time.sleep(0.05)
     assert stored(tmp_path / "review.db") == set(ids[1:])
     assert made.pending_reviews() == 1
-    made._retry_stop.set()
+    made.reviews.stop_retries()
     made.shutdown()
 
 
@@ -201,7 +201,7 @@ def test_a_retry_pass_against_a_failing_sink_ends_at_its_second_failure(caplog):
     nothing aside."""
     log: list = []
     made, reader = fence(RecordingSink(log, failing=True), log)
-    made._retry_stop.set()
+    made.reviews.stop_retries()
     made.add_batch(traces(4))
     log.clear()
     made.flush()
