@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(subparsers)
     tools.add_parser(subparsers)
     ui.add_parser(subparsers)
-    completion.add_parser(subparsers)
+    completion.add_parser(subparsers, parser)
     _everywhere(parser)
     return parser
 

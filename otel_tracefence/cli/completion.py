@@ -16,7 +16,8 @@ SHELLS = ("bash", "zsh", "tcsh")
 FILE_DESTS = frozenset({"files", "file", "config", "db", "review_db", "output_file", "ca_file", "worker_of"})
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction, root: argparse.ArgumentParser) -> None:
+    """The ``completion`` command of ``root`` (the whole command line, which its script completes)."""
     parser = subparsers.add_parser(
         "completion",
         help="print the shell completion script (bash, zsh or tcsh)",
@@ -25,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "`eval \"$(tracefence completion bash)\"` in ~/.bashrc. See docs/cli.md.",
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, completed_parser=root)
 
 
 def _mark_files(parser: argparse.ArgumentParser, file_completion: dict) -> None:
@@ -37,17 +38,14 @@ def _mark_files(parser: argparse.ArgumentParser, file_completion: dict) -> None:
             action.complete = file_completion  # type: ignore[attr-defined] - shtab reads this attribute
 
 
-def script(shell: str) -> str:
-    """The completion script for ``shell`` of the whole ``tracefence`` command line."""
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for ``shell`` of ``parser`` (the whole ``tracefence`` command line)."""
     import shtab
 
-    from otel_tracefence.cli import build_parser
-
-    parser = build_parser()
     _mark_files(parser, shtab.FILE)
     return shtab.complete(parser, shell=shell)
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    sys.stdout.write(script(args.shell))
+    sys.stdout.write(script(args.completed_parser, args.shell))
     return 0
