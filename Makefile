@@ -13,7 +13,7 @@ ENGINE_SOURCES := $(shell $(PYTHON) -c "import runpy; m = runpy.run_path('otel_t
 
 $(VENV)/.installed: pyproject.toml setup.py otel_tracefence/compiled.py $(ENGINE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[serve,ui,postgres,test]'
 	touch $@
 
 setup: $(VENV)/.installed

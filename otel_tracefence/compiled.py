@@ -4,8 +4,10 @@
 Cython and a C compiler are present; the ``.py`` files stay beside the extension modules and are the
 fallback. There is one source: the extension modules are those ``.py`` files, compiled.
 
-Python imports an extension module before a ``.py`` file of the same name. :class:`SourceOnlyFinder`,
-installed at the front of ``sys.meta_path`` when the package is imported, changes that in two cases:
+Python imports an extension module before a ``.py`` file of the same name. :class:`SourceFirstFileFinder`,
+registered when the package is imported as the finder of the package's own directories (in
+``sys.path_importer_cache``, nothing in ``sys.meta_path`` or ``sys.path_hooks``: no other import of the
+process goes through it), changes that in two cases:
 
 * ``TRACEFENCE_PURE_PYTHON`` is set to ``1`` / ``true`` / ``yes`` / ``on`` (read once, when
   ``otel_tracefence`` is first imported): every module of the package loads from its ``.py`` file;
@@ -23,13 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.abc
 import importlib.machinery
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Iterable
 
 #: The engine's modules, as globs relative to the directory that holds the package: the normalizer,
 #: the planner and the helpers they call per span (measured: bench/README.md, "Compiled engine"), and
@@ -50,12 +52,16 @@ PURE_PYTHON_ENV = "TRACEFENCE_PURE_PYTHON"
 BUILD_RECORD = "_compiled_sources.json"
 
 _PACKAGE = "otel_tracefence"
+#: The distribution's name (pyproject.toml): where :func:`installed_version` reads the version.
+DISTRIBUTION = "otel-tracefence"
 _ROOT = Path(__file__).resolve().parent.parent
 _log = logging.getLogger("otel_tracefence")
 _SOURCE_LOADERS = (
     (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES),
     (importlib.machinery.SourcelessFileLoader, importlib.machinery.BYTECODE_SUFFIXES),
 )
+#: Python's own order for a directory's modules (``importlib._bootstrap_external._get_supported_file_loaders``).
+_ALL_LOADERS = ((importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES), *_SOURCE_LOADERS)
 
 
 def engine_files(root: Path = _ROOT) -> list[Path]:
@@ -81,38 +87,42 @@ def env_flag(name: str, environ: os._Environ | dict = os.environ) -> bool:
     return environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-class SourceOnlyFinder(importlib.abc.MetaPathFinder):
-    """Loads modules of the package from their ``.py`` files: all of them (``pure=True``), or those whose
-    extension module was not built from the source on disk (by :data:`BUILD_RECORD`)."""
+class SourceFirstFileFinder(importlib.machinery.FileFinder):
+    """The standard finder of one directory of the package (extension modules, then ``.py``, then ``.pyc``,
+    as Python's own), except that a module of the package whose extension module must not be used loads from
+    its ``.py`` file: every one (``pure``), or one whose extension module was not built from the source on disk
+    (by :data:`BUILD_RECORD`). Registered in ``sys.path_importer_cache`` for the package's own directories
+    only (:func:`install_finder`): no other import of the process goes through it."""
+
+    def __init__(self, path: str, policy: "_Policy") -> None:
+        super().__init__(path, *_ALL_LOADERS)
+        self.policy = policy
+
+    def find_spec(self, fullname: str, target=None):  # noqa: ANN001 - the FileFinder protocol
+        spec = super().find_spec(fullname, target)
+        if spec is None or not fullname.startswith(_PACKAGE + "."):
+            return spec
+        if isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            source = importlib.machinery.FileFinder(self.path, *_SOURCE_LOADERS).find_spec(fullname, target)
+            # Any module of the package, not only those ENGINE_SOURCES names now: one dropped from the
+            # list may have left an old extension module beside its source.
+            if source is not None and source.origin is not None and (self.policy.pure or self.policy.stale(fullname, Path(source.origin))):
+                spec = source
+        for location in spec.submodule_search_locations or ():  # a subpackage: its directory is the package's too
+            _register(location, self.policy)
+        return spec
+
+
+class _Policy:
+    """Which extension modules of the package are not loaded: all (``pure``), or those built from another source."""
 
     def __init__(self, pure: bool) -> None:
         self.pure = pure
         self._stale_warned: set[str] = set()
         self._record: dict[str, str] | None = None
 
-    def find_spec(self, fullname: str, path, target=None):  # noqa: ANN001 - the MetaPathFinder protocol
-        if not path or not fullname.startswith(_PACKAGE + "."):
-            return None
-        spec = self._source_spec(fullname, path)
-        if self.pure or spec is None:
-            return spec
-        # Any module of the package, not only those ENGINE_SOURCES names now: one dropped from the
-        # list may have left an old extension module beside its source.
-        return spec if self._compiled_and_stale(fullname, Path(spec.origin)) else None
-
-    @staticmethod
-    def _source_spec(fullname: str, path) -> importlib.machinery.ModuleSpec | None:  # noqa: ANN001
-        for entry in path:
-            spec = importlib.machinery.FileFinder(entry, *_SOURCE_LOADERS).find_spec(fullname)
-            if spec is not None and spec.origin is not None:
-                return spec
-        return None
-
-    def _compiled_and_stale(self, fullname: str, source: Path) -> bool:
-        """True when an extension module sits beside ``source`` and was not built from it (warned once)."""
-        stem = source.with_suffix("")
-        if not any(stem.with_name(stem.name + suffix).exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
-            return False
+    def stale(self, fullname: str, source: Path) -> bool:
+        """True when the extension module beside ``source`` was not built from it (warned once per module)."""
         try:
             key = source.resolve().relative_to(_ROOT).as_posix()
         except ValueError:
@@ -133,14 +143,46 @@ class SourceOnlyFinder(importlib.abc.MetaPathFinder):
         return True
 
 
-def install_finder(environ: os._Environ | dict = os.environ) -> SourceOnlyFinder:
-    """Put a :class:`SourceOnlyFinder` at the front of ``sys.meta_path`` (once) and return it."""
-    for finder in sys.meta_path:
-        if isinstance(finder, SourceOnlyFinder):
-            return finder
-    finder = SourceOnlyFinder(pure=env_flag(PURE_PYTHON_ENV, environ))
-    sys.meta_path.insert(0, finder)
-    return finder
+def _register(location: str, policy: _Policy) -> None:
+    """Make :class:`SourceFirstFileFinder` the finder of the package directory ``location`` (the exact string of a
+    ``__path__``, as ``PathFinder`` looks it up), unless it already is."""
+    if not isinstance(sys.path_importer_cache.get(location), SourceFirstFileFinder):
+        sys.path_importer_cache[location] = SourceFirstFileFinder(location, policy)
+
+
+def _has_extension_modules(directories: Iterable[str]) -> bool:
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    return any(name.endswith(suffixes) for directory in directories for _, _, names in os.walk(directory) for name in names)
+
+
+def install_finder(package_path: Iterable[str] | None = None, environ: os._Environ | dict = os.environ) -> SourceFirstFileFinder | None:
+    """Register :class:`SourceFirstFileFinder` for the package's directories (``package_path``: the package's
+    ``__path__``; its subpackages' directories are registered as they are found) and return the top one's; or,
+    when the engine is not forced to pure Python and the package holds no extension module (an install without
+    a compiler), register nothing and return None. Never touches ``sys.meta_path`` nor ``sys.path_hooks``."""
+    paths = list(sys.modules[_PACKAGE].__path__ if package_path is None else package_path)
+    if not paths:
+        return None
+    existing = sys.path_importer_cache.get(paths[0])
+    if isinstance(existing, SourceFirstFileFinder):  # once
+        return existing
+    pure = env_flag(PURE_PYTHON_ENV, environ)
+    if not (pure or _has_extension_modules(paths)):
+        return None
+    policy = _Policy(pure)
+    for location in paths:
+        _register(location, policy)
+    return sys.path_importer_cache[paths[0]]
+
+
+def installed_version() -> str:
+    """The installed distribution's version (``otel-tracefence``, its metadata), or ``unknown`` when it is not installed."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def engine() -> str:

@@ -166,17 +166,20 @@ def test_compiled_and_pure_processors_annotate_alike():
     assert any(key == "tracefence.replay.class" for attrs in annotated for key, _ in attrs)
 
 
+def _finder(pure: bool, directory: Path) -> compiled.SourceFirstFileFinder:
+    return compiled.SourceFirstFileFinder(str(directory), compiled._Policy(pure))
+
+
 def test_pure_finder_loads_every_module_from_its_source():
-    finder = compiled.SourceOnlyFinder(pure=True)
     from otel_tracefence import planner
 
-    spec = finder.find_spec("otel_tracefence.planner.rules", planner.__path__)
+    finder = _finder(True, Path(planner.__path__[0]))
+    spec = finder.find_spec("otel_tracefence.planner.rules")
     assert type(spec.loader) is importlib.machinery.SourceFileLoader
     assert spec.origin == str(Path(planner.__file__).with_name("rules.py"))
-    package = finder.find_spec("otel_tracefence.normalize", otel_tracefence.__path__)
+    package = _finder(True, Path(otel_tracefence.__path__[0])).find_spec("otel_tracefence.normalize")
     assert package.origin.endswith("normalize/__init__.py") and package.submodule_search_locations
-    assert finder.find_spec("json", None) is None
-    assert finder.find_spec("otel_tracefence_other.x", planner.__path__) is None
+    assert finder.find_spec("otel_tracefence.planner.no_such_module") is None
 
 
 def test_an_extension_built_from_another_source_is_not_loaded():
@@ -184,14 +187,64 @@ def test_an_extension_built_from_another_source_is_not_loaded():
     _compiled_engine_or_skip()
     from otel_tracefence import planner
 
-    finder = compiled.SourceOnlyFinder(pure=False)
-    assert finder.find_spec("otel_tracefence.planner.rules", planner.__path__) is None  # as built: the extension
-    assert finder.find_spec("otel_tracefence.cli", otel_tracefence.__path__) is None  # no extension module beside it
-    finder._record = {"otel_tracefence/planner/rules.py": "0" * 64}  # as if the source changed since the build
-    spec = finder.find_spec("otel_tracefence.planner.rules", planner.__path__)
+    finder = _finder(False, Path(planner.__path__[0]))
+    assert type(finder.find_spec("otel_tracefence.planner.rules").loader) is importlib.machinery.ExtensionFileLoader  # as built
+    top = _finder(False, Path(otel_tracefence.__path__[0]))
+    assert type(top.find_spec("otel_tracefence.cli").loader) is importlib.machinery.SourceFileLoader  # no extension module beside it
+    finder.policy._record = {"otel_tracefence/planner/rules.py": "0" * 64}  # as if the source changed since the build
+    spec = finder.find_spec("otel_tracefence.planner.rules")
     assert type(spec.loader) is importlib.machinery.SourceFileLoader
-    finder._record = {}  # no record of the build at all: not trusted either
-    assert type(finder.find_spec("otel_tracefence.planner.rules", planner.__path__).loader) is importlib.machinery.SourceFileLoader
+    finder.policy._record = {}  # no record of the build at all: not trusted either
+    assert type(finder.find_spec("otel_tracefence.planner.rules").loader) is importlib.machinery.SourceFileLoader
+
+
+_SCOPE_CHILD = """
+import json, sys
+before = (list(sys.meta_path), list(sys.path_hooks))
+import otel_tracefence, otel_tracefence.planner.rules, otel_tracefence.normalize.step, otel_tracefence.sdk
+import email.mime.text  # a module of the host process, imported after the package
+from otel_tracefence.compiled import SourceFirstFileFinder
+ours = sorted(key for key, finder in sys.path_importer_cache.items() if isinstance(finder, SourceFirstFileFinder))
+print(json.dumps({
+    "engine": otel_tracefence.engine(),
+    "meta_path_unchanged": list(sys.meta_path) == before[0],
+    "path_hooks_unchanged": list(sys.path_hooks) == before[1],
+    "ours": ours,
+    "package_root": otel_tracefence.__path__[0],
+    "email_loader": type(sys.modules["email.mime.text"].__spec__.loader).__name__,
+    "rules_loader": type(sys.modules["otel_tracefence.planner.rules"].__spec__.loader).__name__,
+}))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["as-installed", "pure-python"])
+def test_the_finder_is_scoped_to_the_package_directories(pure):
+    """Importing the package adds nothing to sys.meta_path or sys.path_hooks (no hook ahead of, or behind, the
+    standard finders): the package's own directories get their finder, and no other import goes through it."""
+    got = run_child(_SCOPE_CHILD, pure=pure)
+    assert got["meta_path_unchanged"] and got["path_hooks_unchanged"]
+    assert got["email_loader"] == "SourceFileLoader"
+    assert got["ours"] and all(key == got["package_root"] or key.startswith(got["package_root"] + os.sep) for key in got["ours"])
+    if pure:
+        assert (got["engine"], got["rules_loader"]) == ("python", "SourceFileLoader")
+        assert got["package_root"] in got["ours"] and os.path.join(got["package_root"], "planner") in got["ours"]
+    elif got["engine"] == "compiled":
+        assert got["rules_loader"] == "ExtensionFileLoader"
+
+
+def test_without_extension_modules_and_not_forced_no_finder_is_registered(tmp_path):
+    """An install without a compiler (no extension module in the package) with the switch off: nothing is registered."""
+    (tmp_path / "planner").mkdir()
+    (tmp_path / "planner" / "rules.py").write_text("")
+    assert compiled.install_finder([str(tmp_path)], environ={}) is None
+    assert str(tmp_path) not in sys.path_importer_cache
+    finder = compiled.install_finder([str(tmp_path)], environ={compiled.PURE_PYTHON_ENV: "1"})
+    try:
+        assert isinstance(finder, compiled.SourceFirstFileFinder) and finder.policy.pure
+        assert sys.path_importer_cache[str(tmp_path)] is finder
+        assert compiled.install_finder([str(tmp_path)], environ={}) is finder  # once
+    finally:
+        sys.path_importer_cache.pop(str(tmp_path), None)
 
 
 def test_the_build_record_names_every_compiled_module():

@@ -1,4 +1,9 @@
-"""``tracefence plan FILE|-``: plan the traces in a file and print them."""
+"""``tracefence plan FILE...``: plan the traces in each file (``-``: standard input; gzip read as such) and print them.
+
+Each file is planned alone, in the order given, and the plans are printed in that order; a file that cannot be
+read or is rejected rejects the run (exit 2, nothing printed on standard output), each such file named with its
+reason. A trace split across two files is planned in each as the part it has there (partial: a span names a parent
+the file lacks); ``cat`` the files into one to plan it whole (docs/DECISIONS.md 655)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import sys
 from typing import Iterable, Sequence, TypeVar
 
 from otel_tracefence.cli import table
+from otel_tracefence.cli.inputs import STDIN, read_input
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import Decision, ReplayClass, TracePlan
 from otel_tracefence.core.reasons import RESULT_NOT_RECORDED
@@ -22,12 +28,13 @@ T = TypeVar("T")
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
-        help="plan the traces in a file",
-        description="Plan every trace in FILE (OTLP/JSON, JSON rows, NDJSON rows or CSV rows; - for standard input); "
+        help="plan the traces in one or more files",
+        description="Plan every trace in each FILE (OTLP/JSON, JSON rows, NDJSON rows or CSV rows; - for standard input; "
+        "gzip-compressed files, such as *.gz, are decompressed), each file alone, in the order given; "
         "a file of plans this command wrote (--format json, either schema) is read back as written. "
         "Exit 0 on success, 1 when --fail-on is met, 2 when the input is rejected.",
     )
-    parser.add_argument("file", help="input file, or - for standard input")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="input files (plain or gzip), or - for standard input")
     parser.add_argument("--input-format", choices=("auto", *FORMATS), default="auto", help="input format (default: auto-detect)")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="json: one TracePlan per line (enum values as words: review, skip; plan JSON schema 2); table: for people")
     parser.add_argument("--fail-on", choices=[c.value for c in ReplayClass if c is not ReplayClass.DYNAMIC], help="exit 1 when any trace's class is at or past this one, or any trace is partial (steps may be missing)")
@@ -39,20 +46,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "and the service do, with a warning naming it; reject (default for rows): exit 2 naming each bad row or span",
     )
     parser.set_defaults(run=run)
-
-
-def _read(path: str, limit: int) -> bytes:
-    """The bytes of ``path`` (``-``: standard input), at most ``limit`` (``limits.max_input_bytes``): one byte more
-    is read to see there are more, never the rest. Raises :class:`UnreadableInput` for a larger (or endless) input,
-    naming the limit (docs/DECISIONS.md 504), and ``OSError`` for a file that cannot be opened."""
-    if path == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-    else:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise UnreadableInput(f"the input is larger than limits.max_input_bytes ({limit} bytes): not read; raise the limit or split the input")
-    return data
 
 
 def terminal_progress(items: Sequence[T], total: int) -> Iterable[T]:
@@ -67,26 +60,50 @@ def terminal_progress(items: Sequence[T], total: int) -> Iterable[T]:
     return tqdm(items, total=total, desc="tracefence plan", unit="trace", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
+def _say(path: str, message: str) -> None:
+    print(f"tracefence plan: {path}: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    text = decode_utf8(_read(args.file, config.limits.max_input_bytes))
-    outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress)
-    for message in outcome.messages:
-        print(f"tracefence plan: {args.file}: {message}", file=sys.stderr)
-    if outcome.rejected:
+    if args.files.count(STDIN) > 1:
+        _say(STDIN, "standard input given more than once: it can be read once; nothing was planned")
         return EXIT_REJECTED
-    plans = outcome.plans
-    if args.fail_on and not plans:
+    planned: list[tuple[str, TracePlan]] = []
+    json_parts: list[str] = []
+    rejected = False
+    for path in args.files:
+        try:
+            text = decode_utf8(read_input(path, config.limits.max_input_bytes))
+            outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress)
+        except UnreadableInput as exc:
+            _say(path, f"{exc}; nothing was planned")
+            rejected = True
+            continue
+        except OSError as exc:
+            _say(path, f"{exc.strerror or exc}; nothing was planned")
+            rejected = True
+            continue
+        for message in outcome.messages:
+            _say(path, message)
+        rejected = rejected or outcome.rejected
+        planned.extend((path, plan) for plan in outcome.plans)
+        json_parts.append(outcome.json_lines())
+    if rejected:
+        if len(args.files) > 1:
+            print("tracefence plan: a file was rejected: nothing was printed", file=sys.stderr)
+        return EXIT_REJECTED
+    if args.fail_on and not planned:
         # A gate that passes on nothing fails open: an empty export is an input to fix (docs/DECISIONS.md 206).
-        print(f"tracefence plan: {args.file}: --fail-on {args.fail_on}: nothing to check, so the gate does not pass; nothing was planned", file=sys.stderr)
+        _say(", ".join(args.files), f"--fail-on {args.fail_on}: nothing to check, so the gate does not pass; nothing was planned")
         return EXIT_REJECTED
     if args.format == "json":
-        sys.stdout.write(outcome.json_lines())
+        sys.stdout.write("".join(json_parts))
     else:
-        print(table.render(plans))
+        print(table.render([plan for _, plan in planned]))
     if args.fail_on:
-        met = [p for p in plans if meets_fail_on(p, args.fail_on)]
-        for plan in met:
-            print(f"tracefence plan: {args.file}: {fail_on_line(plan, args.fail_on)}", file=sys.stderr)
+        met = [(path, plan) for path, plan in planned if meets_fail_on(plan, args.fail_on)]
+        for path, plan in met:
+            _say(path, fail_on_line(plan, args.fail_on))
         if met:
             return EXIT_FAIL_ON
     return EXIT_OK

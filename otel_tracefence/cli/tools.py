@@ -19,6 +19,8 @@ Files are read as ``tracefence plan`` reads them (any format, auto-detected); a
 malformed row or span is counted as the ``review`` step the processor would make,
 and named in a warning. ``--db`` reads the plans of every item in a review
 database (open and resolved): only traces that were held are there.
+``--format json`` prints one JSON object per tool and line instead of the table and the audit (:func:`json_lines`).
+Files may be gzip-compressed (:mod:`otel_tracefence.cli.inputs`).
 Exit 0 on success, 2 when a file or the database cannot be read.
 """
 
@@ -32,8 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
-from otel_tracefence.cli.plan import _read
-
+from otel_tracefence.cli.inputs import STDIN, read_input
 from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.cli.table import cell
 from otel_tracefence.core.reasons import EFFECT_CONTRADICTED_BY_DISPATCH
@@ -143,6 +144,33 @@ def audit(summaries: Sequence[ToolSummary]) -> str:
     return "\n".join([AUDIT_HEAD, *("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)])
 
 
+def _count_map(counter: Counter) -> dict[str, int]:
+    """A counter as a JSON object, most first, then by name (the table's order)."""
+    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def json_lines(summaries: Sequence[ToolSummary]) -> str:
+    """``--format json``: one JSON object per tool and line, in table order, with the table's and the audit's
+    columns as fields (counts as objects, ``{"ok": 2, "timeout": 1}``; names as the traces spell them, not
+    escaped for a terminal); ``""`` when there is no tool step."""
+    lines = []
+    for t in summaries:
+        record = {
+            "tool": t.tool,
+            "calls": t.calls,
+            "effects": _count_map(t.effects),
+            "sources": _count_map(t.sources),
+            "statuses": _count_map(t.statuses),
+            "review": t.held,
+            "example": t.example,
+            "unlabelled": t.unlabelled,
+            "contradicted": _count_map(t.contradicted),
+            "contradictedExample": t.contradicted_example,
+        }
+        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return "".join(lines)
+
+
 def glob_literal(name: str) -> str:
     """A ``fnmatch`` glob matching exactly ``name``: ``*``, ``?`` and ``[`` are bracketed."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
@@ -181,12 +209,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="list the tools the traces show: calls, effect and its source, statuses, steps held",
         description="One line per tool in the traces of FILE... (any format tracefence plan reads) or in a review "
         "database (--db): calls, effect and its source, status counts, steps held for review, an example call id. "
+        "Files may be gzip-compressed. --format json prints one JSON object per tool and line. "
         "--rules-skeleton prints a YAML tool_rules block for the tools with no known effect instead. "
         "Exit 0 on success, 2 when an input cannot be read.",
     )
-    parser.add_argument("files", nargs="*", metavar="FILE", help="trace files (OTLP/JSON, JSON rows, NDJSON rows, CSV rows; - for standard input)")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="trace files (OTLP/JSON, JSON rows, NDJSON rows, CSV rows; plain or gzip; - for standard input)")
     parser.add_argument("--db", metavar="DB", default=None, help="read the plans in this review database instead of files")
     parser.add_argument("--input-format", choices=("auto", *FORMATS), default="auto", help="format of every FILE (default: auto-detect each)")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="table (default): for people, with the audit below; json: one object per tool and line (JSON Lines)")
     parser.add_argument("--rules-skeleton", action="store_true", help="print a YAML tool_rules block for every tool whose effect is unknown")
     parser.set_defaults(run=run)
 
@@ -204,7 +234,7 @@ def calls_in_files(paths: Sequence[str], input_format: str, config: TraceFenceCo
     calls: list[Call] = []
     for path in paths:
         try:
-            text = decode_utf8(_read(path, config.limits.max_input_bytes))
+            text = decode_utf8(read_input(path, config.limits.max_input_bytes))
             warnings: list[InputError] = []
             plans, errors = plan_text(text, input_format, config, warnings=warnings)
         except UnreadableInput as exc:
@@ -264,6 +294,10 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
 
     if bool(args.files) == bool(args.db):
         return _fail("give trace files (FILE...) or a review database (--db DB), not both and not neither")
+    if args.rules_skeleton and args.format == "json":
+        return _fail("--rules-skeleton prints YAML: give it without --format json")
+    if args.files.count(STDIN) > 1:
+        return _fail("-: standard input given more than once: it can be read once; nothing was listed")
     warn: list[str] = []
     skipped: list = []  # review items that cannot be read: the others are summarized, and the exit is 2
     if args.db:
@@ -285,6 +319,8 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     summaries = summarize(calls)
     if args.rules_skeleton:
         print(skeleton(summaries))
+    elif args.format == "json":
+        sys.stdout.write(json_lines(summaries))
     elif summaries:
         print(render(summaries))
         contradicted = audit(summaries)

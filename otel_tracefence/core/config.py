@@ -209,6 +209,15 @@ def check_upstream_endpoint(value: str, protocol: str | None = None) -> str:
     return value.strip()
 
 
+def check_trace_url_template(value: str) -> str:
+    """``ui.trace_url_template``: empty, or an ``http(s)://`` URL holding ``{trace_id}``. Raises ``ValueError`` naming it."""
+    if value and "{trace_id}" not in value:
+        raise ValueError(f"{value!r}: a trace URL template must hold {{trace_id}}")
+    if value and urllib.parse.urlsplit(value).scheme not in ("http", "https"):
+        raise ValueError(f"{value!r}: a trace URL template must start with http:// or https://")
+    return value
+
+
 class UpstreamSettings(BaseModel):
     """One OTLP endpoint decided spans are forwarded to (a Collector, Jaeger, Tempo, an OTLP/HTTP intake...)."""
 
@@ -442,11 +451,7 @@ class UiSettings(BaseModel):
     @field_validator("trace_url_template")
     @classmethod
     def _template(cls, value: str) -> str:
-        if value and "{trace_id}" not in value:
-            raise ValueError(f"{value!r}: a trace URL template must hold {{trace_id}}")
-        if value and urllib.parse.urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError(f"{value!r}: a trace URL template must start with http:// or https://")
-        return value
+        return check_trace_url_template(value)
 
 
 class TraceFenceConfig(BaseSettings):

@@ -6,7 +6,7 @@ import os
 from typing import Callable
 
 from otel_tracefence.review.events import ReviewStore
-from otel_tracefence.review.targets import is_postgres_url
+from otel_tracefence.review.targets import check_target, is_postgres_url
 
 def open_review_store(
     target: str | os.PathLike[str],
@@ -30,10 +30,16 @@ def open_review_store(
     volume has less free, and a reserve file is kept beside it for a full volume (0: neither). ``clock``: nanoseconds since the Unix epoch, for tests.
 
     Raises :class:`~otel_tracefence.review.store.ReviewStoreError` when the target cannot be used as a
-    review store (for a URL: the server cannot be reached or refuses, or psycopg is not installed, the
+    review store (a URL of a scheme no store serves, :func:`~otel_tracefence.review.targets.check_target`; for a URL: the server cannot be reached or refuses, or psycopg is not installed, the
     message naming the install command), :class:`sqlite3.Error` or :class:`OSError` for a file that
     cannot be opened.
     """
+    try:
+        check_target(target)
+    except ValueError as exc:
+        from otel_tracefence.review.store import ReviewStoreError
+
+        raise ReviewStoreError(str(exc)) from None
     if is_postgres_url(target):
         from otel_tracefence.review.postgres import PostgresReviewStore  # imports psycopg lazily, with the hint
 

@@ -1,0 +1,51 @@
+"""``tracefence completion bash|zsh|tcsh``: print the shell completion script for every command and option.
+
+Generated from the command line's own parser by shtab (static: nothing of the package runs at each Tab press).
+Options and arguments that name a file complete file names; choices complete their values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from otel_tracefence.core.config import TraceFenceConfig
+
+SHELLS = ("bash", "zsh", "tcsh")
+#: The ``dest`` of every argument or option that names a file (or a review database file) to read or write.
+FILE_DESTS = frozenset({"files", "file", "config", "db", "review_db", "output_file", "ca_file", "worker_of"})
+
+
+def add_parser(subparsers: argparse._SubParsersAction, root: argparse.ArgumentParser) -> None:
+    """The ``completion`` command of ``root`` (the whole command line, which its script completes)."""
+    parser = subparsers.add_parser(
+        "completion",
+        help="print the shell completion script (bash, zsh or tcsh)",
+        description="Print the completion script for SHELL on standard output, e.g. "
+        "`tracefence completion bash > ~/.local/share/bash-completion/completions/tracefence`, or "
+        "`eval \"$(tracefence completion bash)\"` in ~/.bashrc. See docs/cli.md.",
+    )
+    parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    parser.set_defaults(run=run, completed_parser=root)
+
+
+def _mark_files(parser: argparse.ArgumentParser, file_completion: dict) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _mark_files(sub, file_completion)
+        elif action.dest in FILE_DESTS:
+            action.complete = file_completion  # type: ignore[attr-defined] - shtab reads this attribute
+
+
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for ``shell`` of ``parser`` (the whole ``tracefence`` command line)."""
+    import shtab
+
+    _mark_files(parser, shtab.FILE)
+    return shtab.complete(parser, shell=shell)
+
+
+def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    sys.stdout.write(script(args.completed_parser, args.shell))
+    return 0

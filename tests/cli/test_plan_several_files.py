@@ -1,0 +1,77 @@
+"""``tracefence plan FILE...`` (issue 28, part 5): each file planned alone, in the order given, the plans printed in
+that order; ``--fail-on`` over all of them, each line naming its file; a file that cannot be read or is rejected
+rejects the run (exit 2, nothing on standard output), naming the file, the line and the field."""
+
+from __future__ import annotations
+
+from conftest import ROOT
+from cli_helpers import run
+from test_cli_operator import ndjson
+
+STATIC = ROOT / "examples" / "pager_static.otlp.json"
+READS = ROOT / "examples" / "reads_only.csv"
+
+
+def _trace_ids(stdout: str) -> list[str]:
+    import json
+
+    return [json.loads(line)["traceId"] for line in stdout.splitlines()]
+
+
+def test_plans_of_several_files_in_the_order_given():
+    one, two = run("plan", str(STATIC)), run("plan", str(READS))
+    both = run("plan", str(STATIC), str(READS))
+    assert both.returncode == 0, both.stderr
+    assert both.stdout == one.stdout + two.stdout
+    assert run("plan", str(READS), str(STATIC)).stdout == two.stdout + one.stdout
+    assert len(_trace_ids(both.stdout)) == len(_trace_ids(one.stdout)) + len(_trace_ids(two.stdout)) >= 2
+
+
+def test_files_and_standard_input_together():
+    both = run("plan", str(STATIC), "-", stdin=READS.read_text())
+    assert both.returncode == 0, both.stderr
+    assert both.stdout == run("plan", str(STATIC)).stdout + run("plan", str(READS)).stdout
+
+
+def test_standard_input_twice_is_refused():
+    proc = run("plan", "-", "-", stdin="")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "tracefence plan: -: standard input given more than once: it can be read once; nothing was planned\n"
+
+
+def test_a_table_of_several_files_is_one_table():
+    proc = run("plan", str(STATIC), str(READS), "--format", "table")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:3] == ["trace", "class", "call_id"]
+    assert sum(line.startswith("trace ") for line in lines) == 1  # one header
+    rows = [len(run("plan", str(path), "--format", "table").stdout.splitlines()) - 1 for path in (STATIC, READS)]
+    assert len(lines) - 1 == sum(rows)
+
+
+def test_fail_on_names_the_file_of_each_trace(tmp_path):
+    held = ndjson(tmp_path, [{"trace_id": "t9", "call_id": "c1", "tool": "invoice.create", "status": "timeout"}], "held.ndjson")
+    proc = run("plan", str(READS), str(held), "--fail-on", "review")
+    assert proc.returncode == 1
+    assert proc.stderr == f"tracefence plan: {held}: fail-on review: trace t9: class review: effect_unknown (call c1)\n"
+
+
+def test_a_rejected_file_rejects_the_run_naming_file_line_and_field(tmp_path):
+    bad = ndjson(tmp_path, [{"trace_id": "t1", "call_id": "c1", "tool": "crm.lookup", "effect": "reed"}], "bad.ndjson")
+    proc = run("plan", str(STATIC), str(bad))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.splitlines() == [
+        f"tracefence plan: {bad}: line 1: effect: effect (a string of 4 characters) is not one of read, write, unknown",
+        f"tracefence plan: {bad}: rejected, 1 error(s); nothing was planned",
+        "tracefence plan: a file was rejected: nothing was printed",
+    ]
+
+
+def test_a_missing_file_among_several_is_named(tmp_path):
+    missing = tmp_path / "nope.json"
+    proc = run("plan", str(STATIC), str(missing))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.splitlines() == [
+        f"tracefence plan: {missing}: No such file or directory; nothing was planned",
+        "tracefence plan: a file was rejected: nothing was printed",
+    ]
