@@ -274,6 +274,12 @@ class ServiceSettings(BaseModel):
     get ``503`` with ``Retry-After`` and is closed at once (both counted, logged as a rate). 0 (the default): the process's descriptor limit (``RLIMIT_NOFILE``,
     read at start and logged) less the descriptors open then and a reserve (a quarter of the limit, at least 64) for
     gRPC, the stores and the upstreams; a value given lowers that, never raises it."""
+    http_inflate_budget_bytes: int = Field(default=0, ge=0)
+    """The decompressed bytes of gzip OTLP/HTTP bodies held at once, all requests together, counted as they are
+    decompressed (1 MiB at a time, and the parts' joined copy while it is made) and given back once each request is
+    decoded; a body that would pass it is not decompressed further and gets ``503`` with ``Retry-After``. 0 (the
+    default): 4 × ``max_message_bytes``; never less than 2 × ``max_message_bytes`` (one whole body always fits). gRPC's compressed messages are decompressed by gRPC itself,
+    each bounded by ``max_message_bytes``, at most ``max_workers`` at once."""
     grpc_max_connections: int = Field(default=0, ge=0)
     """The most OTLP/gRPC connections held at once (gRPC's ``grpc.max_allowed_incoming_connections``); past it a new
     connection is closed as it is accepted, before any byte is read (clients retry ``UNAVAILABLE``). 0 (the default):

@@ -369,6 +369,7 @@ class TraceFenceService:
                 self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
                 max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
                 body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
+                inflate_budget_bytes=settings.http_inflate_budget_bytes,
             )  # fmt: skip
             self._http_receiver = receiver
             tls = tls_context(settings.tls_certificate_file, settings.tls_key_file)  # the handshake is the guard's: counted, timed
