@@ -1,9 +1,9 @@
 """Idle OTLP/HTTP connections past the descriptor limit: do the gRPC and HTTP receivers still answer?
 
-    .venv/bin/python bench/http_connection_flood.py [--limit 1024] [--idle 1100] [--hold-s 12] [--root DIR]
+    .venv/bin/python bench/http_connection_flood.py [--limit 1024] [--idle 1100] [--hold-s 12] [--root DIR] [--flood grpc]
 
 Starts ``tracefence serve`` (from this checkout, or ``--root``: another checkout, to compare) at ``RLIMIT_NOFILE``
-``--limit``, opens ``--idle`` connections to its OTLP/HTTP port that send nothing, and while they are held sends one
+``--limit``, opens ``--idle`` connections to its OTLP/HTTP port (``--flood grpc``: its gRPC port) that send nothing, and while they are held sends one
 canary span over gRPC and one over HTTP (the SDK's exporters, 5 s each, no retries past that). Prints the
 canaries' results, the service's descriptors, its log's size and its lines about accept failures (asyncio's
 ``socket.accept() out of system resource``), then, after ``--hold-s`` seconds, an HTTP canary again. Issue 30's
@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=1100)
     parser.add_argument("--hold-s", type=float, default=12.0)
     parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--flood", choices=("http", "grpc"), default="http", help="the port the idle connections go to")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < args.idle + 64:
@@ -85,7 +86,8 @@ def main() -> None:
             def flood() -> None:
                 for _ in range(args.idle):
                     try:
-                        idle.append(socket.create_connection(("127.0.0.1", listening["http_port"]), timeout=10))
+                        port = listening["http_port"] if args.flood == "http" else listening["port"]
+                        idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
                     except OSError:
                         break
                 opened.set()
@@ -100,11 +102,12 @@ def main() -> None:
             http_result = timed(lambda: http_exporter.export(canary()))
             time.sleep(args.hold_s)
             http_later = timed(lambda: http_exporter.export(canary()))
+            grpc_later = timed(lambda: grpc_exporter.export(canary()))
             text = log_path.read_text()
             accept_failures = text.count("out of system resource")
-            print(f"root {args.root}: RLIMIT_NOFILE {args.limit}, {len(idle)} idle OTLP/HTTP connections opened")
+            print(f"root {args.root}: RLIMIT_NOFILE {args.limit}, {len(idle)} idle connections opened to the {args.flood} port")
             print(f"service descriptors while held: {fds}; alive: {serve.poll() is None}")
-            print(f"gRPC canary: {grpc_result}; HTTP canary: {http_result}; HTTP canary {args.hold_s:g}s later: {http_later}")
+            print(f"gRPC canary: {grpc_result}; HTTP canary: {http_result}; {args.hold_s:g}s later HTTP: {http_later}, gRPC: {grpc_later}")
             print(f"log: {len(text)} bytes, {text.count(chr(10))} lines, {accept_failures} accept failures (EMFILE)")
             grpc_exporter.shutdown()
             http_exporter.shutdown()

@@ -293,6 +293,35 @@ def trace_stub(target: str, credentials: grpc.ChannelCredentials | None = None, 
     return channel, trace_service_pb2_grpc.TraceServiceStub(channel)
 
 
+# -- raw connections and canaries ---------------------------------------------------------------
+
+
+def connect(port: int) -> socket.socket:
+    """A TCP connection to 127.0.0.1:``port`` that sends nothing (its reads time out after 10 s)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection (a socket timeout fails the test)."""
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def canary_spans() -> list[Any]:
+    """One finished span from the SDK, to send with its exporters."""
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    with provider.get_tracer("canary").start_as_current_span("canary"):
+        pass
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
 # -- test certificates ----------------------------------------------------------------
 
 

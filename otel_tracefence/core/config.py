@@ -270,17 +270,41 @@ class ServiceSettings(BaseModel):
     and its connection is closed. A request takes a decoding slot (``max_workers``) only once its body is here, so
     clients that send slowly, or send headers and stop, hold none (the bodies being received are bounded in bytes)."""
     http_header_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    """The longest an OTLP/HTTP connection may take to send a complete request header, in seconds, from its accept (or
-    from the first byte of a next request on a kept-alive connection); past it the connection is closed, counted and
+    """The longest an OTLP/HTTP connection may take to send a complete request header, in seconds, from its accept (its
+    TLS handshake included), or from the first byte of a next request on a kept-alive connection; past it the connection is closed, counted and
     logged as a rate. The bearer token is checked as soon as the header is complete."""
     http_idle_timeout_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
     """How long a kept-alive OTLP/HTTP connection may stay idle between requests, in seconds, before it is closed
     (uvicorn's ``timeout_keep_alive``)."""
     http_max_connections: int = Field(default=0, ge=0)
-    """The most OTLP/HTTP connections held at once; past it a new connection gets ``503`` with ``Retry-After`` and is
-    closed at once (counted, logged as a rate). 0 (the default): the process's descriptor limit (``RLIMIT_NOFILE``,
+    """The most OTLP/HTTP connections held at once, from their accept (TLS handshakes included). At the cap a new
+    connection closes the one that has waited longest for a request (sending nothing, in its TLS handshake, part-way
+    through a header, or kept alive between requests), unanswered; only when every one is in a request does the new one
+    get ``503`` with ``Retry-After`` and is closed at once (both counted, logged as a rate). 0 (the default): the process's descriptor limit (``RLIMIT_NOFILE``,
     read at start and logged) less the descriptors open then and a reserve (a quarter of the limit, at least 64) for
     gRPC, the stores and the upstreams; a value given lowers that, never raises it."""
+    http_inflate_budget_bytes: int = Field(default=0, ge=0)
+    """The decompressed bytes of gzip OTLP/HTTP bodies held at once, all requests together, counted as they are
+    decompressed (1 MiB at a time, and the parts' joined copy while it is made) and given back once each request is
+    decoded; a body that would pass it is not decompressed further and gets ``503`` with ``Retry-After``. 0 (the
+    default): 4 × ``max_message_bytes``; never less than 2 × ``max_message_bytes`` (one whole body always fits). gRPC's compressed messages are decompressed by gRPC itself,
+    each bounded by ``max_message_bytes``, at most ``max_workers`` at once."""
+    grpc_max_connections: int = Field(default=0, ge=0)
+    """The most OTLP/gRPC connections held at once (gRPC's ``grpc.max_allowed_incoming_connections``); past it a new
+    connection is closed as it is accepted, before any byte is read (clients retry ``UNAVAILABLE``). 0 (the default):
+    half the descriptor reserve of ``http_max_connections`` (an eighth of the limit, at least 32), or, with the OTLP/HTTP
+    receiver off, the HTTP receiver's share too; a value given lowers that, never raises it. Split between the gRPC
+    listeners when ``review_endpoint`` has its own."""
+    grpc_handshake_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """The longest a gRPC connection may take, from its accept, to finish its TLS handshake and send HTTP/2's preface and
+    settings (gRPC's ``grpc.server_handshake_timeout_ms``, 120 s by default); past it the connection is closed."""
+    grpc_idle_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    """How long a gRPC connection with no call under way is kept, in seconds, before the server ends it with ``GOAWAY``
+    (gRPC's ``grpc.max_connection_idle_ms``, no limit by default); an exporter's channel reconnects at its next call."""
+    grpc_max_concurrent_rpcs: int = Field(default=0, ge=0)
+    """Calls each gRPC server serves or holds waiting for one of its ``max_workers`` threads at once (grpcio's
+    ``maximum_concurrent_rpcs``); past it a call gets ``RESOURCE_EXHAUSTED`` at once, which the OpenTelemetry SDKs
+    retry. 0 (the default): 16 × ``max_workers``."""
     decision_wait_ms: float = Field(default=1000.0, ge=0, allow_inf_nan=False)
     """After a trace's root span arrives, how long to keep waiting for its other spans (tail sampling's decision_wait)."""
     max_wait_ms: float = Field(default=30_000.0, gt=0, allow_inf_nan=False)

@@ -5,11 +5,19 @@ A malformed ``tracefence.*`` label (``tracefence.status``, ``tracefence.effect``
 review item, its database and write-ahead log, the review API and the logs, at any size (a 1 MiB value made a 1 MiB
 item). Messages say what the value is (:func:`described`) and every message kept or logged is cut to
 :data:`MESSAGE_MAX_CHARS` (:func:`capped`). The value itself stays on the span, forwarded as it came.
+
+A value a message quotes as evidence (a span's status message, its ``error.type``, an outcome attribute's value) is
+:func:`shown`: by default described, like a label's; only when the redaction policy keeps raw values
+(``store_raw_values``, set for the trace being read with :func:`showing_values`) is it quoted, redacted by that policy
+(``core/redact.py``, as the kept arguments and result) and cut to :data:`SHOWN_MAX_CHARS`.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar, Token
 from typing import Any
+
+from otel_tracefence.core.redact import Redaction, redact_value
 
 MESSAGE_MAX_CHARS = 1000
 """The longest message kept in a plan, a review item or a log line, in characters."""
@@ -46,4 +54,31 @@ def capped(message: str, limit: int = MESSAGE_MAX_CHARS) -> str:
     return message[: max(0, limit - len(note))] + note
 
 
-__all__ = ["MESSAGE_MAX_CHARS", "capped", "described"]
+SHOWN_MAX_CHARS = 120
+"""The longest a value quoted in a message may be, in characters (when the policy keeps raw values)."""
+
+_SHOWING: ContextVar[Redaction | None] = ContextVar("tracefence_showing_values", default=None)
+
+
+def showing_values(policy: Redaction | None) -> Token[Redaction | None]:
+    """From now on, in this thread or task, :func:`shown` quotes values redacted by ``policy`` (None: describes them);
+    give the token to :func:`stop_showing` when done."""
+    return _SHOWING.set(policy)
+
+
+def stop_showing(token: Token[Redaction | None]) -> None:
+    _SHOWING.reset(token)
+
+
+def shown(value: Any) -> str:
+    """How a message shows a value the producer recorded: :func:`described` (type and size, never the content), unless
+    :func:`showing_values` set a policy (``store_raw_values``): then the value redacted by it, as ``repr``, cut to
+    :data:`SHOWN_MAX_CHARS`."""
+    policy = _SHOWING.get()
+    if policy is None:
+        return described(value)
+    redacted, _ = redact_value(value, policy)
+    return capped(repr(redacted), SHOWN_MAX_CHARS)
+
+
+__all__ = ["MESSAGE_MAX_CHARS", "SHOWN_MAX_CHARS", "capped", "described", "showing_values", "shown", "stop_showing"]

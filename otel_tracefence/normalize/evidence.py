@@ -20,6 +20,7 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
+from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
     DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, SUCCESS_FLAG_VALUES,
     SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
@@ -101,10 +102,9 @@ def failure_evidence(attributes: Mapping[str, Any]) -> MalformedField | None:
     for key, value in attributes.items():
         kind = outcome_kind(key)
         if kind != NO_KIND and not says_no_failure(kind, value):
-            shown = repr(value)
             return MalformedField(
                 "status",
-                f"attribute {key!r} = {shown[:120]} names the call's {kind} and is no success value the normalizer knows: "
+                f"attribute {key!r} holds {shown(value)}: it names the call's {kind} and is no success value the normalizer knows: "
                 "whether the write committed cannot be known",
                 reason=reasons.UNRECOGNIZED_FAILURE_EVIDENCE,
             )

@@ -14,7 +14,7 @@ import cython
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
-from otel_tracefence.core.value_text import described
+from otel_tracefence.core.value_text import described, shown
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )
@@ -125,15 +125,15 @@ def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedFi
             return MalformedField("status", f"failure flag {key} ({described(flag)}) is not a boolean: whether the call failed cannot be known")
     if span.status_code != STATUS_ERROR and not signs and not flagged:
         if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
-            return MalformedField("status", f"status unset with the message {span.status_message[:200]!r}: what the message says is not read")
+            return MalformedField("status", f"status unset with a message ({shown(span.status_message)}): what the message says is not read")
         return OK
     if found is not None:
         if span.status_code == STATUS_ERROR:
-            found.append(f"status error{f' ({span.status_message!r})' if span.status_message else ''}")
+            found.append(f"status error{f' ({shown(span.status_message)})' if span.status_message else ''}")
         if excepted:
             found.append("an exception event")
         if error_type is not None:
-            found.append(f"error.type {error_type!r}")
+            found.append(f"error.type ({shown(error_type)})")
         for key in raised:
             found.append(f"{key} true")
     if span.status_message:

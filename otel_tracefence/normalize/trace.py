@@ -35,6 +35,7 @@ from otel_tracefence.normalize.step import SERVER_ERROR_RESULT, dropped_data, re
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import bare_value_sha256, kept_arguments, span_arguments
 from otel_tracefence.core.textfold import folded_word
+from otel_tracefence.core.value_text import showing_values, stop_showing
 
 
 @dataclass(slots=True)
@@ -634,6 +635,15 @@ def normalize_trace(spans: Sequence[SpanView], config: TraceFenceConfig | Config
     an attempt nor holding any. ``config`` is read once, for the whole trace (``config_reading.py``).
     """
     config = read_config(config)  # read once for the whole trace (config_reading.py)
+    # The values its messages quote: described, unless the redaction policy keeps raw values (core/value_text.py).
+    token = showing_values(config.redaction if config.store_raw_values else None)
+    try:
+        return _normalize_trace(spans, config)
+    finally:
+        stop_showing(token)
+
+
+def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> NormalizedTrace:
     by_id = {s.span_id: s for s in spans}  # for a clashing id, the last of its spans in content order
     clashing: dict[str, int] = {}
     if len(by_id) != len(spans):  # not the common case of every id once

@@ -9,7 +9,8 @@ OTLP specification ("OTLP/HTTP Request", "OTLP/HTTP Response", "Failures", "OTLP
 * ``Content-Encoding``: none, ``identity`` or ``gzip``; anything else gets ``415``.
 * The body is limited to ``service.max_message_bytes`` as sent and again after gunzip
   ("The server MUST limit the size of the request body ... including after decompression"):
-  past it, ``413``; not read further.
+  past it, ``413``; not read further. The bodies decompressed at once share ``service.http_inflate_budget_bytes``
+  (:class:`InflateBudget`), past which a body gets ``503`` with a retry delay.
 * ``Authorization: Bearer <service.bearer_token>`` when a token is set, else ``401`` with ``Connection: close``,
   answered as soon as the header is complete (no byte of the body read); counted and logged as a rate.
 * CORS for pages on ``service.http_cors_allowed_origins`` (Starlette's ``CORSMiddleware``), none by default.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import zlib
 from typing import Any, Sequence
 
@@ -64,28 +66,79 @@ class _BadBody(Exception):
     """A gzip body that does not decompress."""
 
 
-def gunzip(data: bytes, limit: int) -> bytes:
+INFLATE_STEP = 1 << 20
+"""Bytes decompressed at a time: each step's output is counted in the budget before the next one is made."""
+
+
+class InflateBudget:
+    """The decompressed bytes of gzip bodies held at once, across the receiver's decoding threads: each body counts
+    its bytes as they are decompressed (:meth:`take`) and gives them back once its request is decoded (:meth:`give`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Count ``size`` more bytes; False (nothing counted) when that would pass the limit."""
+        with self._lock:
+            if self.held + size > self.limit:
+                return False
+            self.held += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+class _Busy(Exception):
+    """The decompression budget is spent: the body is refused for now (retried later), not decompressed further."""
+
+
+def gunzip(data: bytes, limit: int, budget: InflateBudget | None = None, taken: list[int] | None = None) -> bytes:
     """The decompressed bytes of a gzip body (one member or several, RFC 1952), at most ``limit`` of them.
 
     Raises ``OverflowError`` when the output would exceed ``limit`` (nothing past it is decompressed), and
-    :class:`_BadBody` when it is not gzip or is cut short.
+    :class:`_BadBody` when it is not gzip or is cut short. With ``budget``, the output is decompressed
+    :data:`INFLATE_STEP` bytes at a time, each step counted in it (and in ``taken[0]``, which the caller gives back)
+    before the next, and the parts' joined copy too while it is made: :class:`_Busy` when it is spent.
     """
     out: list[bytes] = []
     total = 0
+    taken = taken if taken is not None else [0]
     while data:
         member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            chunk = member.decompress(data, limit - total + 1)
-        except zlib.error as exc:
-            raise _BadBody(f"the gzip body does not decompress: {exc}") from None
-        total += len(chunk)
-        if total > limit:
-            raise OverflowError(total)
-        out.append(chunk)
+        while True:
+            step = limit - total + 1 if budget is None else min(INFLATE_STEP, limit - total + 1)
+            try:
+                chunk = member.decompress(data, step)
+            except zlib.error as exc:
+                raise _BadBody(f"the gzip body does not decompress: {exc}") from None
+            total += len(chunk)
+            if total > limit:
+                raise OverflowError(total)
+            if budget is not None:
+                if not budget.take(len(chunk)):
+                    raise _Busy(budget.held)
+                taken[0] += len(chunk)
+            out.append(chunk)
+            data = member.unconsumed_tail
+            if member.eof or not (data or chunk):  # the member's end, or nothing more to come (it is cut short)
+                break
         if not member.eof:
             raise _BadBody("the gzip body is cut short")
         data = member.unused_data
-    return b"".join(out)
+    if budget is None or len(out) < 2:
+        return b"".join(out)
+    if not budget.take(total):  # the joined copy is made while the parts are still held: both count, for that moment
+        raise _Busy(budget.held)
+    try:
+        joined = b"".join(out)
+        out.clear()
+    finally:
+        budget.give(total)
+    return joined
 
 
 def encode(message: Message, media_type: str) -> bytes:
@@ -121,6 +174,7 @@ class OtlpHttpReceiver:
         cors_allowed_origins: Sequence[str] = (),
         body_timeout_s: float = 30.0,
         retry_delay_s: float = 1.0,
+        inflate_budget_bytes: int = 0,
     ) -> None:
         self._export = export
         self._token = token
@@ -130,6 +184,9 @@ class OtlpHttpReceiver:
         self._retry_delay_s = retry_delay_s
         self._body_budget = max_workers * max_body_bytes  # bytes of bodies received and held at once
         self._body_bytes = 0  # changed on the event loop only
+        # Decompressed bytes of gzip bodies held at once (decoding threads): never less than one whole body and its
+        # joined copy, so that a body within max_message_bytes always fits once the others are done.
+        self._inflating = InflateBudget(max(2 * max_body_bytes, inflate_budget_bytes or 4 * max_body_bytes))
         self.disconnects = 0
         self._unauthenticated = RateLog(_log, "refused %d OTLP/HTTP request(s) in %.0fs without the bearer token (401, connection closed)")
         self._reading: set[anyio.CancelScope] = set()  # body reads under way (on the event loop)
@@ -215,14 +272,25 @@ class OtlpHttpReceiver:
         return b"".join(chunks)
 
     def _export_body(self, body: bytes, gzipped: bool, media_type: str, source: str) -> Any:
-        if gzipped:
-            try:
-                body = gunzip(body, self._max_body_bytes)
-            except OverflowError:
-                raise self._export.too_large(self._past_limit(f"more than {self._max_body_bytes} bytes once decompressed")) from None
-            except _BadBody as exc:
-                raise ExportRefused(RefusalKind.UNDECODABLE, str(exc), problems=[("body", str(exc))]) from None
-        return self._export.export_json(body, source) if media_type == JSON else self._export.export_protobuf(body, source)
+        taken = [0]  # decompressed bytes counted in the budget, given back once the request is decoded
+        try:
+            if gzipped:
+                try:
+                    body = gunzip(body, self._max_body_bytes, self._inflating, taken)
+                except OverflowError:
+                    raise self._export.too_large(self._past_limit(f"more than {self._max_body_bytes} bytes once decompressed")) from None
+                except _BadBody as exc:
+                    raise ExportRefused(RefusalKind.UNDECODABLE, str(exc), problems=[("body", str(exc))]) from None
+                except _Busy as busy:
+                    raise ExportRefused(
+                        RefusalKind.RETRY_LATER,
+                        f"the gzip bodies being decompressed hold {busy.args[0]} bytes, the most held at once "
+                        f"(service.http_inflate_budget_bytes = {self._inflating.limit}); retry later",
+                        retry_delay_s=self._retry_delay_s,
+                    ) from None
+            return self._export.export_json(body, source) if media_type == JSON else self._export.export_protobuf(body, source)
+        finally:
+            self._inflating.give(taken[0])
 
     def _past_limit(self, size: str) -> str:
         return (

@@ -29,7 +29,8 @@ from otel_tracefence.review.targets import display_target, is_postgres_url
 from otel_tracefence.service.forward import FileTarget, Forwarder
 from otel_tracefence.service.upstream_http import upstream_target
 from otel_tracefence.service.intake import Intake, IntakeRefusal
-from otel_tracefence.service.http_connections import ConnectionGuard, connection_cap, guarded_h11_protocol
+from otel_tracefence.service.grpc_connections import GRPC_RPCS_PER_WORKER, grpc_connection_options
+from otel_tracefence.service.http_connections import CAP_FLOOR, ConnectionGuard, connection_cap, guarded_h11_protocol, tls_context
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.service.review_refusals import ReviewRefusals
@@ -311,16 +312,20 @@ class TraceFenceService:
         )
 
     # -- lifecycle -------------------------------------------------------------------
-    def _server(self) -> grpc.Server:
+    def _server(self, max_connections: int) -> grpc.Server:
         settings = self.config.service
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
             ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
+            *grpc_connection_options(settings, max_connections),
         ]
         tokens = (settings.bearer_token, settings.review_token)
         interceptors = [BearerTokenInterceptor(*tokens)] if any(tokens) else []
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors,
+            maximum_concurrent_rpcs=settings.grpc_max_concurrent_rpcs or GRPC_RPCS_PER_WORKER * settings.max_workers,
+        )  # fmt: skip
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         self._servers.append(server)
         return server
@@ -348,9 +353,13 @@ class TraceFenceService:
     def start(self) -> None:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
         settings = self.config.service
-        main = self._server()
+        # Read once, at start, and logged once: the descriptor limit shared by both receivers' connections.
+        cap = connection_cap(settings.http_max_connections, grpc_configured=settings.grpc_max_connections, http=bool(settings.http_endpoint))
+        _log.info(cap.describe(), extra={"http_max_connections": cap.connections, "grpc_max_connections": cap.grpc_connections, "descriptor_limit": cap.limit})
+        listeners = 2 if settings.review_endpoint else 1
+        main = self._server(max(CAP_FLOOR, cap.grpc_connections // listeners))
         main.add_generic_rpc_handlers((TraceReceiver(self._export("grpc")).handler(),))
-        review_server = main if not settings.review_endpoint else self._server()
+        review_server = main if not settings.review_endpoint else self._server(max(CAP_FLOOR, cap.grpc_connections // listeners))
         if self.store is not None and self.worker is None:
             review_grpc.add_ReviewServiceServicer_to_server(ReviewService(self.store), review_server)
         self.port = self._bind(main, settings.endpoint)
@@ -360,14 +369,13 @@ class TraceFenceService:
                 self._export("http"), token=BearerToken(settings.bearer_token), max_body_bytes=settings.max_message_bytes,
                 max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
                 body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
+                inflate_budget_bytes=settings.http_inflate_budget_bytes,
             )  # fmt: skip
             self._http_receiver = receiver
-            cap = connection_cap(settings.http_max_connections)  # read once, at start, and logged once
-            _log.info(cap.describe(), extra={"http_max_connections": cap.connections, "descriptor_limit": cap.limit})
-            self._http_guard = ConnectionGuard.make(cap.connections, settings.http_header_timeout_s)
+            tls = tls_context(settings.tls_certificate_file, settings.tls_key_file)  # the handshake is the guard's: counted, timed
+            self._http_guard = ConnectionGuard.make(cap.connections, settings.http_header_timeout_s, tls)
             self._http_server = AsgiServer(
                 receiver.app, settings.http_endpoint, name="otlp-http",
-                tls_certificate_file=settings.tls_certificate_file, tls_key_file=settings.tls_key_file,
                 http=guarded_h11_protocol(self._http_guard), timeout_keep_alive=settings.http_idle_timeout_s, accept_batch=cap.accept_batch,
             )  # fmt: skip
             self._http_server.start()
