@@ -23,7 +23,7 @@ from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsa
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams
-from runner_common import (
+from matrix_tools import (
     CHARGE,
     CUSTOMER,
     PAYMENT,
@@ -32,13 +32,12 @@ from runner_common import (
     CannotProduce,
     create_invoice,
     lookup_customer,
-    main,
     read_call,
     refund_order,
     send_payment,
-    session,
     write_call,
 )
+from runner_common import main, session
 
 MODEL_INFO = ModelInfo(vision=False, function_calling=True, json_output=False, family=ModelFamily.UNKNOWN, structured_output=False)
 
