@@ -18,6 +18,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
+from conftest import ROOT, SHARED_CASES
 from otel_tracefence.normalize.span_view import key_values_to_dict
 from otel_tracefence.otlp.json_reader import read_otlp_json
 
@@ -35,6 +36,17 @@ def is_otlp_case(path: Path) -> bool:
     except ValueError:
         return False
     return isinstance(data, dict) and "resourceSpans" in data
+
+
+def otlp_fixtures() -> list[tuple[str, Path]]:
+    """``(id, path)`` of every OTLP/JSON file the tests read spans from: the project's own, anywhere under
+    ``tests/`` (always), then the shared cases' (``SHARED_CASES``) when that folder is there: a clone with no
+    ``../shared`` beside it still reads the project's."""
+    tests = ROOT / "tests"
+    found = [(f"project/{p.relative_to(tests)}", p) for p in sorted(tests.rglob("*.json")) if is_otlp_case(p)]
+    if SHARED_CASES.is_dir():
+        found += [(f"shared/{p.name}", p) for p in sorted(SHARED_CASES.glob("*.json")) if is_otlp_case(p)]
+    return found
 
 
 def _sdk_value(value: Any) -> Any:
@@ -96,12 +108,15 @@ def end_time_order(spans: Iterable[ReadableSpan]) -> list[ReadableSpan]:
 
 def feed(processor: SpanProcessor, spans: Iterable[ReadableSpan], *, starts: bool = True) -> None:
     """Call ``processor`` as the SDK does for these spans: ``on_start`` at each start time (``starts``)
-    and ``on_end`` at each end time, in time order; at equal times a start comes before an end."""
+    and ``on_end`` at each end time, in time order; at equal times a start comes before an end. A span whose
+    recorded end is before its start (``0``: no end recorded) is ended right after its start, as the SDK
+    never hands a span to ``on_end`` before ``on_start``."""
     events: list[tuple[int, int, int, ReadableSpan]] = []
     for index, span in enumerate(spans):
+        start = span.start_time or 0
         if starts:
-            events.append((span.start_time or 0, 0, index, span))
-        events.append((span.end_time or 0, 1, index, span))
+            events.append((start, 0, index, span))
+        events.append((max(span.end_time or 0, start) if starts else span.end_time or 0, 1, index, span))
     for _, kind, _, span in sorted(events, key=lambda e: e[:3]):
         if kind == 0:
             processor.on_start(span)  # type: ignore[arg-type] - the processor reads only the context

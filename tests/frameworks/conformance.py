@@ -44,6 +44,26 @@ from tests.frameworks.matrix_table import (  # noqa: E402 - after the sys.path l
     oi,
 )
 from tests.frameworks.isolated import envs, framework_modules  # noqa: E402
+from tests.frameworks.isolated.matrix_tools import (  # noqa: E402 - the tools every framework runs, wrapped in its own tool type
+    CHARGE,
+    CUSTOMER,
+    INVOICE,
+    PAYMENT,
+    PLAIN_TOOLS,
+    REFUND,
+    STATE,
+    CannotProduce,
+    charge_card,
+    create_invoice,
+    declare,
+    lookup_customer,
+    ran,
+    read_call,
+    refund_order,
+    send_payment,
+    send_payment_slow,
+    write_call,
+)
 
 REGENERATE = "make conformance"
 
@@ -103,116 +123,6 @@ def installed(framework: Framework) -> bool:
         return importlib.util.find_spec(framework.module) is not None
     except ModuleNotFoundError:
         return False
-
-
-# -- The tools every framework runs (wrapped in each framework's own tool type) ----------------------------
-
-INVOICE = {"customer": "a", "amount_cents": 1200, "idempotency_key": "inv-17"}
-CHARGE = {"customer": "a", "amount_cents": 500}
-PAYMENT = {"customer": "a", "amount_cents": 700}
-REFUND = {"order": "o-7", "amount_cents": 300}
-CUSTOMER = {"customer": "a"}
-STATE: dict[str, Any] = {}  # per run: how often each tool ran, and how the flaky ones behave
-
-
-class CannotProduce(Exception):
-    """The framework (this version) cannot make this scenario; the message says why."""
-
-
-def _ran(name: str) -> int:
-    STATE[name] = STATE.get(name, 0) + 1
-    return STATE[name]
-
-
-def _declare(effect: str, **kwargs: Any) -> None:
-    from otel_tracefence.agent.instrument import declare
-
-    declare(effect, **kwargs)
-
-
-def lookup_customer(customer: str) -> str:
-    """Look a customer up.
-
-    Args:
-        customer: the customer id
-    """
-    _declare("read")
-    _ran("lookup_customer")
-    return f"customer {customer}: active"
-
-
-def create_invoice(customer: str, amount_cents: int, idempotency_key: str) -> str:
-    """Create an invoice; the first call fails when the run is set flaky.
-
-    Args:
-        customer: the customer id
-        amount_cents: the amount in cents
-        idempotency_key: the billing API's idempotency key
-    """
-    _declare("write", idempotency_key=idempotency_key)
-    if _ran("create_invoice") == 1 and STATE.get("flaky"):
-        raise ConnectionError("billing API reset the connection")
-    return "invoice inv_8812"
-
-
-def charge_card(customer: str, amount_cents: int) -> str:
-    """Charge a card: the processor declines (raises).
-
-    Args:
-        customer: the customer id
-        amount_cents: the amount in cents
-    """
-    _declare("write")
-    _ran("charge_card")
-    raise RuntimeError("card declined")
-
-
-def send_payment(customer: str, amount_cents: int) -> str:
-    """Send a payment: the payment API does not answer (raises TimeoutError).
-
-    Args:
-        customer: the customer id
-        amount_cents: the amount in cents
-    """
-    _declare("write")
-    _ran("send_payment")
-    raise TimeoutError("payment API did not answer in 10s")
-
-
-async def send_payment_slow(customer: str, amount_cents: int) -> str:
-    """Send a payment: the payment API answers after the framework's tool timeout.
-
-    Args:
-        customer: the customer id
-        amount_cents: the amount in cents
-    """
-    _declare("write")
-    _ran("send_payment")
-    await asyncio.sleep(2.0)
-    return "payment pay_1"
-
-
-def refund_order(order: str, amount_cents: int) -> str:
-    """Refund an order: the refund API refuses (raises; the framework hands it to the model).
-
-    Args:
-        order: the order id
-        amount_cents: the amount in cents
-    """
-    _declare("write")
-    _ran("refund_order")
-    raise RuntimeError("refund refused: order already refunded")
-
-
-PLAIN_TOOLS = [lookup_customer, create_invoice, charge_card, send_payment, refund_order]
-
-
-def _read():
-    return ("call_r1", "lookup_customer", CUSTOMER)
-
-
-def _write(call_id: str = "call_w1"):
-    return (call_id, "create_invoice", INVOICE)
 
 
 # -- Span collection -------------------------------------------------------------------------------------------
@@ -279,9 +189,9 @@ def _run_openai_agents(scenario: str) -> list:
     turns: list = ["done"]
     run_kwargs: dict[str, Any] = {}
     if scenario == "read_ok":
-        turns = [[_read()], "done"]
+        turns = [[read_call()], "done"]
     elif scenario == "write_commits":
-        turns = [[_write()], "done"]
+        turns = [[write_call()], "done"]
     elif scenario == "write_raises":
         tools["charge_card"] = function_tool(charge_card, failure_error_function=None)  # the error propagates
         turns = [[("call_c1", "charge_card", CHARGE)], "done"]
@@ -291,15 +201,15 @@ def _run_openai_agents(scenario: str) -> list:
     elif scenario == "tool_error_to_model":
         turns = [[("call_f1", "refund_order", REFUND)], "done"]
     elif scenario == "parallel_one_fails":
-        turns = [[_read(), ("call_f1", "refund_order", REFUND)], "done"]
+        turns = [[read_call(), ("call_f1", "refund_order", REFUND)], "done"]
     elif scenario == "framework_retries":
         STATE["flaky"] = True
-        turns = [[_write("call_w1")], [_write("call_w2")], "done"]
+        turns = [[write_call("call_w1")], [write_call("call_w2")], "done"]
     elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
         # max_turns cannot stop a requested call: the SDK runs a turn's calls before it counts the next turn.
         # A call waiting for approval that is never given is the requested call that never ran.
         tools["create_invoice"] = function_tool(create_invoice, needs_approval=True)
-        turns = [[_write()], "done"]
+        turns = [[write_call()], "done"]
     else:
         raise CannotProduce(scenario)
     agent = Agent(name="billing", model=ScriptedModel(turns), tools=list(tools.values()))
@@ -348,14 +258,14 @@ def _run_pydantic_ai(scenario: str) -> list:
 
     def refund_retry(order: str, amount_cents: int) -> str:
         """Refund an order: the refund API refuses (ModelRetry: the error goes back to the model)."""
-        _declare("write")
-        _ran("refund_order")
+        declare("write")
+        ran("refund_order")
         raise ModelRetry("refund refused: order already refunded")
 
     def invoice_retry(customer: str, amount_cents: int, idempotency_key: str) -> str:
         """Create an invoice: the first call asks the framework to retry (ModelRetry)."""
-        _declare("write", idempotency_key=idempotency_key)
-        if _ran("create_invoice") == 1:
+        declare("write", idempotency_key=idempotency_key)
+        if ran("create_invoice") == 1:
             raise ModelRetry("billing API reset the connection, try again")
         return "invoice inv_8812"
 
@@ -364,9 +274,9 @@ def _run_pydantic_ai(scenario: str) -> list:
     run_kwargs: dict[str, Any] = {}
     output_type: Any = str
     if scenario == "read_ok":
-        turns = [[_read()]]
+        turns = [[read_call()]]
     elif scenario == "write_commits":
-        turns = [[_write()]]
+        turns = [[write_call()]]
     elif scenario == "write_raises":
         tools["charge_card"] = Tool(charge_card)  # pydantic-ai lets the exception out of the run
         turns = [[("call_c1", "charge_card", CHARGE)]]
@@ -378,16 +288,16 @@ def _run_pydantic_ai(scenario: str) -> list:
         turns = [[("call_f1", "refund_order", REFUND)]]
     elif scenario == "parallel_one_fails":
         tools["refund_order"] = Tool(refund_retry, name="refund_order", max_retries=3)
-        turns = [[_read(), ("call_f1", "refund_order", REFUND)]]
+        turns = [[read_call(), ("call_f1", "refund_order", REFUND)]]
     elif scenario == "framework_retries":
         tools["create_invoice"] = Tool(invoice_retry, name="create_invoice", max_retries=2)
-        turns = [[_write("call_w1")], [_write("call_w2")]]
+        turns = [[write_call("call_w1")], [write_call("call_w2")]]
     elif scenario == "requested_never_ran":
-        turns = [[_write()]]
+        turns = [[write_call()]]
         run_kwargs["usage_limits"] = UsageLimits(tool_calls_limit=0)
     elif scenario == "approval_interrupt_resume":
         tools["create_invoice"] = Tool(create_invoice, requires_approval=True)
-        turns = [[_write()]]
+        turns = [[write_call()]]
         output_type = [str, DeferredToolRequests]
     else:
         raise CannotProduce(scenario)
@@ -430,8 +340,8 @@ def _run_strands(scenario: str) -> list:
 
     def refund_error(order: str, amount_cents: int) -> dict:
         """Refund an order: the refund API refuses (a ToolResult with status error, handed to the model)."""
-        _declare("write")
-        _ran("refund_order")
+        declare("write")
+        ran("refund_order")
         return {"status": "error", "content": [{"text": "refund refused: order already refunded"}]}
 
     tools = {"lookup_customer": tool(lookup_customer), "create_invoice": tool(create_invoice)}
@@ -439,9 +349,9 @@ def _run_strands(scenario: str) -> list:
     turns: list = ["done"]
     resume = False
     if scenario == "read_ok":
-        turns = [[_read()], "done"]
+        turns = [[read_call()], "done"]
     elif scenario == "write_commits":
-        turns = [[_write()], "done"]
+        turns = [[write_call()], "done"]
     elif scenario == "write_raises":
         tools["charge_card"] = tool(charge_card)  # Strands catches it: the error goes to the model
         turns = [[("call_c1", "charge_card", CHARGE)], "done"]
@@ -453,10 +363,10 @@ def _run_strands(scenario: str) -> list:
         turns = [[("call_f1", "refund_order", REFUND)], "done"]
     elif scenario == "parallel_one_fails":
         tools["refund_order"] = tool(refund_error, name="refund_order")
-        turns = [[_read(), ("call_f1", "refund_order", REFUND)], "done"]
+        turns = [[read_call(), ("call_f1", "refund_order", REFUND)], "done"]
     elif scenario == "framework_retries":
         STATE["flaky"] = True
-        turns = [[_write("call_w1")], [_write("call_w2")], "done"]
+        turns = [[write_call("call_w1")], [write_call("call_w2")], "done"]
     elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
         resume = scenario == "approval_interrupt_resume"
 
@@ -469,7 +379,7 @@ def _run_strands(scenario: str) -> list:
                     event.cancel_tool = "approval was not granted"
 
         hooks = [Approval()]
-        turns = [[_write()], "done"]
+        turns = [[write_call()], "done"]
     else:
         raise CannotProduce(scenario)
     provider = _provider()
@@ -520,9 +430,9 @@ def _run_haystack(scenario: str) -> list:
     tools = {f.__name__: create_tool_from_function(f) for f in PLAIN_TOOLS}
     agent_kwargs: dict[str, Any] = {}
     if scenario == "read_ok":
-        replies = [asks(_read())]
+        replies = [asks(read_call())]
     elif scenario == "write_commits":
-        replies = [asks(_write())]
+        replies = [asks(write_call())]
     elif scenario == "write_raises":
         replies = [asks(("call_c1", "charge_card", CHARGE))]
         agent_kwargs["raise_on_tool_invocation_failure"] = True  # the error leaves the run
@@ -531,10 +441,10 @@ def _run_haystack(scenario: str) -> list:
     elif scenario == "tool_error_to_model":
         replies = [asks(("call_f1", "refund_order", REFUND))]  # the default: the failure becomes the tool's result
     elif scenario == "parallel_one_fails":
-        replies = [asks(_read(), ("call_f1", "refund_order", REFUND))]
+        replies = [asks(read_call(), ("call_f1", "refund_order", REFUND))]
     elif scenario == "framework_retries":
         STATE["flaky"] = True
-        replies = [asks(_write("call_w1")), asks(_write("call_w2"))]
+        replies = [asks(write_call("call_w1")), asks(write_call("call_w2"))]
     elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
         # max_agent_steps stops before the next model turn, never between a request and its run: the
         # requested call that never ran is one a human rejects (ScriptedConfirmation rejects all but invoices).
@@ -548,7 +458,7 @@ def _run_haystack(scenario: str) -> list:
 
         strategy = BlockingConfirmationStrategy(confirmation_policy=AlwaysAskPolicy(), confirmation_ui=ScriptedConfirmation())
         agent_kwargs["hooks"] = {"before_tool": [ConfirmationHook(confirmation_strategies={"*": strategy})]}
-        replies = [asks(_write())] if scenario == "approval_interrupt_resume" else [asks(("call_c1", "charge_card", CHARGE))]
+        replies = [asks(write_call())] if scenario == "approval_interrupt_resume" else [asks(("call_c1", "charge_card", CHARGE))]
     else:
         raise CannotProduce(scenario)
     content = tracing.tracer.is_content_tracing_enabled
@@ -603,9 +513,9 @@ def _run_smolagents(scenario: str) -> list:
     tools = {f.__name__: tool(f) for f in PLAIN_TOOLS}
     max_steps = 6
     if scenario == "read_ok":
-        turns = [completion(_read()), final()]
+        turns = [completion(read_call()), final()]
     elif scenario == "write_commits":
-        turns = [completion(_write()), final()]
+        turns = [completion(write_call()), final()]
     elif scenario == "write_raises":
         turns = [completion(("call_c1", "charge_card", CHARGE)), final()]  # smolagents hands every tool error to the model
     elif scenario == "write_times_out":
@@ -613,10 +523,10 @@ def _run_smolagents(scenario: str) -> list:
     elif scenario == "tool_error_to_model":
         raise CannotProduce("smolagents has one failure path: a raised error is handed to the model as the observation (write_raises is that path)")
     elif scenario == "parallel_one_fails":
-        turns = [completion(_read(), ("call_f1", "refund_order", REFUND)), final()]
+        turns = [completion(read_call(), ("call_f1", "refund_order", REFUND)), final()]
     elif scenario == "framework_retries":
         STATE["flaky"] = True
-        turns = [completion(_write("call_w1")), completion(_write("call_w2")), final()]
+        turns = [completion(write_call("call_w1")), completion(write_call("call_w2")), final()]
     elif scenario == "requested_never_ran":
         # max_steps stops between steps, never between a request and its run: the requested call that
         # never ran is one to a tool the agent does not have (smolagents answers an error, runs nothing).
@@ -652,9 +562,9 @@ def _run_llama_index(scenario: str) -> list:
     tools = {f.__name__: FunctionTool.from_defaults(f) for f in PLAIN_TOOLS}
     run_kwargs: dict[str, Any] = {}
     if scenario == "read_ok":
-        turns = [[_read()]]
+        turns = [[read_call()]]
     elif scenario == "write_commits":
-        turns = [[_write()]]
+        turns = [[write_call()]]
     elif scenario == "write_raises":
         turns = [[("call_c1", "charge_card", CHARGE)]]  # FunctionAgent hands every tool error to the model
     elif scenario == "write_times_out":
@@ -662,12 +572,12 @@ def _run_llama_index(scenario: str) -> list:
     elif scenario == "tool_error_to_model":
         raise CannotProduce("FunctionAgent has one failure path: a raised error becomes the tool's result (is_error), which write_raises is")
     elif scenario == "parallel_one_fails":
-        turns = [[_read(), ("call_f1", "refund_order", REFUND)]]
+        turns = [[read_call(), ("call_f1", "refund_order", REFUND)]]
     elif scenario == "framework_retries":
         STATE["flaky"] = True
-        turns = [[_write("call_w1")], [_write("call_w2")]]
+        turns = [[write_call("call_w1")], [write_call("call_w2")]]
     elif scenario == "requested_never_ran":
-        turns = [[_write()]]
+        turns = [[write_call()]]
         run_kwargs["max_iterations"] = 1  # the workflow stops after the model's turn, before the call runs
     elif scenario == "approval_interrupt_resume":
         raise CannotProduce("not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside the tool, no approval before a call")

@@ -7,13 +7,11 @@ generated spans: on a quiet span it finds nothing, exactly as the fast path take
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from hypothesis import given, settings
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from case_spans import is_otlp_case
-from conftest import ROOT, SHARED_CASES
+from case_spans import otlp_fixtures
 from tests.faults.test_fuzz import FAST, examples, otlp_spans, tool_like_spans
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.normalize import SpanView, from_otlp, span_to_step
@@ -28,11 +26,8 @@ CONFIG = TraceFenceConfig()
 
 
 def _case_spans() -> list[Span]:
-    paths = [p for p in sorted((ROOT / "tests").rglob("*.json")) if is_otlp_case(p)]
-    if SHARED_CASES.is_dir():
-        paths += [p for p in sorted(Path(SHARED_CASES).glob("*.json")) if is_otlp_case(p)]
     spans: list[Span] = []
-    for path in paths:
+    for _, path in otlp_fixtures():
         read = read_otlp_json(path.read_text(encoding="utf-8"))
         spans += [s for rs in read.request.resource_spans for ss in rs.scope_spans for s in ss.spans]
     return spans

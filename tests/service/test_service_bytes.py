@@ -12,8 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from case_spans import is_otlp_case
-from conftest import ROOT, SHARED_CASES
+from case_spans import otlp_fixtures
 from service_helpers import raw_request, raw_span, raw_tool_span
 from tests.faults.test_fuzz import _SPAN_ID_POOL, CONFIGS as FUZZ_CONFIGS, FAST, examples, otlp_spans, tool_like_spans
 from otel_tracefence.pipeline import annotate
@@ -39,10 +38,8 @@ def _reference_annotation(span: Span, extra: dict) -> Span:
 
 
 def _otlp_fixtures() -> list[Path]:
-    found = [p for p in sorted((ROOT / "tests").rglob("*.json")) if is_otlp_case(p)]
-    if SHARED_CASES.is_dir():
-        found += [p for p in sorted(SHARED_CASES.glob("*.json")) if is_otlp_case(p)]
-    return found
+    """Every OTLP/JSON file under tests/, and ../shared/cases' when that folder is there."""
+    return [path for _, path in otlp_fixtures()]
 
 
 def _fixture_spans() -> list[Span]:
@@ -214,11 +211,6 @@ def test_an_item_keeps_its_ids_while_queued_and_none_once_held():
 # -- light views (issue 10, item 2.2): only spans holding a marker are read in full --------------------------------
 
 
-def _case_files() -> list[Path]:
-    """Every OTLP case and fixture: ../shared/cases (when present), tests/cases, and every OTLP/JSON file under tests/."""
-    return _otlp_fixtures()
-
-
 def _planned(trace_id: str, views: list, config: TraceFenceConfig) -> tuple:
     planned = plan_spans(trace_id, views, config)
     plan = planned.plan
@@ -278,7 +270,7 @@ def test_light_views_give_the_plans_full_views_give_on_every_case_and_fixture():
     reasons, related calls and annotations, and the same TracePlan. Each trace also with plain spans put
     into every parent chain and under every span."""
     light = full = traces = 0
-    for path in _case_files():
+    for path in _otlp_fixtures():
         read = read_otlp_json(path.read_text(encoding="utf-8"))
         by_trace: dict[str, list[Span]] = {}
         for rs in read.request.resource_spans:

@@ -132,10 +132,11 @@ def prepare_all(frameworks: list, workers: int = 3) -> dict[str, Env]:
     return {e.key: e for e in envs}
 
 
-def run(env: Env, out: Path) -> dict[str, Outcome]:
-    """Run the framework's runner once for every scenario, writing into ``out``; each scenario's
-    :class:`Outcome` (a scenario the runner left no file for is an error naming the runner's exit)."""
-    if env.outcomes:
+def run(env: Env, out: Path, scenarios: list[str] | None = None) -> dict[str, Outcome]:
+    """Run the framework's runner once for every scenario of the matrix (or only ``scenarios``, named on its
+    command line, uncached: a runner's extra scenarios outside the matrix), writing into ``out``; each
+    scenario's :class:`Outcome` (a scenario the runner left no file for is an error naming the runner's exit)."""
+    if env.outcomes and scenarios is None:
         return env.outcomes
     from tests.frameworks.matrix_table import SCENARIO_KEYS
 
@@ -146,12 +147,12 @@ def run(env: Env, out: Path) -> dict[str, Outcome]:
         del environ[name]  # the runner's tracing is its own (an in-memory exporter), whatever the test run sets
     if env.kind == "python":
         environ["PYTHONPATH"] = str(_shared_modules(out))
-        command = [str(env.folder / "bin" / "python"), str(source / "runner.py"), str(out)]
+        command = [str(env.folder / "bin" / "python"), str(source / "runner.py"), str(out), *(scenarios or [])]
         cwd = source
     else:
         for name in ("runner.mjs", "runner_common.mjs"):
             shutil.copy(source / name if (source / name).is_file() else HERE / name, env.folder / name)
-        command = ["node", str(env.folder / "runner.mjs"), str(out)]
+        command = ["node", str(env.folder / "runner.mjs"), str(out), *(scenarios or [])]
         cwd = env.folder
     try:
         done = subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -159,7 +160,7 @@ def run(env: Env, out: Path) -> dict[str, Outcome]:
     except subprocess.TimeoutExpired:
         exit_text = f"the runner did not finish in {RUN_TIMEOUT_S:.0f} s"
     outcomes = {}
-    for scenario in SCENARIO_KEYS:
+    for scenario in scenarios or SCENARIO_KEYS:
         pb, cannot, error = (out / f"{scenario}{suffix}" for suffix in (".otlp.pb", ".cannot", ".error"))
         if pb.is_file():
             outcomes[scenario] = Outcome(request=pb.read_bytes())
@@ -169,7 +170,8 @@ def run(env: Env, out: Path) -> dict[str, Outcome]:
             outcomes[scenario] = Outcome(error=_tail(error.read_text(encoding="utf-8"), 6))
         else:
             outcomes[scenario] = Outcome(error=f"no file for the scenario; {exit_text}")
-    env.outcomes = outcomes
+    if scenarios is None:
+        env.outcomes = outcomes
     return outcomes
 
 

@@ -5,7 +5,7 @@
 // package.json and node_modules; envs.run copies this file next to the runner): it needs only
 // @opentelemetry/api, @opentelemetry/sdk-trace-base, @opentelemetry/context-async-hooks and
 // @opentelemetry/otlp-transformer (every Node framework's package.json names all four). It holds the
-// matrix's tools (the same names, arguments, results and failures as runner_common.py), labels tool
+// matrix's tools (the same names, arguments, results and failures as matrix_tools.py), labels tool
 // spans as a producer in any language does (tracefence.effect / tracefence.idempotency_key on the
 // active span, DESIGN.md), collects each scenario's spans in memory and writes them as one serialized
 // OTLP ExportTraceServiceRequest (protobuf bytes: ProtobufTraceSerializer.serializeRequest).

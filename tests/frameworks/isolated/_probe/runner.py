@@ -3,7 +3,8 @@
 import json
 
 from opentelemetry.trace import Status, StatusCode
-from runner_common import INVOICE, PROVIDER, CannotProduce, create_invoice, main
+from matrix_tools import INVOICE, CannotProduce, create_invoice
+from runner_common import PROVIDER, main
 
 tracer = PROVIDER.get_tracer("probe")
 

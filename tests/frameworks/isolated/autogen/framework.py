@@ -17,8 +17,8 @@ NOT_RECORDED = ("write_committed", "result_not_recorded", K)
 
 # AutoGen runs its handoff as a tool of its own (transfer_to_<target>, the Handoff's FunctionTool), whose body no user
 # can declare: the operator names it a read, as smolagents' final_answer is named (what an AutoGen user configures).
-# An MCP server's tool runs in the server, which (mcp 1.x) makes no span: the operator names it a write.
-TOOL_RULES = [dict(match="transfer_to_user", effect="read"), dict(match="charge_card", effect="write")]
+# An MCP server's tools run in the server, which (mcp 1.x) makes no span: the operator names them writes.
+TOOL_RULES = [dict(match="transfer_to_user", effect="read"), dict(match="charge_card", effect="write"), dict(match="capture_payment", effect="write")]
 
 CELLS = [
     cell("autogen", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", K)),), "a declared read replays (AutoGen records no arguments)"),
@@ -75,8 +75,8 @@ CELLS = [
         "failure. AutoGen would have to end the span ERROR on isError (or record the result); the write's outcome is unknown",
         wrong_today=(
             "A: fail-open: the UNSET span with no result from a producer that records none reads as committed "
-            "(skip write_committed, static) though the MCP tool failed; the span is write_commits' span to the attribute "
-            "(no arguments, no result, no status), so no rule on what the trace shows can hold one and pass the other"
+            "(skip write_committed, static) though the MCP tool failed; a committed MCP call's span is this one to the "
+            "attribute (tests/frameworks/test_autogen_mcp_spans.py), so nothing AutoGen records tells the two apart"
         ),
     ),
 ]

@@ -23,7 +23,7 @@ from autogen_core.models import CreateResult, ModelFamily, ModelInfo, RequestUsa
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from autogen_ext.tools.mcp import McpWorkbench, StdioServerParams
-from runner_common import (
+from matrix_tools import (
     CHARGE,
     CUSTOMER,
     PAYMENT,
@@ -32,13 +32,12 @@ from runner_common import (
     CannotProduce,
     create_invoice,
     lookup_customer,
-    main,
     read_call,
     refund_order,
     send_payment,
-    session,
     write_call,
 )
+from runner_common import main, session
 
 MODEL_INFO = ModelInfo(vision=False, function_calling=True, json_output=False, family=ModelFamily.UNKNOWN, structured_output=False)
 
@@ -82,12 +81,14 @@ async def approval() -> None:
         await team.run(task=HandoffMessage(source="user", target="billing", content="approved"))
 
 
-async def mcp_is_error() -> None:
-    """The agent calls an MCP server's tool through autogen-ext's McpWorkbench (stdio); the tool answers isError."""
+async def mcp_call(tool_name: str) -> None:
+    """The agent calls an MCP server's tool through autogen-ext's McpWorkbench (stdio): ``charge_card`` answers
+    isError (mcp_is_error), ``capture_payment`` commits (mcp_commits: not a matrix scenario, the committed twin
+    tests/frameworks/test_autogen_mcp_spans.py compares the failed call's span with)."""
     params = StdioServerParams(command=sys.executable, args=[str(Path(__file__).with_name("mcp_server.py"))], read_timeout_seconds=30)
     with session():
         async with McpWorkbench(params) as workbench:
-            client = ReplayChatCompletionClient([calls(("call_c1", "charge_card", CHARGE)), "done"], model_info=MODEL_INFO)
+            client = ReplayChatCompletionClient([calls(("call_c1", tool_name, CHARGE)), "done"], model_info=MODEL_INFO)
             billing = AssistantAgent("billing", model_client=client, workbench=workbench)
             result = await billing.run(task="charge customer a")
             STATE["mcp_results"] = [str(m) for m in result.messages]
@@ -118,8 +119,8 @@ def run(scenario: str) -> None:
     elif scenario == "approval_interrupt_resume":
         asyncio.run(approval())
         return
-    elif scenario == "mcp_is_error":
-        asyncio.run(mcp_is_error())
+    elif scenario in ("mcp_is_error", "mcp_commits"):
+        asyncio.run(mcp_call("charge_card" if scenario == "mcp_is_error" else "capture_payment"))
         return
     else:
         raise CannotProduce(scenario)

@@ -20,7 +20,7 @@ os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_AND_EVE
 os.environ.setdefault("GOOGLE_API_KEY", "offline-fake-key")  # never used: the model is scripted
 os.environ["ADK_DISABLE_TELEMETRY_UPLOAD"] = "1"
 
-from runner_common import (  # noqa: E402 - after the environment lines
+from matrix_tools import (  # noqa: E402 - after the environment lines
     CHARGE,
     PAYMENT,
     REFUND,
@@ -29,13 +29,12 @@ from runner_common import (  # noqa: E402 - after the environment lines
     charge_card,
     create_invoice,
     lookup_customer,
-    main,
     read_call,
     refund_order,
     send_payment,
-    session,
     write_call,
 )
+from runner_common import main, session  # noqa: E402 - after the environment lines
 
 from google.adk.agents import LlmAgent  # noqa: E402
 from google.adk.agents.run_config import RunConfig  # noqa: E402

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from langchain_scripted import ASK, hand_built, model, turn
 from openinference.instrumentation.langchain import LangChainInstrumentor
-from runner_common import CHARGE, PAYMENT, PROVIDER, REFUND, STATE, CannotProduce, main, read_call, session, write_call
+from matrix_tools import CHARGE, PAYMENT, REFUND, STATE, CannotProduce, read_call, write_call
+from runner_common import PROVIDER, main, session
 
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools

@@ -22,10 +22,9 @@ from openinference.instrumentation.langchain import LangChainInstrumentor, get_c
 from opentelemetry import trace
 
 from langchain_scripted import ASK, hand_built, model, turn
-from runner_common import (
+from matrix_tools import (
     CHARGE,
     PAYMENT,
-    PROVIDER,
     REFUND,
     STATE,
     CannotProduce,
@@ -33,13 +32,12 @@ from runner_common import (
     create_invoice,
     declare,
     lookup_customer,
-    main,
     read_call,
     refund_order,
     send_payment_slow,
-    session,
     write_call,
 )
+from runner_common import PROVIDER, main, session
 
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import MemorySaver

@@ -23,18 +23,17 @@ os.environ["LOGGING_EXECUTOR_MAX_THREADS"] = "1"
 os.environ.setdefault("OPENAI_API_KEY", "sk-offline-fake")  # never used: every response is mock_response
 
 from opentelemetry.trace import Status, StatusCode  # noqa: E402
-from runner_common import (  # noqa: E402 - after the environment lines
+from matrix_tools import (  # noqa: E402 - after the environment lines
     CHARGE,
     PAYMENT,
     PLAIN_TOOLS,
-    PROVIDER,
     REFUND,
     STATE,
     CannotProduce,
-    main,
     read_call,
     write_call,
 )
+from runner_common import PROVIDER, main  # noqa: E402 - after the environment lines
 
 import litellm  # noqa: E402
 from litellm import ModelResponse  # noqa: E402

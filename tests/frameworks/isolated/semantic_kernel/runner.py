@@ -17,20 +17,19 @@ import asyncio  # noqa: E402
 import json  # noqa: E402
 from typing import Any, ClassVar  # noqa: E402
 
-from runner_common import (  # noqa: E402
+from matrix_tools import (  # noqa: E402
     PAYMENT,
     REFUND,
     STATE,
     CannotProduce,
     create_invoice,
     lookup_customer,
-    main,
     read_call,
     refund_order,
     send_payment,
-    session,
     write_call,
 )
+from runner_common import main, session  # noqa: E402
 from semantic_kernel import Kernel  # noqa: E402
 from semantic_kernel.agents import ChatCompletionAgent  # noqa: E402
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase  # noqa: E402
