@@ -60,7 +60,7 @@ from otel_tracefence.pipeline.trace_buffer import Decided, LateBatch, TraceBuffe
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.core.telemetry import COMPONENT, Telemetry, guarded
+from otel_tracefence.core.telemetry import COMPONENT, Telemetry, guarded, instrument
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
@@ -154,6 +154,7 @@ class Fence(Generic[P]):
         max_wait_ms: float = 0.0,
         read_view: Callable[[SpanView, P], SpanView] | None = None,
         review_guard: ReviewGuard | None = None,
+        telemetry_attributes: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
         self._guard = review_guard
@@ -181,20 +182,15 @@ class Fence(Generic[P]):
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms, read_view=read_view)
-        self.telemetry = Telemetry(component, meter_provider)
+        self.telemetry = Telemetry(component, meter_provider, attributes=telemetry_attributes)
         self.telemetry.observe_held(lambda: len(self.buffer))
         if review_sink is not None and getattr(review_sink, "on_error", False) is None:
             # The SQLite store reports a database file deleted or replaced under it (it logs and reopens):
             # counted in tracefence.errors, in every door.
             review_sink.on_error = lambda kind: self.telemetry.errors.add(1, {**self.telemetry.attributes, "error.type": kind})
         if review_sink is not None:
-
-            def pending(options):
-                yield metrics.Observation(len(self._held_reviews), self.telemetry.attributes)
-
-            metrics.get_meter("otel_tracefence", meter_provider=meter_provider).create_observable_gauge(
-                "tracefence.review.pending", callbacks=[pending], unit="{trace}", description="Review items held in memory because their write failed."
-            )
+            meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
+            instrument(meter, "tracefence.review.pending", lambda: [(len(self._held_reviews), self.telemetry.attributes)])
         self._wake = threading.Condition()
         self._stopped = False
         self._left_by_timer: list[tuple[str, bool, Any]] = []  # due traces the timer took and left to the stop
