@@ -32,7 +32,7 @@ def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 def only(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> tuple[dict[str, str], float]:
-    found = [(l, v) for l, v in samples.get(name, []) if all(l.get(k) == v for k, v in labels.items())]
+    found = [(have, value) for have, value in samples.get(name, []) if all(have.get(k) == want for k, want in labels.items())]
     assert len(found) == 1, (name, labels, samples.get(name))
     return found[0]
 
