@@ -338,7 +338,7 @@ class ServiceSettings(OperationsSettings):
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
 
-    @field_validator("http_endpoint", mode="before")
+    @field_validator("http_endpoint", "metrics_endpoint", mode="before")
     @classmethod
     def _off_when_none(cls, value: Any) -> Any:
         return "" if isinstance(value, str) and value.strip().lower() in ("", "none") else value

@@ -6,7 +6,7 @@ read like every other setting: the config file, ``OTEL_TRACEFENCE_SERVICE__*`` v
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Mapping
+from typing import Literal, Mapping
 
 from pydantic import BaseModel, field_validator
 
@@ -30,7 +30,8 @@ class OperationsSettings(BaseModel):
 
     metrics_endpoint: str = ""
     """Address of a listener of its own for ``/metrics``, ``/healthz`` and ``/readyz`` (same TLS as the receivers; port
-    0: any free port). Empty: they are served on the OTLP/HTTP receiver's port (``http_endpoint``), with no token."""
+    0: any free port). Empty or ``none``: they are served on the OTLP/HTTP receiver's port (``http_endpoint``), with
+    no token. (Its address checks are ``ServiceSettings``'.)"""
     prometheus_metrics: bool = True
     """Serve the self-metrics as Prometheus text at ``/metrics`` (``opentelemetry-exporter-prometheus``)."""
     log_level: str | None = None
@@ -44,11 +45,6 @@ class OperationsSettings(BaseModel):
     @classmethod
     def _level(cls, value: str | None) -> str | None:
         return log_level_name(value) if value is not None and value.strip() else None
-
-    @field_validator("metrics_endpoint", mode="before")
-    @classmethod
-    def _off_when_none(cls, value: Any) -> Any:
-        return "" if isinstance(value, str) and value.strip().lower() in ("", "none") else value
 
     def resolved_log_level(self, flag: str | None = None, environ: Mapping[str, str] = os.environ) -> tuple[str, str | None]:
         """The level in force: the flag, else ``log_level``, else ``OTEL_LOG_LEVEL``, else ``INFO``; and the warning

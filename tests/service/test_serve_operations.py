@@ -166,3 +166,15 @@ def test_metrics_can_be_turned_off_and_health_stays(tmp_path: Path, upstream):
         assert wait_for(lambda: readyz(port)[0] == 200, what="ready") is True
     finally:
         serve.stop()
+
+
+def test_the_metrics_listener_needs_a_port_of_its_own():
+    import pytest
+
+    from otel_tracefence.core.config import ServiceSettings
+
+    with pytest.raises(ValueError, match="metrics_endpoint 127.0.0.1:4318 is the http_endpoint 127.0.0.1:4318: give /metrics and health a port of its own"):
+        ServiceSettings(metrics_endpoint="127.0.0.1:4318")
+    with pytest.raises(ValueError, match="'loud': a log level is one of debug, info, warning, error, critical"):
+        ServiceSettings(log_level="loud")
+    assert (ServiceSettings(log_level="Warn").log_level, ServiceSettings(metrics_endpoint="none").metrics_endpoint) == ("WARNING", "")
