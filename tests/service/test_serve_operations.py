@@ -145,8 +145,8 @@ def test_readyz_follows_the_upstream_the_review_store_and_the_stop(tmp_path):
         client.send()
         client.shutdown()
         serve.proc.send_signal(signal.SIGTERM)
-        serve.log("stopping")
-        status, body = readyz(ops)
+        serve.log("stopping")  # logged just before the stop begins: the state follows within moments
+        status, body = wait_for(lambda: "stopping" in (r := readyz(ops))[1].get("problems", {}) and r, timeout=3, what="the stopping state")
         assert (status, body) == (503, {"status": "not ready", "problems": {"stopping": "the service is stopping: it takes no more calls"}})
         assert httpx.get(f"http://127.0.0.1:{ops}/healthz", timeout=5).status_code == 200  # alive while it drains
         assert serve.proc.wait(timeout=30) == 0
