@@ -353,6 +353,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def fatal(line: str) -> str:
+    """The message of ``tracefence serve``'s fatal log line (``cannot start``, ``cannot listen``): a JSON log line
+    at ``CRITICAL``, through the one handler, as every line of the service is."""
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"]) == ("CRITICAL", "otel_tracefence.service"), entry
+    return entry["message"]
+
+
 def tracefence(*args: str, cwd: Path | None = None, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "otel_tracefence", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=clean_env(**env))
 

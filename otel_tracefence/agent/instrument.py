@@ -339,9 +339,9 @@ def _unrecorded(tool: str, effect: str | None, key: str | None, why: str) -> Non
         if _unrecorded_counter is None:
             from opentelemetry import metrics
 
-            _unrecorded_counter = metrics.get_meter("otel_tracefence").create_counter(
-                UNRECORDED_METRIC, unit="{call}", description="declare() calls with no recording tool span to label: nothing was recorded."
-            )
+            from otel_tracefence.core.telemetry import instrument
+
+            _unrecorded_counter = instrument(metrics.get_meter("otel_tracefence"), UNRECORDED_METRIC)
         _unrecorded_counter.add(1, {"tracefence.component": "instrument", GEN_AI_TOOL_NAME: tool})
         with _warned_lock:
             if tool in _warned_tools:

@@ -58,7 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="processes deciding traces (default 1). N > 1: this process routes each trace, by its id, to one of N worker processes",
     )
-    parser.add_argument("--log-format", choices=("json", "text"), default="json", help="log lines on standard error (default json)")
+    parser.add_argument(
+        "--log-format", choices=("json", "text"), help="log lines on standard error, every field kept (default: service.log_format, json)"
+    )
+    parser.add_argument(
+        "--metrics-endpoint",
+        help="serve /metrics, /healthz and /readyz on a listener of their own (default: on the OTLP/HTTP port; service.metrics_endpoint)",
+    )
     # A worker process of `serve --workers N`, started by its router (not for people to use).
     parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-of", help=argparse.SUPPRESS)  # the router's configuration, as JSON
@@ -84,6 +90,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
             "persistent_queue_dir": args.persistent_queue_dir,
             "worker_processes": getattr(args, "workers", None),
             "upstream_protocol": getattr(args, "upstream_protocol", None),
+            "metrics_endpoint": getattr(args, "metrics_endpoint", None),
         }.items()
         if value is not None
     }
@@ -146,12 +153,29 @@ def _worker_service(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
+    """Set up the logs (one handler; the level and format the flags, then the configuration, then ``OTEL_LOG_LEVEL``
+    say; descriptor 2 captured for the gRPC C-core's lines, before gRPC starts), then run the service."""
     from otel_tracefence.service import logs
+
+    level, ignored = config.service.resolved_log_level(args.log_level)
+    log_format = args.log_format or config.service.log_format
+    args.log_format = log_format  # a router hands it on to its workers
+    native = logs.capture_native_stderr(logs.configure(level, log_format), level)
+    if ignored:
+        logging.getLogger("otel_tracefence.service").warning(ignored)
+    try:
+        return _run(args, config)
+    finally:
+        if native is not None:
+            native.close()
+
+
+def _run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     from otel_tracefence.service.gc_settings import tune_for_service
     from otel_tracefence.service.server import TraceFenceService
     from otel_tracefence.service.workers import router_stopping, stop_budget, watch_parent
 
-    logs.configure(args.log_level or "INFO", args.log_format)
+    log = logging.getLogger("otel_tracefence.service")
     worker = getattr(args, "worker_index", None)
     try:
         if worker is not None:
@@ -167,9 +191,8 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     except ConfigError:
         raise
     except (OSError, ValueError, sqlite3.Error, ReviewStoreError) as exc:  # a bad upstream, review db or output file
-        print(f"tracefence serve: cannot start: {exc}", file=sys.stderr)
+        log.critical(f"tracefence serve: cannot start: {exc}")  # one line, through the handler
         return 2
-    log = logging.getLogger("otel_tracefence.service")
     log.info("engine", extra={"engine": engine()})  # compiled (Cython) or python (docs/DECISIONS.md, 115)
     for upstream in service.config.service.upstreams:
         protocol = service.config.service.protocol_of(upstream)
@@ -189,7 +212,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     try:
         service.start()
     except OSError as exc:
-        print(f"tracefence serve: {exc}", file=sys.stderr)
+        log.critical(f"tracefence serve: {exc}")
         service.stop(0)
         return 2
     tune_for_service()  # the collector of a started service process (docs/DECISIONS.md, 220)
@@ -219,6 +242,9 @@ def _exit_now() -> NoReturn:
     """Exit a worker at once with code 0, its stop done: its files, persistent queue and review store are closed,
     its figures handed on. The interpreter's own exit would first collect and free every object the worker held
     (seconds with a full buffer), running into the router's deadline; ``os._exit`` skips that (logs flushed first)."""
+    from otel_tracefence.service import logs
+
+    logs.release()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.core.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
+from otel_tracefence.core.config_operations import OperationsSettings
 from otel_tracefence.core.config_sources import DuplicateKey, check_environment, load_yaml, refuse_case_twins, unknown_environment
 from otel_tracefence.core.redact import Redaction
 from otel_tracefence.core.textfold import folded_word
@@ -249,8 +250,9 @@ class UpstreamSettings(BaseModel):
     Batches are sized under it; a span larger than it on its own is dropped and counted."""
 
 
-class ServiceSettings(BaseModel):
-    """``tracefence serve``: the OTLP/gRPC receiver, forwarding, review API and operations."""
+class ServiceSettings(OperationsSettings):
+    """``tracefence serve``: the OTLP/gRPC receiver, forwarding, review API and operations (``/metrics``, health and
+    logs: :class:`~otel_tracefence.core.config_operations.OperationsSettings`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -369,12 +371,12 @@ class ServiceSettings(BaseModel):
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
 
-    @field_validator("http_endpoint", mode="before")
+    @field_validator("http_endpoint", "metrics_endpoint", mode="before")
     @classmethod
     def _off_when_none(cls, value: Any) -> Any:
         return "" if isinstance(value, str) and value.strip().lower() in ("", "none") else value
 
-    @field_validator("endpoint", "review_endpoint", "http_endpoint", "ui_endpoint")
+    @field_validator("endpoint", "review_endpoint", "http_endpoint", "ui_endpoint", "metrics_endpoint")
     @classmethod
     def _listen_address(cls, value: str) -> str:
         return check_address(value, port_zero=True) if value else value
@@ -419,9 +421,12 @@ class ServiceSettings(BaseModel):
                     f"http_endpoint {self.http_endpoint} is the {name} {other}: give the OTLP/HTTP receiver a port of its own, "
                     "or turn it off with http_endpoint: none"
                 )
-        for name, other in (("endpoint", self.endpoint), ("review_endpoint", self.review_endpoint), ("http_endpoint", self.http_endpoint)):
-            if self.ui_endpoint and other and _same_listen_address(self.ui_endpoint, other):
-                raise ValueError(f"ui_endpoint {self.ui_endpoint} is the {name} {other}: give the review page a port of its own")
+        listeners = [("endpoint", self.endpoint), ("review_endpoint", self.review_endpoint), ("http_endpoint", self.http_endpoint)]
+        for own, address, what in (("ui_endpoint", self.ui_endpoint, "the review page"), ("metrics_endpoint", self.metrics_endpoint, "/metrics and health")):
+            for name, other in listeners:
+                if address and other and _same_listen_address(address, other):
+                    raise ValueError(f"{own} {address} is the {name} {other}: give {what} a port of its own")
+            listeners.append((own, address))
         return self
 
 

@@ -78,13 +78,14 @@ class Fence(Generic[P]):
         max_wait_ms: float = 0.0,
         read_view: Callable[[SpanView, P], SpanView] | None = None,
         review_guard: ReviewGuard | None = None,
+        telemetry_attributes: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
         self._emit = emit
         self._annotate = annotate_span
         self._service_name = service_name
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms, read_view=read_view)
-        self.telemetry = Telemetry(component, meter_provider)
+        self.telemetry = Telemetry(component, meter_provider, attributes=telemetry_attributes)
         self.telemetry.observe_held(lambda: len(self.buffer))
         self.reviews: ReviewWriter[P] = ReviewWriter(
             config, review_sink, self.telemetry, latest_plan=self.buffer.latest_plan, service_name=service_name,

@@ -36,7 +36,7 @@ from opentelemetry import metrics
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass, TracePlan
-from otel_tracefence.core.telemetry import COMPONENT, Telemetry, guarded
+from otel_tracefence.core.telemetry import COMPONENT, Telemetry, guarded, instrument
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
@@ -136,13 +136,8 @@ class ReviewWriter(Generic[P]):
             # counted in tracefence.errors, in every door.
             sink.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
         if sink is not None:
-
-            def pending(options):
-                yield metrics.Observation(len(self._held_reviews), telemetry.attributes)
-
-            metrics.get_meter("otel_tracefence", meter_provider=meter_provider).create_observable_gauge(
-                "tracefence.review.pending", callbacks=[pending], unit="{trace}", description="Review items held in memory because their write failed."
-            )
+            meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
+            instrument(meter, "tracefence.review.pending", lambda: [(len(self._held_reviews), telemetry.attributes)])
 
     def owes(self, replay_class: str) -> bool:
         """True when a trace of ``replay_class`` (its value) gets a review item: a sink, and the class is one of

@@ -175,6 +175,7 @@ class OtlpHttpReceiver:
         body_timeout_s: float = 30.0,
         retry_delay_s: float = 1.0,
         inflate_budget_bytes: int = 0,
+        routes: Sequence[Route] = (),
     ) -> None:
         self._export = export
         self._token = token
@@ -194,7 +195,8 @@ class OtlpHttpReceiver:
         self._limiter: anyio.CapacityLimiter | None = None  # made on the server's own event loop
         # Browsers on the allowed origins may POST spans (preflight answered; the bearer token still checked).
         cors = [Middleware(CORSMiddleware, allow_origins=list(cors_allowed_origins), allow_methods=["POST"], allow_headers=["*"], max_age=7200)]
-        self.app = Starlette(routes=[Route(TRACES_PATH, self._traces, methods=["POST"])], middleware=cors if cors_allowed_origins else [])
+        # ``routes``: more, beside it (``/metrics``, ``/healthz``, ``/readyz``: operations_http.py), with no token.
+        self.app = Starlette(routes=[Route(TRACES_PATH, self._traces, methods=["POST"]), *routes], middleware=cors if cors_allowed_origins else [])
 
     async def _traces(self, request: Request) -> Response:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()

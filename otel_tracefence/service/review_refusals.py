@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from otel_tracefence.core.telemetry import COMPONENT
+from otel_tracefence.core.telemetry import COMPONENT, instrument
 
 _log = logging.getLogger("otel_tracefence.service")
 LOG_EVERY_S = 10.0  # one log line at most this often while calls are refused so
@@ -26,11 +26,9 @@ LOG_EVERY_S = 10.0  # one log line at most this often while calls are refused so
 class ReviewRefusals:
     """Counts and logs the calls refused for a failing review store; thread-safe. ``meter``: an OpenTelemetry meter."""
 
-    def __init__(self, meter: Any, *, clock=time.monotonic) -> None:
-        self._counter = meter.create_counter(
-            "tracefence.requests.refused.review", unit="{request}",
-            description="Export calls refused (retry later) while the review store fails and the review items held in memory are near their bound.",
-        )  # fmt: skip
+    def __init__(self, meter: Any, *, clock=time.monotonic, attributes: dict[str, Any] | None = None) -> None:
+        self._attributes = {**(attributes or {COMPONENT: "service"}), "reason": "review_store_failing"}
+        self._counter = instrument(meter, "tracefence.requests.refused.review")
         self._clock = clock
         self._lock = threading.Lock()
         self._since_log = 0
@@ -39,7 +37,7 @@ class ReviewRefusals:
 
     def refused(self, held: int, bound: int) -> str:
         """Count one refused call (``held`` items held of ``bound``); the reason given to the client."""
-        self._counter.add(1, {COMPONENT: "service", "reason": "review_store_failing"})
+        self._counter.add(1, self._attributes)
         now = self._clock()
         with self._lock:
             self.refused_total += 1

@@ -40,7 +40,6 @@ import time
 from typing import Any, Sequence
 
 from grpc_health.v1 import health
-from opentelemetry import metrics
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
 from otel_tracefence.core.config import TraceFenceConfig, UpstreamSettings
@@ -50,10 +49,12 @@ from otel_tracefence.service.forward import Forwarder, Outcome, Request, Upstrea
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, carrying_fault, invalid_reason, orphan_span, request_span_count
-from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, _meter_provider, check_review_exposure
+from otel_tracefence.service.operations_http import Operations
+from otel_tracefence.service.self_metrics import ServiceMetrics, meter_provider as own_meter_provider
+from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, check_review_exposure, serves_prometheus
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
-from otel_tracefence.core.telemetry import COMPONENT
+from otel_tracefence.core.telemetry import instrument
 from otel_tracefence.ui.security import check_ui_exposure
 
 _log = logging.getLogger("otel_tracefence.service")
@@ -253,15 +254,11 @@ class RouterService(TraceFenceService):
         self._ui_warning = check_ui_exposure(config.service.ui_endpoint, config) if config.service.ui_endpoint else None
         self.config = config
         self.worker = None
-        self._owned_meter_provider = None
+        self._owned_meter_provider = prometheus = None
         if meter_provider is None:
-            meter_provider = self._owned_meter_provider = _meter_provider(config)
-        meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
-        attrs = {COMPONENT: "router"}
-        self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
-        self._refused = meter.create_counter(
-            "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
-        )
+            meter_provider, prometheus = own_meter_provider(config, prometheus=serves_prometheus(config))
+            self._owned_meter_provider = meter_provider
+        self.self_metrics = ServiceMetrics(meter_provider, "router", target_key="tracefence.worker")
         self.store = None
         if config.review_db:  # the router serves the review API and page; the workers write the items
             from otel_tracefence.review.open import open_review_store
@@ -271,19 +268,16 @@ class RouterService(TraceFenceService):
         self.log_format = log_format
         self.folder = tempfile.mkdtemp(prefix="tracefence-workers-")  # mode 0700: the sockets and the config
         try:
-            self._build(config, meter, attrs)
+            self._build(config, prometheus)
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
 
-    def _build(self, config: TraceFenceConfig, meter: Any, attrs: dict[str, str]) -> None:
+    def _build(self, config: TraceFenceConfig, prometheus: Any = None) -> None:
         settings = config.service
         count = settings.worker_processes
-        dropped = meter.create_counter(
-            "tracefence.forward.dropped", unit="{span}", description="Spans not handed to a worker, by reason (workers' own drops are theirs)."
-        )
-        failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Sends to a worker that failed.")
-        restarts = meter.create_counter("tracefence.worker.restarts", unit="{process}", description="Worker processes restarted after they died.")
+        own = self.self_metrics  # its forward queues are the workers' hand-offs; the workers' own drops are theirs
+        restarts = instrument(own.meter, "tracefence.worker.restarts")
         config_path = os.path.join(self.folder, "config.json")
         with open(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
             out.write(config.model_dump_json())
@@ -295,7 +289,7 @@ class RouterService(TraceFenceService):
                 "--log-format", self.log_format, "--worker-index", str(index), "--worker-of", config_path, "--worker-parent", str(os.getpid()),
             ]  # fmt: skip
 
-        self.pool = WorkerPool(count, command, self.folder, on_restart=lambda i: restarts.add(1, {**attrs, "tracefence.worker": i}))
+        self.pool = WorkerPool(count, command, self.folder, on_restart=lambda i: restarts.add(1, own.target_attributes(i)))
         self.forwarders: list[Forwarder] = []
         for index in range(count):
             target = WorkerTarget(index, worker_socket(self.folder, index), settings.max_message_bytes, on_done=lambda size, i=index: self._sent(i, size))
@@ -303,18 +297,13 @@ class RouterService(TraceFenceService):
                 Forwarder(
                     target,
                     settings.intake_queue_spans,  # never reached: RouterIntake keeps each queue within its share
-                    on_drop=lambda n, reason, i=index: dropped.add(n, {**attrs, "tracefence.worker": i, "reason": reason}),
-                    on_failure=lambda i=index: failures.add(1, {**attrs, "tracefence.worker": i}),
+                    on_drop=own.on_drop(index, index),
+                    on_failure=own.on_failure(index),
                     batch_wait_s=0.0,  # whatever queues while a part is being sent goes in the next send
                 )
             )
         self.intake = RouterIntake(self.forwarders, settings.intake_queue_spans, settings.intake_queue_bytes)  # type: ignore[assignment]
-
-        def queue_depth(options):
-            for f in self.forwarders:
-                yield metrics.Observation(f.depth, {**attrs, "tracefence.worker": f.target.index})  # type: ignore[attr-defined]
-
-        meter.create_observable_gauge("tracefence.worker.queue.size", callbacks=[queue_depth], unit="{span}", description="Spans waiting to be handed to each worker.")
+        own.watch_forwarders(self.forwarders, list(range(count)), "tracefence.worker.queue.size")
         self._accepting = True
         self.health = health.HealthServicer()
         self._servers = []
@@ -323,6 +312,7 @@ class RouterService(TraceFenceService):
         self._http_guard = None
         self._ui_server = None
         self._stopped = threading.Event()
+        self.operations = Operations(config, self.store, lambda: self._accepting, prometheus, {"workers": self.pool.check_alive})
 
     def _sent(self, index: int, size: int) -> None:
         with self.intake._lock:  # type: ignore[attr-defined]
@@ -337,13 +327,13 @@ class RouterService(TraceFenceService):
         return None
 
     def _export(self, transport: str) -> TraceExport:
-        attrs = {COMPONENT: "router", "transport": transport}
+        attrs = {**self.self_metrics.attributes, "transport": transport}
         return RouterExport(
             self.intake,  # type: ignore[arg-type]
             self._refuse,
             self.config.service.retry_delay_s,
-            on_rejected=lambda n: self._rejected.add(n, attrs),
-            on_refused_too_large=lambda: self._refused.add(1, {**attrs, "reason": "too_large"}),
+            on_rejected=lambda n: self.self_metrics.rejected.add(n, attrs),
+            on_refused_too_large=lambda: self.self_metrics.refused.add(1, {**attrs, "reason": "too_large"}),
         )
 
     def start(self) -> None:
@@ -374,6 +364,7 @@ class RouterService(TraceFenceService):
         if self.store is not None:
             self.store.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.operations.stop()
         _log.info(
             "tracefence serve stopped",
             extra={

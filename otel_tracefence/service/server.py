@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from opentelemetry import metrics
 
 from otel_tracefence.core.exposure import exposure_problem
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
@@ -32,6 +31,8 @@ from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.grpc_connections import GRPC_RPCS_PER_WORKER, grpc_connection_options
 from otel_tracefence.service.http_connections import CAP_FLOOR, ConnectionGuard, connection_cap, guarded_h11_protocol, tls_context
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
+from otel_tracefence.service.operations_http import Operations
+from otel_tracefence.service.self_metrics import ServiceMetrics, meter_provider as own_meter_provider
 from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.service.review_refusals import ReviewRefusals
 from otel_tracefence.ui.app import app_for
@@ -40,7 +41,6 @@ from otel_tracefence.service.otlp_bytes import span_key
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
-from otel_tracefence.core.telemetry import COMPONENT
 
 _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -126,24 +126,11 @@ def input_limits(config: TraceFenceConfig) -> dict[str, int]:
     }
 
 
-def _meter_provider(config: TraceFenceConfig, worker: int | None = None) -> Any:
-    """The service's own MeterProvider (``service.metrics_exporter``), or None. A worker process of
-    ``serve --workers N`` carries its index in the resource attribute ``tracefence.worker``."""
+def serves_prometheus(config: TraceFenceConfig, worker: int | None = None) -> bool:
+    """Whether this process serves ``/metrics``: ``service.prometheus_metrics``, somewhere to serve it (the OTLP/HTTP
+    port or ``service.metrics_endpoint``), and not a worker of ``serve --workers N`` (its router serves it)."""
     settings = config.service
-    if settings.metrics_exporter == "none":
-        return None
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
-
-    if settings.metrics_exporter == "console":
-        exporter = ConsoleMetricExporter()
-    else:
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-        exporter = OTLPMetricExporter()
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=settings.metrics_interval_ms)
-    return MeterProvider(metric_readers=[reader], resource=Resource.create({"service.name": "tracefence", **({"tracefence.worker": worker} if worker is not None else {})}))
+    return settings.prometheus_metrics and worker is None and bool(settings.operations_endpoint(settings.http_endpoint))
 
 
 def unread_by_trace(items: list[OtlpItem]) -> dict[str, list[tuple[None, OtlpItem]]]:
@@ -181,21 +168,11 @@ class TraceFenceService:
             check_writable(config.review_db)
             check_free_space(config.review_db, config.review_db_min_free_bytes)
         settings = config.service
-        self._owned_meter_provider = None
+        self._owned_meter_provider = prometheus = None
         if meter_provider is None:
-            meter_provider = self._owned_meter_provider = _meter_provider(config, worker)
-        meter = metrics.get_meter("otel_tracefence", meter_provider=meter_provider)
-        attrs = {COMPONENT: "service"}
-        dropped = meter.create_counter(
-            "tracefence.forward.dropped",
-            unit="{span}",
-            description="Spans not forwarded, by reason: queue_full, too_large, rejected, upstream_rejected, shutdown.",
-        )
-        failures = meter.create_counter("tracefence.forward.failures", unit="{request}", description="Forward attempts that failed.")
-        self._rejected = meter.create_counter("tracefence.spans.rejected", unit="{span}", description="Spans refused as invalid.")
-        self._refused = meter.create_counter(
-            "tracefence.requests.refused", unit="{request}", description="Export calls refused as larger than the whole intake bound."
-        )
+            meter_provider, prometheus = own_meter_provider(config, worker, prometheus=serves_prometheus(config, worker))
+            self._owned_meter_provider = meter_provider
+        self.self_metrics = own = ServiceMetrics(meter_provider, "service")
         targets = [upstream_target(u, settings.protocol_of(u)) for u in settings.upstreams] or [FileTarget(settings.output_file)]
         self.persistent = PersistentQueue(settings.persistent_queue_dir, len(targets)) if settings.persistent_queue_dir else None
         persistent = self.persistent
@@ -203,19 +180,14 @@ class TraceFenceService:
             Forwarder(
                 target,
                 settings.forward_queue_spans,
-                on_drop=lambda n, reason, t=target.name: dropped.add(n, {**attrs, "tracefence.upstream": t, "reason": reason}),
-                on_failure=lambda t=target.name: failures.add(1, {**attrs, "tracefence.upstream": t}),
+                on_drop=own.on_drop(index, target.name),
+                on_failure=own.on_failure(target.name),
                 on_settled=(lambda spans, i=index: persistent.settle(i, spans)) if persistent is not None else None,
                 batch_wait_s=settings.forward_batch_wait_ms / 1000.0,
             )
             for index, target in enumerate(targets)
         ]
-
-        def queue_depth(options):
-            for f in self.forwarders:
-                yield metrics.Observation(f.depth, {**attrs, "tracefence.upstream": f.target.name})
-
-        meter.create_observable_gauge("tracefence.forward.queue.size", callbacks=[queue_depth], unit="{span}", description="Spans waiting to be forwarded.")
+        own.watch_forwarders(self.forwarders, [f.target.name for f in self.forwarders], "tracefence.forward.queue.size")
         self.store = None
         if config.review_db:
             from otel_tracefence.review.open import open_review_store
@@ -234,12 +206,14 @@ class TraceFenceService:
             max_wait_ms=settings.max_wait_ms,
             # With the persistent queue, a review item is part of the acknowledgement (DECISIONS 510).
             review_guard=self.persistent if self.store is not None else None,
+            telemetry_attributes=own.attributes,
         )
-        self._review_refusals = ReviewRefusals(meter)
+        self._review_refusals = ReviewRefusals(own.meter, attributes=own.attributes)
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
             self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
+        own.watch_intake(lambda: self.intake.depth, settings.intake_queue_spans)
         self.replayed_spans = 0  # spans read back from the persistent queue at start
         self._accepting = True
         # A worker of ``serve --workers N`` whose router has begun to stop: what the router still hands on was
@@ -259,6 +233,7 @@ class TraceFenceService:
         self.ui_port = 0  # the review page's (service.ui_endpoint), once started (0: not served)
         self._ui_server: AsgiServer | None = None
         self._stopped = threading.Event()
+        self.operations = Operations(config, self.store, lambda: self._accepting, prometheus)
 
     # -- data path -----------------------------------------------------------------
     def _emit(self, items: list[OtlpItem]) -> None:
@@ -267,6 +242,7 @@ class TraceFenceService:
             if self._emit_closed:  # after the shutdown: already counted as not forwarded
                 return
             self.emitted_spans += count
+        self.self_metrics.processed(count)
         encoded = request.SerializeToString()  # once, shared by every forward queue
         for forwarder in self.forwarders:
             forwarder.put(encoded, count)
@@ -302,13 +278,13 @@ class TraceFenceService:
 
     def _export(self, transport: str) -> TraceExport:
         """The one Export path, its refusals counted with ``transport`` (``grpc`` or ``http``)."""
-        attrs = {COMPONENT: "service", "transport": transport}
+        attrs = {**self.self_metrics.attributes, "transport": transport}
         return TraceExport(
             self.intake,
             self._refuse,
             self.config.service.retry_delay_s,
-            on_rejected=lambda n: self._rejected.add(n, attrs),
-            on_refused_too_large=lambda: self._refused.add(1, {**attrs, "reason": "too_large"}),
+            on_rejected=lambda n: self.self_metrics.rejected.add(n, attrs),
+            on_refused_too_large=lambda: self.self_metrics.refused.add(1, {**attrs, "reason": "too_large"}),
         )
 
     # -- lifecycle -------------------------------------------------------------------
@@ -370,6 +346,7 @@ class TraceFenceService:
                 max_workers=settings.max_workers, cors_allowed_origins=settings.http_cors_allowed_origins,
                 body_timeout_s=settings.http_body_timeout_s, retry_delay_s=settings.retry_delay_s,
                 inflate_budget_bytes=settings.http_inflate_budget_bytes,
+                routes=() if settings.metrics_endpoint else self.operations.routes,
             )  # fmt: skip
             self._http_receiver = receiver
             tls = tls_context(settings.tls_certificate_file, settings.tls_key_file)  # the handshake is the guard's: counted, timed
@@ -389,6 +366,7 @@ class TraceFenceService:
             self.ui_port = self._ui_server.port
             if self._ui_warning:
                 _log.warning("review page without a token: %s", self._ui_warning)
+        self.operations.start_listener()
         if self._review_warning:
             _log.warning("review API without a token: %s", self._review_warning)
         if self.persistent is not None:  # what an earlier run acknowledged and did not forward goes first
@@ -407,6 +385,8 @@ class TraceFenceService:
                 "http_endpoint": settings.http_endpoint or None,
                 "http_port": self.http_port or None,
                 "ui_port": self.ui_port or None,
+                "metrics_endpoint": settings.operations_endpoint(settings.http_endpoint) or None,  # /metrics, /healthz, /readyz
+                "metrics_port": self.operations.port or self.http_port or None,
                 "review_port": self.review_port,
                 "forward_to": [f.target.name for f in self.forwarders],
                 "review_db": display_target(self.config.review_db),  # a URL's password masked
@@ -417,6 +397,7 @@ class TraceFenceService:
                 "limits": input_limits(self.config),
             },
         )
+        self.operations.readiness.start()  # /readyz: ready once its checks pass
 
     def _stop_listeners(self, grace_s: float, left: Any) -> None:
         """Stop accepting: health says NOT_SERVING, every listener stops, calls under way get ``grace_s`` seconds
@@ -530,6 +511,7 @@ class TraceFenceService:
             self.persistent.close()
             extra["kept_requests"], extra["kept_spans"] = PersistentQueue.count(self.persistent.path)
         _log.info("tracefence serve stopped", extra=extra)
+        self.operations.stop()
         self.stop_summary = extra  # the stop line's figures (a worker hands them to its router)
         if self._owned_meter_provider is not None:
             self._owned_meter_provider.shutdown(timeout_millis=min(1000, left() * 1000 + 500))

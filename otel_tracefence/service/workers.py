@@ -31,6 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.service import logs
 
 _log = logging.getLogger("otel_tracefence.service")
 READY_TIMEOUT_S = 60.0  # a worker that does not answer health checks by then is a failed start
@@ -176,7 +177,9 @@ class WorkerProcess:
             os.unlink(self.socket_path)  # a dead worker's socket file
         except FileNotFoundError:
             pass
-        self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL)
+        # The real standard error, not this process's capture of descriptor 2 (logs.NativeStderr): a worker's
+        # lines are its own handler's, written once.
+        self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stderr=logs.real_stderr())
         self.started_at = time.monotonic()
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -231,6 +234,11 @@ class WorkerPool:
         # ends, so the workers it restarts must be started by a thread that outlives them.
         self._monitor = threading.Thread(target=self._watch, name="tracefence-workers", daemon=True)
         self._monitor.start()
+
+    def check_alive(self) -> str | None:
+        """A readiness check (``/readyz``): None while every worker runs, else which do not (being restarted)."""
+        dead = [w.index for w in self.workers if w.process is None or w.process.poll() is not None]
+        return f"worker(s) {', '.join(map(str, dead))} not running (being restarted)" if dead else None
 
     def _watch(self) -> None:
         pauses = {w.index: RESTART_PAUSE_S[0] for w in self.workers}

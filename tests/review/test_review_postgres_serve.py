@@ -8,7 +8,7 @@ from pathlib import Path
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review import open_review_store
-from service_helpers import Client, ServeProcess, agent_trace, tracefence, wait_for
+from service_helpers import Client, ServeProcess, agent_trace, fatal, tracefence, wait_for
 from test_cli_review import SHOW_TABLE, T0, TRACE, Clock, _plan
 
 
@@ -131,7 +131,8 @@ def test_serve_and_tools_with_an_unreachable_postgres_exit_2_without_the_passwor
     shown = "postgresql://tf:***@127.0.0.1:9/queue?connect_timeout=2"
     serve = tracefence("serve", "--endpoint", "127.0.0.1:0", "--review-db", url, "--output-file", str(tmp_path / "out.jsonl"), cwd=tmp_path)
     assert serve.returncode == 2
-    assert serve.stderr.startswith(f"tracefence serve: cannot start: {shown}: cannot use the PostgreSQL review database: ")
+    assert len(serve.stderr.splitlines()) == 1
+    assert fatal(serve.stderr).startswith(f"tracefence serve: cannot start: {shown}: cannot use the PostgreSQL review database: ")
     tools = tracefence("tools", "--db", url, cwd=tmp_path)
     assert tools.returncode == 2
     assert f"{shown}: cannot use the PostgreSQL review database: " in tools.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from otel_tracefence.core.telemetry import COMPONENT_TYPES
 from otel_tracefence.pipeline import trace_buffer as buffer_module
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.pipeline.annotate import SCHEMA_VERSION
@@ -115,7 +117,8 @@ def wait_for(predicate, timeout: float = 5.0, interval: float = 0.005) -> None:
 
 
 def metric_points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], Any]]]:
-    """Every data point by metric name: (attributes, value)."""
+    """Every data point by metric name: (attributes, value); ``otel.component.type`` (the door's) and
+    ``otel.component.name`` (``{type}/{instance}``, counted across the test run) are checked and left out."""
     out: dict[str, list[tuple[dict[str, Any], Any]]] = {}
     data = reader.get_metrics_data()
     if data is None:
@@ -124,7 +127,10 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str
         for scope_metrics in resource_metrics.scope_metrics:
             for metric in scope_metrics.metrics:
                 for point in metric.data.data_points:
-                    out.setdefault(metric.name, []).append((dict(point.attributes), point.value))
+                    attributes = dict(point.attributes)
+                    kind, name = attributes.pop("otel.component.type"), attributes.pop("otel.component.name")
+                    assert kind == COMPONENT_TYPES[attributes["tracefence.component"]] and re.fullmatch(re.escape(kind) + r"/\d+", name), (kind, name)
+                    out.setdefault(metric.name, []).append((attributes, point.value))
     return out
 
 

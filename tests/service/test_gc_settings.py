@@ -24,7 +24,7 @@ def test_a_started_service_freezes_what_it_made_and_collects_its_youngest_object
 
 
 def test_serve_sets_it_once_started_and_the_processor_does_not():
-    source = inspect.getsource(serve.run)
+    source = inspect.getsource(serve._run)  # run() sets up the logs, then _run() the service
     assert source.index("tune_for_service()") > source.index("service.start()")
     from otel_tracefence import sdk
 

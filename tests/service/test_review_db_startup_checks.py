@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 from otel_tracefence.review.store import SQLiteReviewStore
-from service_helpers import free_port, tracefence
+from service_helpers import fatal, free_port, tracefence
 
 
 def _mount(*args: str) -> None:
@@ -59,7 +59,7 @@ def test_a_read_only_folder_of_the_review_db_refuses_the_start_in_one_line(tmp_p
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith(f"tracefence serve: cannot start: review database {folder / 'review.db'}: its folder {folder} is not writable")
+    assert fatal(lines[0]).startswith(f"tracefence serve: cannot start: review database {folder / 'review.db'}: its folder {folder} is not writable")
 
 
 def test_a_read_only_shm_file_refuses_the_start_in_one_line_not_a_sigbus_later(tmp_path):
@@ -72,7 +72,7 @@ def test_a_read_only_shm_file_refuses_the_start_in_one_line_not_a_sigbus_later(t
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith(f"tracefence serve: cannot start: review database {db}: {shm} is not writable")
+    assert fatal(lines[0]).startswith(f"tracefence serve: cannot start: review database {db}: {shm} is not writable")
 
 
 def test_a_volume_short_of_the_configured_free_space_refuses_the_start(tmp_path):
@@ -82,5 +82,5 @@ def test_a_volume_short_of_the_configured_free_space_refuses_the_start(tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "its volume has" in lines[0] and f"less than review_db_min_free_bytes ({free * 4})" in lines[0]
+    assert "its volume has" in fatal(lines[0]) and f"less than review_db_min_free_bytes ({free * 4})" in fatal(lines[0])
     assert not db.exists()  # refused before anything was written

@@ -577,10 +577,10 @@ def test_with_the_persistent_queue_a_killed_worker_loses_nothing_it_acknowledged
 
 def test_a_workers_metrics_carry_its_index_as_a_resource_attribute():
     from otel_tracefence.core.config import ServiceSettings, TraceFenceConfig
-    from otel_tracefence.service.server import _meter_provider
+    from otel_tracefence.service.self_metrics import meter_provider
 
     config = TraceFenceConfig(service=ServiceSettings(metrics_exporter="console", metrics_interval_ms=3_600_000))
-    worker, single = _meter_provider(config, 1), _meter_provider(config)
+    (worker, _), (single, _) = meter_provider(config, 1), meter_provider(config)
     try:
         assert worker._sdk_config.resource.attributes["tracefence.worker"] == 1
         assert "tracefence.worker" not in single._sdk_config.resource.attributes
