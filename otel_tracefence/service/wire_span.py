@@ -84,7 +84,7 @@ class _Reader:
                 break
             shift += 7
         self.pos = pos
-        return result & _MASK64
+        return result if cython.compiled else result & _MASK64  # C: unsigned long long already
 
     @cython.cfunc
     def small(self) -> cython.ulonglong:
@@ -139,7 +139,7 @@ class _Reader:
         for i in range(size - 1, -1, -1):
             result = (result << 8) | buf[pos + i]
         self.pos = pos + size
-        return result & _MASK64
+        return result if cython.compiled else result & _MASK64  # C: unsigned long long already
 
     @cython.cfunc
     def text(self) -> str:
@@ -315,9 +315,20 @@ def _signed64(value: cython.ulonglong) -> cython.longlong:
 def _signed32(value: cython.ulonglong) -> cython.longlong:
     """An ``int32`` (or an enum) from its varint: the low 32 bits, signed."""
     if cython.compiled:
-        return cython.cast(cython.int, value & 0xFFFFFFFF)
+        low32: cython.uint = cython.cast(cython.uint, value)  # C: the low 32 bits
+        return cython.cast(cython.int, low32)
     low = value & 0xFFFFFFFF
     return low - 4294967296 if low >= 2147483648 else low
+
+
+@cython.cfunc
+@cython.inline
+def _unsigned32(value: cython.ulonglong) -> cython.ulonglong:
+    """A ``uint32`` from its varint: the low 32 bits."""
+    if cython.compiled:
+        low32: cython.uint = cython.cast(cython.uint, value)
+        return low32
+    return value & 0xFFFFFFFF
 
 
 @cython.cfunc
@@ -352,7 +363,7 @@ def _event(reader: _Reader) -> SpanEvent:
             attributes[key] = _python(state)
             reader.leave(outer)
         elif tag == 0x20:
-            dropped = reader.varint() & 0xFFFFFFFF
+            dropped = _unsigned32(reader.varint())
         else:
             reader.skip(tag, 1)
     return SpanEvent(name, attributes, dropped)
@@ -452,14 +463,14 @@ def _read(data: bytes, sequence: object, full: cython.bint) -> SpanView:
         elif tag == 0x4A and full:
             encoded.append(reader.chunk())
         elif tag == 0x50:
-            dropped_attributes = reader.varint() & 0xFFFFFFFF
+            dropped_attributes = _unsigned32(reader.varint())
         elif tag == 0x5A and full:
             size: cython.Py_ssize_t = reader.length()
             outer: cython.Py_ssize_t = reader.sub(size)
             events.append(_event(reader))
             reader.leave(outer)
         elif tag == 0x60:
-            dropped_events = reader.varint() & 0xFFFFFFFF
+            dropped_events = _unsigned32(reader.varint())
         elif tag == 0x7A:
             _status(reader, status)
         elif tag == 0x85:  # flags: field 16, fixed32
