@@ -26,9 +26,12 @@ import atheris
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[1:1] = [str(ROOT / "tests"), str(ROOT)]  # wire_agreement and the tests' helpers, as under pytest
 
-with atheris.instrument_imports(include=["otel_tracefence.service.wire_span", "wire_agreement"]):
-    from fuzz_common import run
-    from wire_agreement import disagreement
+from fuzz_common import run  # noqa: E402 - after the path
+from wire_agreement import disagreement  # noqa: E402
+
+# The package's own import hook (TRACEFENCE_PURE_PYTHON: otel_tracefence.compiled) loads its modules before
+# atheris's import hook sees them: every function loaded is instrumented instead, once imported.
+atheris.instrument_all()
 
 NAME = "wire_span"
 
