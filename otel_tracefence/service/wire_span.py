@@ -36,8 +36,6 @@ from otel_tracefence.normalize.span_view import _NO_ATTRIBUTES, _OTLP_KIND, Span
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _MAX_DEPTH = 48  # messages and groups nested below the span: past it, protobuf decides (its own limit is 100)
 _STATUS_NAMES = ("unset", "ok", "error")  # OTLP Status.code 0, 1, 2 (span_view's _OTLP_STATUS)
-_FLAG_PARENT_REMOTE_KNOWN = 0x100
-_FLAG_PARENT_REMOTE = 0x200
 
 _ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
 _ATTRIBUTES_MAX = 8192
@@ -149,8 +147,8 @@ class _Reader:
         self.pos = start + size
         if size == 0:
             return ""
-        try:
-            return self.data[start : start + size].decode("utf-8")
+        try:  # C: the UTF-8 decoder on the buffer itself (Python: a slice of the bytes)
+            return self.buf[start : start + size].decode("utf-8")
         except UnicodeDecodeError:
             raise Unreadable from None
 
@@ -160,7 +158,7 @@ class _Reader:
         size: cython.Py_ssize_t = self.length()
         start: cython.Py_ssize_t = self.pos
         self.pos = start + size
-        return self.data[start : start + size]
+        return self.buf[start : start + size]  # C: one bytes object made from the buffer (no slice object)
 
     @cython.cfunc
     def skip(self, tag: cython.ulonglong, depth: cython.int) -> cython.void:
@@ -480,15 +478,16 @@ def _read(data: bytes, sequence: object, full: cython.bint) -> SpanView:
     attributes: object = _NO_ATTRIBUTES
     duplicates: tuple = ()
     if full:
-        attributes = {}
-        cached = _ATTRIBUTES.get
+        read: dict = {}  # typed: C-level dict calls, not Python ones
+        cache: dict = _ATTRIBUTES
         for one in encoded:
-            found = cached(one)
+            found = cache.get(one)
             if found is None:
                 found = _attribute(one)
-            attributes[found[0]] = found[1]
-        if len(attributes) != len(encoded):
-            duplicates = duplicate_keys([(cached(one) or _attribute(one))[0] for one in encoded])
+            read[found[0]] = found[1]
+        if len(read) != len(encoded):
+            duplicates = duplicate_keys([(cache.get(one) or _attribute(one))[0] for one in encoded])
+        attributes = read
     code: cython.longlong = status[0]
     known: cython.bint = 0 <= code < 3
     kind_name = _OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else "unspecified"
@@ -498,7 +497,7 @@ def _read(data: bytes, sequence: object, full: cython.bint) -> SpanView:
         name,
         attributes,
         parent.hex() or None,
-        bool(flags & _FLAG_PARENT_REMOTE_KNOWN and flags & _FLAG_PARENT_REMOTE),
+        bool(flags & 0x100 and flags & 0x200),  # OTLP flags: the parent's remoteness known (bit 8), remote (bit 9)
         start,
         end or None,
         _STATUS_NAMES[code] if known else "error",  # a code OTLP does not define: not ok, and held (status_undefined)
