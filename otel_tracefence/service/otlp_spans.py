@@ -25,7 +25,7 @@ from otel_tracefence.normalize.span_view import (
 from otel_tracefence.normalize.step import CHILD_SPAN_FIELD
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
 from otel_tracefence.service.wire_span import read_ids as wire_ids
-from otel_tracefence.service.wire_span import read_span
+from otel_tracefence.service.wire_span import _ATTRIBUTE_CACHED_BYTES, _ATTRIBUTES_MAX, _IMMUTABLE, read_span  # the caches' bounds: one rule
 
 ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
 
@@ -337,9 +337,6 @@ def wire_planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) 
 
 
 _ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
-_ATTRIBUTES_MAX = 8192
-_ATTRIBUTE_CACHED_BYTES = 256  # longer encodings (arguments, results) are mostly unique: not cached
-_IMMUTABLE = (str, bool, int, float, bytes, type(None))
 
 
 def _attribute(encoded: bytes) -> tuple[str, Any]:

@@ -7,17 +7,9 @@ The service's reference path reads a span with protobuf (upb): ``SpanHead`` for 
 reads the same fields from the bytes (compiled with Cython as part of the engine: ``compiled.ENGINE_SOURCES``)
 and builds the same :class:`SpanView`, field for field, with no protobuf object per span, attribute or event.
 
-It follows protobuf's rules for the wire format as upb applies them (checked by tests/service/test_wire_reader.py
-and tests/fuzz/fuzz_wire_span.py against protobuf itself):
-
-* fields in any order, any number of times: a scalar keeps its last value, a message field (``status``,
-  ``KeyValue.value``, ``AnyValue.array_value`` / ``kvlist_value``) merges its occurrences, a oneof keeps its
-  last member; unknown fields (and known ones with another wire type than their own) are skipped;
-* varints of at most 10 bytes (an ``int32`` / ``uint32`` keeps its low 32 bits), tags of at most 5 bytes and
-  32 bits with a field number other than 0, lengths of at most 5 bytes within the message; groups of unknown
-  fields skipped to their matching end;
-* strings (``name``, ``status.message``, keys, string values, event names) valid UTF-8; ``trace_state`` and
-  links are not read (the reference path skips them too).
+It follows protobuf's rules for the wire format as upb applies them (docs/DECISIONS.md 671: field order and
+repetition, merging, oneofs, unknown fields and groups, varint, tag and length sizes, strict UTF-8), checked against
+protobuf itself by tests/service/test_wire_reader.py and bench/fuzz_wire_span.py.
 
 It reads nothing it is not sure of: bytes that break a rule above, or nest deeper than :data:`_MAX_DEPTH`
 messages, give ``None``, and the caller reads the span with protobuf, which then refuses it with its own
@@ -36,7 +28,6 @@ from otel_tracefence.normalize.span_view import _NO_ATTRIBUTES, _OTLP_KIND, Span
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _MAX_DEPTH = 48  # messages and groups nested below the span: past it, protobuf decides (its own limit is 100)
 _STATUS_NAMES = ("unset", "ok", "error")  # OTLP Status.code 0, 1, 2 (span_view's _OTLP_STATUS)
-
 _ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
 _ATTRIBUTES_MAX = 8192
 _ATTRIBUTE_CACHED_BYTES = 256  # longer encodings (arguments, results) are mostly unique: not cached
@@ -161,6 +152,14 @@ class _Reader:
         return self.buf[start : start + size]  # C: one bytes object made from the buffer (no slice object)
 
     @cython.cfunc
+    def bytes8(self) -> bytes:
+        """The next 8 bytes (a double's)."""
+        if self.end - self.pos < 8:
+            raise Unreadable
+        self.pos += 8
+        return self.buf[self.pos - 8 : self.pos]
+
+    @cython.cfunc
     def skip(self, tag: cython.ulonglong, depth: cython.int) -> cython.void:
         """Skip the value of a field read with ``tag`` (an unknown field, or a known one with another wire type)."""
         wire: cython.ulonglong = tag & 7
@@ -218,7 +217,7 @@ def _any_value(reader: _Reader, state: list, depth: cython.int) -> cython.void:
             value: cython.ulonglong = reader.varint()
             state[0], state[1] = 3, _signed64(value)
         elif field == 4 and wire == 1:
-            state[0], state[1] = 4, _unpack_double(_double_bytes(reader))[0]
+            state[0], state[1] = 4, _unpack_double(reader.bytes8())[0]
         elif (field == 5 or field == 6) and wire == 2:
             size: cython.Py_ssize_t = reader.length()
             if state[0] != field:
@@ -232,16 +231,6 @@ def _any_value(reader: _Reader, state: list, depth: cython.int) -> cython.void:
             state[0], state[1] = 8, _signed32(reader.varint())
         else:
             reader.skip(tag, depth)
-
-
-@cython.cfunc
-def _double_bytes(reader: _Reader) -> bytes:
-    """The next 8 bytes (a double's), the reader past them."""
-    if reader.end - reader.pos < 8:
-        raise Unreadable
-    start: cython.Py_ssize_t = reader.pos
-    reader.pos = start + 8
-    return reader.data[start : start + 8]
 
 
 @cython.cfunc
@@ -390,24 +379,18 @@ def read_ids(data: bytes) -> tuple[bytes, bytes, bytes] | None:
 @cython.cfunc
 def _head_ids(data: bytes) -> tuple:
     reader = _Reader(data)
-    trace_id: bytes = b""
-    span_id: bytes = b""
-    parent: bytes = b""
+    ids: list = [b"", b"", b"", b"", b""]  # by field number: 1 trace_id, 2 span_id, 4 parent_span_id
     while reader.pos < reader.end:
         tag: cython.ulonglong = reader.tag()
-        if tag == 0x0A:
-            trace_id = reader.chunk()
-        elif tag == 0x12:
-            span_id = reader.chunk()
-        elif tag == 0x22:
-            parent = reader.chunk()
-        elif tag == 0x2A:
+        if tag == 0x0A or tag == 0x12 or tag == 0x22:
+            ids[tag >> 3] = reader.chunk()
+        elif tag == 0x2A:  # the name and the status are checked as SpanHead checks them
             reader.text()
         elif tag == 0x7A:
             _status(reader, [0, ""])
         else:
             reader.skip(tag, 1)
-    return trace_id, span_id, parent
+    return ids[1], ids[2], ids[4]
 
 
 @cython.cfunc
