@@ -52,12 +52,13 @@ chaos: setup
 	$(PY) bench/poison.py
 	$(PY) bench/intake_memory.py
 
-# Coverage-guided fuzzing (atheris) of the OTLP protobuf and CSV entry points, FUZZ_SECONDS each
+# Coverage-guided fuzzing (atheris) of the OTLP protobuf and CSV entry points and of the wire reader of spans, FUZZ_SECONDS each
 # (default 60; `make fuzz FUZZ_SECONDS=600`). Not part of `make test` nor of CI.
 fuzz: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[fuzz]'
 	$(PY) bench/fuzz_otlp.py
 	$(PY) bench/fuzz_csv.py
+	TRACEFENCE_PURE_PYTHON=1 $(PY) bench/fuzz_wire_span.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -16,6 +16,9 @@ first Export until the forward queue has taken every span, after a warm-up reque
 max of the ratio this / baseline. With ``--instructions``, instructions per span counted by
 ``valgrind --tool=callgrind`` instead (stable on a busy machine): a child with --requests R less one with
 --requests 0 (same start, warm-up and requests built, none sent), over R x 512 spans.
+
+``--reader`` / ``--baseline-reader`` (``wire`` or ``protobuf``): the ``service.span_reader`` each side runs (issue 29);
+``--baseline . --baseline-reader protobuf`` compares this checkout's two readers in the same run.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 BATCH = 512
 
 
-def measure(root: Path, requests: int, built: int | None = None) -> float:
+def measure(root: Path, requests: int, built: int | None = None, reader: str = "wire") -> float:
     """CPU µs per span of the data path of the checkout at ``root`` (imported first on the path): ``requests``
     requests sent, of ``built`` built (default ``requests``; the instruction count builds as many for its
     --requests 0 child, so that the difference is the path alone)."""
@@ -77,13 +80,16 @@ def measure(root: Path, requests: int, built: int | None = None) -> float:
     forwarder = Forwarder(Dropping(), 10**7, batch_wait_s=0.05)
     server = SimpleNamespace(forwarders=[forwarder], _emit_lock=threading.Lock(), _emit_closed=False, emitted_spans=0)
     extra = {"read_view": otlp_spans.planning_view} if hasattr(otlp_spans, "planning_view") else {}
+    wire = reader == "wire" and hasattr(otlp_spans, "wire_planning_view")  # service.span_reader, in a checkout that has it
+    if wire:
+        extra = {"read_view": otlp_spans.wire_planning_view}
     fence = Fence(
         TraceFenceConfig(decision_wait_ms=0), emit=lambda items: TraceFenceService._emit(server, items), annotate_span=otlp_spans.annotate_item,
         service_name=lambda item: item.origin.service_name if item is not None else "", component="service", review_sink=None,
         decision_wait_ms=0, max_wait_ms=30_000, **extra,
     )
     intake = Intake(fence, 10**7, 10**10)
-    export = TraceExport(intake, lambda: None, 1.0)
+    export = TraceExport(intake, lambda: None, 1.0, **({"wire_reader": True} if wire else {}))
 
     def settle(spans: int) -> None:
         while forwarder.sent_spans < spans or intake.depth:
@@ -108,16 +114,17 @@ def measure(root: Path, requests: int, built: int | None = None) -> float:
     return used / spans * 1e6 if requests else 0.0
 
 
-def instructions(root: Path, args: argparse.Namespace) -> float:
+def instructions(root: Path, args: argparse.Namespace, reader: str) -> float:
     """Instructions per span for the checkout at ``root``, counted by callgrind: a child with --requests R
     less one with --requests 0 (same start, warm-up and requests built), over R x 512 spans."""
     built = ["--built", str(args.requests)]  # both children build the same requests: only the path differs
-    counts = [count_instructions([__file__, "--child", str(root), "--requests", str(requests), *built]) for requests in (0, args.requests)]
+    counts = [count_instructions([__file__, "--child", str(root), "--requests", str(requests), "--reader", reader, *built]) for requests in (0, args.requests)]
     return (counts[1] - counts[0]) / (args.requests * BATCH)
 
 
-def _child(root: Path, args: argparse.Namespace) -> float:
-    out = subprocess.run([sys.executable, __file__, "--child", str(root), "--requests", str(args.requests)], capture_output=True, text=True, check=True)
+def _child(root: Path, args: argparse.Namespace, reader: str) -> float:
+    out = subprocess.run([sys.executable, __file__, "--child", str(root), "--requests", str(args.requests), "--reader", reader],
+                         capture_output=True, text=True, check=True)  # fmt: skip
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -127,23 +134,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline", type=Path)
     parser.add_argument("--instructions", action="store_true", help="count instructions with valgrind's callgrind instead of timing")
+    parser.add_argument("--reader", choices=("wire", "protobuf"), default="wire", help="this checkout's service.span_reader (default wire)")
+    parser.add_argument("--baseline-reader", choices=("wire", "protobuf"), default="protobuf",
+                        help="the baseline's (default protobuf; a checkout without the setting reads with protobuf anyway)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--built", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(f"{measure(args.child, args.requests, args.built):.3f}")
+        print(f"{measure(args.child, args.requests, args.built, args.reader):.3f}")
         return
     this = HERE.parent
     if args.instructions:
-        print_against_baseline(instructions(this, args), instructions(args.baseline, args) if args.baseline is not None else None)
+        baseline = instructions(args.baseline, args, args.baseline_reader) if args.baseline is not None else None
+        print_against_baseline(instructions(this, args, args.reader), baseline)
         return
     ratios = []
     for round_number in range(1, args.rounds + 1):
-        mine = _child(this, args)
+        mine = _child(this, args, args.reader)
         if args.baseline is None:
             print(f"round {round_number}: {mine:.1f} us CPU/span")
             continue
-        base = _child(args.baseline, args)
+        base = _child(args.baseline, args, args.baseline_reader)
         ratios.append(mine / base)
         print(f"round {round_number}: this {mine:.1f} us CPU/span, baseline {base:.1f} us CPU/span, ratio {mine / base:.2f}")
     if ratios:

@@ -314,6 +314,11 @@ class ServiceSettings(OperationsSettings):
     max_message_bytes: int = Field(default=64 * 1024 * 1024, ge=MIN_MESSAGE_BYTES)
     """Largest Export request accepted, in bytes (the OTLP specification suggests 64 MiB; gRPC's default is 4 MiB);
     at least 1 KiB (less would refuse every real Export)."""
+    span_reader: Literal["wire", "protobuf"] = "wire"
+    """How a received span's ids and planning view are read from its bytes: ``wire`` (the default), by the service's
+    own reader of the OTLP wire format (compiled with the engine), which leaves to protobuf any span it does not
+    read; ``protobuf``, by protobuf's parser alone (the reference, e.g. to rule the reader out while debugging).
+    Both give the same views and plans, and refuse the same spans with the same reasons."""
     upstreams: list[UpstreamSettings] = Field(default_factory=list)
     """Where decided spans go; with none, they are written to ``output_file``."""
     output_file: str = "tracefence-spans.otlp.jsonl"

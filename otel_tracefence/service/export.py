@@ -82,8 +82,10 @@ class TraceExport:
         *,
         on_rejected: Callable[[int], None] | None = None,
         on_refused_too_large: Callable[[], None] | None = None,
+        wire_reader: bool = False,
     ) -> None:
         self._intake = intake
+        self._wire_reader = wire_reader  # read each span's ids with the wire reader (service.span_reader)
         self._refuse = refuse
         self._retry_delay_s = retry_delay_s
         self._on_rejected = on_rejected or (lambda n: None)
@@ -178,7 +180,7 @@ class TraceExport:
                 first_error = first_error or f"span {error.span_id}: {error.field}: {error.message}"
                 if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
                     stand_ins.append(SpanView(error.trace_id, error.span_id, "", {}, unreadable=(error.field, error.message)))
-            accepted, refused = read_request(request)
+            accepted, refused = read_request(request, wire=self._wire_reader)
             for error, view in refused:
                 rejected += 1
                 first_error = first_error or error

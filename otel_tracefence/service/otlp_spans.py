@@ -24,6 +24,8 @@ from otel_tracefence.normalize.span_view import (
 )
 from otel_tracefence.normalize.step import CHILD_SPAN_FIELD
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans, SpanBody, SpanHead, encoded_span_count  # noqa: F401 - re-exported
+from otel_tracefence.service.wire_span import read_ids as wire_ids
+from otel_tracefence.service.wire_span import _ATTRIBUTE_CACHED_BYTES, _ATTRIBUTES_MAX, _IMMUTABLE, read_span  # the caches' bounds: one rule
 
 ANNOTATION_PREFIX = b"tracefence."  # every key the fence sets starts so: a span holding it may need a key replaced
 
@@ -322,10 +324,19 @@ def planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> Sp
     return from_otlp_head(SpanHead.FromString(item.span), item.sequence)
 
 
+def wire_planning_view(view: SpanView | HeldSpan | None, item: OtlpItem | None) -> SpanView:
+    """:func:`planning_view` read from the span's bytes by the wire reader (``wire_span.read_span``: no protobuf
+    object per span, attribute or event); a span it does not read (malformed, or past what it reads) is read by
+    :func:`planning_view`, whose protobuf refuses it with its own reason. The service's ``read_view`` unless
+    ``service.span_reader`` is ``protobuf`` (docs/DECISIONS.md 670)."""
+    if item is not None:
+        found = read_span(item.span, item.sequence, item.full)
+        if found is not None:
+            return found
+    return planning_view(view, item)
+
+
 _ATTRIBUTES: dict[bytes, tuple[str, Any]] = {}  # an encoded KeyValue -> (key, value), for values that never change
-_ATTRIBUTES_MAX = 8192
-_ATTRIBUTE_CACHED_BYTES = 256  # longer encodings (arguments, results) are mostly unique: not cached
-_IMMUTABLE = (str, bool, int, float, bytes, type(None))
 
 
 def _attribute(encoded: bytes) -> tuple[str, Any]:
@@ -424,10 +435,12 @@ def invalid_reason(span: Any) -> str | None:
 _ZERO_TRACE_ID, _ZERO_SPAN_ID = bytes(16), bytes(8)
 
 
-def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView | Orphan | None]]]:
+def read_request(request: Any, wire: bool = False) -> tuple[list[OtlpItem], list[tuple[str, SpanView | Orphan | None]]]:
     """The spans of a :data:`~otel_tracefence.service.otlp_bytes.LazyRequest` as items, one :class:`Origin` per
     ``ScopeSpans``, and the refused ones as ``(error, a stand-in view, an Orphan, or None)``: ids that :func:`invalid_reason`
-    refuses (an :class:`Orphan` when its trace id cannot be read and its parent is not in the request). Raises ``DecodeError`` for a span whose bytes do not decode."""
+    refuses (an :class:`Orphan` when its trace id cannot be read and its parent is not in the request). Raises ``DecodeError`` for a span whose bytes do not decode.
+    ``wire``: each span's ids are read by the wire reader (``wire_span.read_ids``), its head checked as ``SpanHead``
+    checks it; a span it does not read, or whose ids are refused, is read with ``SpanHead`` as without it."""
     accepted: list[OtlpItem] = []
     refused: list[tuple[str, SpanView | None]] = []
     read_ids = SpanHead.FromString
@@ -436,6 +449,13 @@ def read_request(request: Any) -> tuple[list[OtlpItem], list[tuple[str, SpanView
         for scope_spans in resource_spans.scope_spans:
             origin = Origin(resource, resource_schema_url, scope_spans.scope, scope_spans.schema_url)
             for span in scope_spans.spans:
+                found = wire_ids(span) if wire else None
+                if found is not None:
+                    trace_id, span_id, parent_span_id = found
+                    if len(trace_id) == 16 and len(span_id) == 8 and (not parent_span_id or len(parent_span_id) == 8) \
+                            and trace_id != _ZERO_TRACE_ID and span_id != _ZERO_SPAN_ID:
+                        accepted.append(OtlpItem(origin, span, found))
+                        continue
                 ids = read_ids(span)
                 trace_id, span_id, parent_span_id = ids.trace_id, ids.span_id, ids.parent_span_id  # each field read once
                 # invalid_reason's rules: the right lengths, and not all zero (compared with the zero id, not any())
@@ -607,6 +627,6 @@ def split_request(request: Any, *, max_bytes: int | None = None, max_spans: int 
 
 __all__: Sequence[str] = [
     "ANNOTATION_PREFIX", "HeldSpan", "Origin", "OtlpItem", "annotate_item", "annotated", "encoded_attributes", "encoded_span_count", "full_view",
-    "holds_a_key", "invalid_reason", "held_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes",
+    "holds_a_key", "invalid_reason", "held_view", "wire_planning_view", "lazy_request", "needs_full_view", "planning_view", "read_request", "request_span_count", "set_attributes",
     "orphan_span", "split_request", "stand_in", "to_request", "traces_by_span_id", "under_parent", "view_of", "Orphan", "orphan", "held_span_id",
 ]

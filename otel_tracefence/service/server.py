@@ -38,7 +38,7 @@ from otel_tracefence.service.review_refusals import ReviewRefusals
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
 from otel_tracefence.service.otlp_bytes import span_key
-from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request
+from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request, wire_planning_view
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
 
@@ -197,7 +197,7 @@ class TraceFenceService:
             config,
             emit=self._emit,
             annotate_span=annotate_item,
-            read_view=planning_view,
+            read_view=wire_planning_view if settings.span_reader == "wire" else planning_view,
             service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
             review_sink=self.store,
@@ -285,6 +285,7 @@ class TraceFenceService:
             self.config.service.retry_delay_s,
             on_rejected=lambda n: self.self_metrics.rejected.add(n, attrs),
             on_refused_too_large=lambda: self.self_metrics.refused.add(1, {**attrs, "reason": "too_large"}),
+            wire_reader=self.config.service.span_reader == "wire",
         )
 
     # -- lifecycle -------------------------------------------------------------------
@@ -420,7 +421,7 @@ class TraceFenceService:
         requests = spans = 0
         try:
             for request, count in self.persistent.replay():  # type: ignore[union-attr]
-                items, _ = read_request(request)
+                items, _ = read_request(request, wire=self.config.service.span_reader == "wire")
                 reservation = None
                 while self._accepting and reservation is None:
                     try:
