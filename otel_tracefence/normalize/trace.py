@@ -715,12 +715,13 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
     result.steps.extend(clashing_steps)
     above_steps = _ancestors_of(tool_ids | {invoker.span_id for invoker in invokers}, by_id)
     requests: list[RequestedCall] = []
-    unread: dict[str, list[Unread]] = {}  # span id -> the calls its output holds that could not be read
+    # Both by the span itself, not its id: spans sharing one span id are each their own (DECISIONS 360, 692).
+    unread: dict[int, list[Unread]] = {}  # id(span) -> the calls its output holds that could not be read
     for span in talking:  # a quiet span holds no requested call (trace.quiet)
         lost: list[Unread] = []
         requests.extend(requested_calls(span, config.limits, lost))
         if lost:
-            unread[span.span_id] = lost
+            unread[id(span)] = lost
     for invoker in invokers:
         views = haystack.tool_calls(invoker)
         if invoker.span_id in above_steps:  # its calls ran as tool spans of their own: they are requests
@@ -751,7 +752,7 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
             if span.attributes.get(GEN_AI_OPERATION) == HANDOFF_OPERATION:
                 handoffs[0] += 1
         result.steps.extend(_unrecorded_requests(result.steps, requests, config, agents, by_id, handoffs))
-    asking = {r.span.span_id for r in requests}
+    asking = {id(r.span) for r in requests}  # the spans that requested a call read (ids may clash)
     covered = tool_ids | above_steps
     talking_spans = {id(span) for span in talking}  # the spans themselves (ids may clash), alive until the end
     for span in stepless:
@@ -764,11 +765,11 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
             result.steps.append(_unrecognized_step(span, misread_message(*own_key), config))
             continue
         # A quiet span (trace.quiet) recorded no output and holds no requested call: nothing of it can be unread.
-        why = _unread_requests(span, unread.get(span.span_id, ()), span.span_id in asking) if id(span) in talking_spans else None
+        why = _unread_requests(span, unread.get(id(span), ()), id(span) in asking) if id(span) in talking_spans else None
         if why is not None:  # wherever the span is, whatever else the trace holds
             result.steps.append(_unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD))
             continue
-        if span.span_id in asking or span.span_id in covered:
+        if id(span) in asking or span.span_id in covered:
             continue
         sign = tool_activity_sign(span)
         if sign is None and not own_steps and asked_for_tools(span):

@@ -414,6 +414,23 @@ def test_one_span_id_on_spans_differing_only_where_no_convention_reads_plans_ali
     assert bad.message == f"span id {'02' * 8} is carried by 4 spans of the trace that are not all the same"
 
 
+def test_a_span_sharing_the_id_of_one_whose_requested_call_is_unread_is_no_step_of_it():
+    """Hypothesis found it: two spans under span id 0101..., a tool-named span whose OpenInference call arguments key
+    holds an empty value (a requested call with no name: unread) and a plain span with a log event. The unread call is
+    the first span's alone (DECISIONS 360, 692): the plain span, which requested nothing, is no step, from full views
+    (which read its event, so it was not quiet, and took the other span's unread call by the id) as from light views."""
+    requester = Span(trace_id=b"\x02" * 16, span_id=b"\x01" * 8, name="execute_tool pay", status=Status())
+    requester.attributes.add(key="llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments", value=AnyValue())
+    plain = Span(trace_id=b"\x02" * 16, span_id=b"\x01" * 8, name="validate output", status=Status())
+    plain.events.add(name="log").attributes.append(_string("message", "m"))
+    encoded = [requester.SerializeToString(), plain.SerializeToString()]
+    trace_id = (b"\x02" * 16).hex()
+    for config in CONFIGS:
+        full = _planned(trace_id, [from_otlp(Span.FromString(s), i) for i, s in enumerate(encoded)], config)
+        assert _planned(trace_id, [view_of(s, i) for i, s in enumerate(encoded)], config) == full
+        assert full[0] == "review" and full[2] == [("01" * 8, "pay", "review", ("requested_call_unread", "effect_unknown", "arguments_not_recorded"), ())]
+
+
 def test_a_trace_with_a_clashing_span_id_plans_alike_in_any_thread():
     """Round 5's second trial: with the compiled engine, Cython's generated ``repr`` of its dataclasses raised
     ``AttributeError`` outside the thread that imported them, and ordering spans under one id sorts by ``repr``:
