@@ -22,12 +22,13 @@ from typing import Any, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from otel_tracefence.core.config import ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
+from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.sdk.bounded import run_until
 from otel_tracefence.sdk.otlp_exporter import otlp_span_exporter
 from otel_tracefence.sdk.processor import SHUTDOWN_TIMEOUT_MS
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root
+from otel_tracefence.sdk.wiring import config_or_defaults
 from otel_tracefence.core.telemetry import guarded
 
 INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
@@ -46,35 +47,6 @@ def _default_inner() -> SpanExporter:
     if name in ("otlp_proto_grpc", "otlp_proto_http"):  # the SDK's own exporter names: that protocol, whatever the variables say
         return otlp_span_exporter("grpc" if name == "otlp_proto_grpc" else "http/protobuf")
     raise ValueError(f"{INNER_EXPORTER_ENV}={name!r}: expected otlp, otlp_proto_grpc, otlp_proto_http or console")
-
-
-def _config_or_defaults(settings: dict[str, Any]) -> TraceFenceConfig:
-    """The configuration; a setting at fault falls back to its default, the others are kept.
-
-    A bad ``OTEL_TRACEFENCE_<SETTING>`` variable is hidden from the reload (and put
-    back afterwards): the settings library parses every variable before any
-    argument can override it.
-    """
-    overrides = dict(settings)
-    hidden: dict[str, str] = {}
-    try:
-        for _ in range(len(TraceFenceConfig.model_fields)):
-            try:
-                return load_config(**overrides)
-            except ConfigError as exc:
-                bad = [f for f in exc.fields if f in TraceFenceConfig.model_fields and f not in overrides]
-                if not bad:
-                    _log.error("tracefence: %s; planning with the default settings instead", exc)
-                    break
-                _log.error("tracefence: %s; using the default for %s, the other settings as given", exc, ", ".join(bad))
-                for field in bad:
-                    overrides[field] = TraceFenceConfig.model_fields[field].get_default(call_default_factory=True)
-                    prefix = f"{ENV_PREFIX}{field.upper()}"
-                    for name in [n for n in os.environ if n.upper() == prefix or n.upper().startswith(prefix + "__")]:
-                        hidden[name] = os.environ.pop(name)
-    finally:
-        os.environ.update(hidden)
-    return TraceFenceConfig.model_construct()  # the defaults alone: no file, no environment
 
 
 def _inner_or_otlp() -> SpanExporter:
@@ -115,7 +87,7 @@ class TraceFenceSpanExporter(SpanExporter):
         meter_provider: Any = None,
         **settings: Any,
     ) -> None:
-        self.config = config if config is not None else _config_or_defaults(settings)
+        self.config = config if config is not None else config_or_defaults(settings)
         self._inner = inner if inner is not None else _inner_or_otlp()
         sink = open_review_sink_or_hold(self.config, "exporter") if review_sink is _DEFAULT else review_sink
         # An exporter never sees spans start, so it cannot tell a complete trace from one with

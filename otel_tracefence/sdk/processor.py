@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from otel_tracefence.core.config import TraceFenceConfig, load_config
+from otel_tracefence.core.config import ConfigError, TraceFenceConfig, load_config
 from otel_tracefence.sdk.bounded import run_until
-from otel_tracefence.sdk.wiring import check_downstream, check_settings, does_nothing
+from otel_tracefence.sdk.wiring import check_downstream, check_settings, config_or_defaults, does_nothing
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence
 from otel_tracefence.core.telemetry import guarded
@@ -85,10 +85,12 @@ class TraceFenceSpanProcessor(SpanProcessor):
         :class:`~otel_tracefence.core.config.TraceFenceConfig` field, overriding the environment.
         Raises :class:`TypeError` for a downstream that is not a span processor (an exporter must be
         wrapped in ``BatchSpanProcessor`` or ``SimpleSpanProcessor``) and for a keyword that is no
-        setting; :class:`~otel_tracefence.core.config.ConfigError` for a bad configuration."""
+        setting; :class:`~otel_tracefence.core.config.ConfigError` for a bad value among ``settings``. A bad value in
+        the environment (``OTEL_TRACEFENCE_*``) or the config file never raises: that setting takes its default,
+        logged (:func:`~otel_tracefence.sdk.wiring.config_or_defaults`, DECISIONS 695)."""
         check_downstream(downstream, type(self).__name__)
         check_settings(settings, type(self).__name__)
-        self.config = config if config is not None else load_config(**settings)
+        self.config = config if config is not None else _config(settings)
         self._downstream = tuple(downstream)
         # on_start is forwarded to the processors whose on_start does something (Batch's and Simple's do nothing):
         # a call fewer for every span the agent starts.
@@ -178,3 +180,14 @@ class TraceFenceSpanProcessor(SpanProcessor):
             )
             return False
         return True
+
+
+def _config(settings: dict[str, Any]) -> TraceFenceConfig:
+    """The processor's configuration: a bad keyword argument raises (the caller's code is wrong, as a misspelt one
+    does), a bad variable or config file falls back to the defaults of what it gets wrong, logged."""
+    try:
+        return load_config(**settings)
+    except ConfigError as exc:
+        if any(field in settings for field in exc.fields):
+            raise
+        return config_or_defaults(settings)

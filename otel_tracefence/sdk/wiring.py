@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import difflib
 import dis
+import logging
+import os
 from typing import Any, Mapping, Sequence
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.core.config import CONFIG_FILE_ENV, ENV_PREFIX, ConfigError, TraceFenceConfig, load_config
+
+_log = logging.getLogger("otel_tracefence")
 
 
 def check_downstream(downstream: Sequence[Any], owner: str) -> None:
@@ -49,3 +53,39 @@ def does_nothing(method: Any) -> bool:
         return False
     ops = [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
     return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
+def config_or_defaults(settings: Mapping[str, Any]) -> TraceFenceConfig:
+    """The configuration, ``settings`` (keyword arguments) over the environment and the config file; a setting
+    the environment or the file gives wrong falls back to its default, logged, the others are kept: a typo in a
+    deployment's variables never keeps the agent from starting (DECISIONS 695). A missing or unreadable config
+    file (``OTEL_TRACEFENCE_CONFIG``) is left out, logged, the rest kept.
+
+    A bad ``OTEL_TRACEFENCE_<SETTING>`` variable is hidden from the reload (and put
+    back afterwards): the settings library parses every variable before any
+    argument can override it.
+    """
+    overrides = dict(settings)
+    hidden: dict[str, str] = {}
+    try:
+        for _ in range(len(TraceFenceConfig.model_fields)):
+            try:
+                return load_config(**overrides)
+            except ConfigError as exc:
+                bad = [f for f in exc.fields if f in TraceFenceConfig.model_fields and f not in overrides]
+                if not bad and CONFIG_FILE_ENV in os.environ and not exc.fields:  # the file named is at fault
+                    _log.error("tracefence: %s; planning without it, the other settings as given", exc)
+                    hidden[CONFIG_FILE_ENV] = os.environ.pop(CONFIG_FILE_ENV)
+                    continue
+                if not bad:
+                    _log.error("tracefence: %s; planning with the default settings instead", exc)
+                    break
+                _log.error("tracefence: %s; using the default for %s, the other settings as given", exc, ", ".join(bad))
+                for field in bad:
+                    overrides[field] = TraceFenceConfig.model_fields[field].get_default(call_default_factory=True)
+                    prefix = f"{ENV_PREFIX}{field.upper()}"
+                    for name in [n for n in os.environ if n.upper() == prefix or n.upper().startswith(prefix + "__")]:
+                        hidden[name] = os.environ.pop(name)
+    finally:
+        os.environ.update(hidden)
+    return TraceFenceConfig.model_construct()  # the defaults alone: no file, no environment

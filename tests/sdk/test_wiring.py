@@ -1,5 +1,8 @@
 """Issue 13: wiring mistakes refused where the processor is built, with the fix in the message."""
 
+import logging
+import os
+
 import pytest
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -40,8 +43,28 @@ def test_a_bad_keyword_value_is_blamed_on_the_arguments():
     assert str(raised.value) == "configuration (arguments): max_traces: Input should be a valid integer, unable to parse string as an integer"
 
 
-def test_a_bad_environment_value_is_still_blamed_on_the_environment(monkeypatch):
+def test_a_bad_environment_value_takes_its_default_logged_and_the_agent_starts(monkeypatch, caplog):
+    """A typo in a deployment's variables never keeps the agent from starting (DECISIONS 695): that setting takes
+    its default, named in one error line that blames the environment; the others are kept."""
     monkeypatch.setenv("OTEL_TRACEFENCE_MAX_TRACES", "many")
-    with pytest.raises(ConfigError) as raised:
-        TraceFenceSpanProcessor(review_sink=None)
-    assert str(raised.value) == "configuration (OTEL_TRACEFENCE_* variables): max_traces: Input should be a valid integer, unable to parse string as an integer"
+    monkeypatch.setenv("OTEL_TRACEFENCE_DECISION_WAIT_MS", "250")
+    with caplog.at_level(logging.ERROR, logger="otel_tracefence"):
+        processor = TraceFenceSpanProcessor(review_sink=None)
+    processor.shutdown()
+    assert (processor.config.max_traces, processor.config.decision_wait_ms) == (10000, 250.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "tracefence: configuration (OTEL_TRACEFENCE_* variables): max_traces: Input should be a valid integer, unable to parse string as an "
+        "integer; using the default for max_traces, the other settings as given"
+    ]
+    assert os.environ["OTEL_TRACEFENCE_MAX_TRACES"] == "many"  # put back after the reload
+
+
+def test_a_config_file_that_is_not_there_is_left_out_and_the_arguments_kept(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv("OTEL_TRACEFENCE_CONFIG", str(tmp_path / "missing.yaml"))
+    with caplog.at_level(logging.ERROR, logger="otel_tracefence"):
+        processor = TraceFenceSpanProcessor(review_sink=None, max_traces=7)
+    processor.shutdown()
+    assert processor.config.max_traces == 7
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tracefence: config file {tmp_path / 'missing.yaml'}: not found; planning without it, the other settings as given"
+    ]
