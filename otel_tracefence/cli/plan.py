@@ -31,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="plan the traces in one or more files",
         description="Plan every trace in each FILE (OTLP/JSON, JSON rows, NDJSON rows or CSV rows; - for standard input; "
         "gzip-compressed files, such as *.gz, are decompressed), each file alone, in the order given; "
-        "a file of plans this command wrote (--format json, either schema) is read back as written. "
+        "a file of plans this command wrote (--format json, either schema) is read back as written, each class checked against its own steps (never safer than they plan). "
         "Exit 0 on success, 1 when --fail-on is met, 2 when the input is rejected.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="input files (plain or gzip), or - for standard input")

@@ -17,6 +17,8 @@ from otel_tracefence.otlp.json_reader import read_otlp_json
 from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
 from otel_tracefence.pipeline.plan import group_request, plan_spans, plan_steps
 from otel_tracefence.pipeline.write_index import MemoryWriteIndex
+from otel_tracefence.planner import plan_trace
+from otel_tracefence.planner.replay_class import replay_class
 from otel_tracefence.readers.detect import detect_format
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 from otel_tracefence.readers.rows import read_rows
@@ -254,6 +256,28 @@ def saved_plans(text: str) -> PlanOutcome:
     if errors:
         return PlanOutcome([], [*errors, f"rejected, {len(errors)} error(s); nothing was planned"], True)
     plans.sort(key=lambda p: p.trace_id)
+    checked = [_checked_saved_plan(plan) for plan in plans]
+    plans = [plan for plan, _ in checked]
+    distrusted = [warning for _, warning in checked if warning]
     note = (f"warning: read {len(plans)} saved plan(s) back as written (plan JSON schema {', '.join(sorted(versions))}; "
             f"this version writes {PLAN_JSON_SCHEMA_VERSION}); nothing was planned again")
-    return PlanOutcome(plans, [note], False)
+    return PlanOutcome(plans, [note, *distrusted], False)
+
+
+def _checked_saved_plan(plan: TracePlan) -> tuple[TracePlan, str]:
+    """A saved plan as read, unless a class more restrictive than its own is what its steps give: the class its
+    step decisions make (:func:`~otel_tracefence.planner.replay_class.replay_class`), or the one its steps planned
+    again give (the planner, on the saved steps' tool, effect, status, idempotency key and arguments). Then that
+    class, with a warning naming the trace and both classes (DECISIONS 696): an edited or inconsistent file never
+    passes ``--fail-on`` as safer than its own steps. A class more restrictive than its steps give is kept (a
+    cross-trace reason, such as a retry of a held write, is not in the steps)."""
+    if plan.replay_class is None or not plan.steps:
+        return plan, ""
+    replanned = plan_trace(plan.trace_id, [decision.step for decision in plan.steps], partial=plan.partial)
+    candidates = [c for c in (replay_class(plan.steps), replanned.replay_class) if c is not None]
+    worst = max(candidates, key=lambda c: c.rank, default=plan.replay_class)
+    if worst.rank <= plan.replay_class.rank:
+        return plan, ""
+    warning = (f"warning: trace {plan.trace_id}: the saved plan says {plan.replay_class.value}, its steps plan as {worst.value}; "
+               f"read as {worst.value}")
+    return replace(plan, replay_class=worst), warning
