@@ -307,12 +307,12 @@ def _run_api(args: argparse.Namespace, endpoint: str) -> int:
     except ValueError as exc:  # INVALID_ARGUMENT from the API
         return _fail(args, f"{endpoint}: {exc}")
     except grpc.RpcError as exc:
-        return _fail(args, f"{endpoint}: {_rpc_problem(exc, token, args.ca_file)}")
+        return _fail(args, f"{endpoint}: {_rpc_problem(exc, token, args.ca_file, tls=endpoint.lower().startswith('https://'))}")
     finally:
         source.close()
 
 
-def _rpc_problem(exc: Any, token: str | None, ca_file: str | None) -> str:
+def _rpc_problem(exc: Any, token: str | None, ca_file: str | None, *, tls: bool = False) -> str:
     import grpc
 
     code, details = exc.code(), exc.details() or ""
@@ -320,7 +320,7 @@ def _rpc_problem(exc: Any, token: str | None, ca_file: str | None) -> str:
         hint = "the token was refused" if token else f"the review API wants a token: give --token or set ${TOKEN_ENV}"
         return f"not authenticated ({details}): {hint}"
     if code == grpc.StatusCode.UNAVAILABLE:
-        hint = "" if ca_file else " (plaintext; give --ca-file if it speaks TLS)"
+        hint = " (TLS)" if ca_file or tls else " (plaintext; give --ca-file if it speaks TLS)"
         return f"review API unavailable: {details}{hint}"
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return f"no review API there ({details}): is it the review endpoint of a tracefence serve with a review database?"

@@ -154,8 +154,11 @@ class TraceExport:
                 self._check(lambda: self._intake.check_size(spans=spans))
             request = LazyRequest.FromString(data)
         except DecodeError as exc:
-            _log.warning("refused an Export that does not decode: %s", exc)
-            raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {exc}", problems=[("body", str(exc))]) from None
+            # protobuf names the message it parsed with, the service's own lazy reader's type: the client sent an
+            # ExportTraceServiceRequest, so the message says so.
+            why = str(exc).replace(LazyRequest.DESCRIPTOR.full_name, ExportTraceServiceRequest.DESCRIPTOR.full_name)
+            _log.warning("refused an Export that does not decode: %s", why)
+            raise ExportRefused(RefusalKind.UNDECODABLE, f"not an ExportTraceServiceRequest: {why}", problems=[("body", why)]) from None
         try:
             ExportTraceServiceRequest.FromString(data)
             return request, []
