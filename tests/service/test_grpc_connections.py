@@ -7,12 +7,13 @@ descriptor limit (``RLIMIT_NOFILE`` 256, set with ``preexec_fn``), and against a
 
 from __future__ import annotations
 
+import functools
 import resource
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import grpc
 import pytest
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.core.config import load_config
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import RecordingUpstream, ServeProcess, canary_spans, connect, read_all, service_config, trace_stub, wait_for
+from service_helpers import ServeProcess, canary_spans, connect, read_all, trace_stub, wait_for
 
 LIMIT = 256
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # and an empty SETTINGS frame
@@ -32,19 +33,9 @@ EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 @pytest.fixture
-def serve(tmp_path: Path, upstream: RecordingUpstream) -> Iterator[Any]:
-    made: list[TraceFenceService] = []
-
-    def make(**settings: Any) -> TraceFenceService:
-        settings.setdefault("http_endpoint", "")
-        service = TraceFenceService(service_config(upstream, tmp_path / f"r{len(made)}.db", **settings))
-        made.append(service)
-        service.start()
-        return service
-
-    yield make
-    for service in made:
-        service.stop(0)
+def serve(services: Callable[..., TraceFenceService]) -> Callable[..., TraceFenceService]:
+    """``serve(**settings)``: :func:`services` with no OTLP/HTTP receiver unless asked."""
+    return functools.partial(services, http_endpoint="")
 
 
 def frame_types(data: bytes) -> list[int]:

@@ -13,7 +13,7 @@ import resource
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
@@ -23,25 +23,14 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from otel_tracefence.core.log_rate import RateLog
 from otel_tracefence.service.http_connections import connection_cap
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import RecordingUpstream, ServeProcess, canary_spans, connect, make_certificate, read_all, service_config, wait_for
+from service_helpers import ServeProcess, canary_spans, connect, make_certificate, read_all, wait_for
 
 LIMIT = 256
 
 
 @pytest.fixture
-def serve(tmp_path: Path, upstream: RecordingUpstream) -> Iterator[Any]:
-    made: list[TraceFenceService] = []
-
-    def make(**settings: Any) -> TraceFenceService:
-        settings.setdefault("http_endpoint", "127.0.0.1:0")
-        service = TraceFenceService(service_config(upstream, tmp_path / f"r{len(made)}.db", **settings))
-        made.append(service)
-        service.start()
-        return service
-
-    yield make
-    for service in made:
-        service.stop(0)
+def serve(services: Callable[..., TraceFenceService]) -> Callable[..., TraceFenceService]:
+    return services
 
 
 # -- the cap's arithmetic -----------------------------------------------------------------------

@@ -5,8 +5,7 @@ Peak memory before and after: bench/json_span_bound.py (a figure, not a test).""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import pytest
 import requests
@@ -15,22 +14,11 @@ from google.rpc import status_pb2
 
 from otel_tracefence.service import export
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import RecordingUpstream, service_config
 
 
 @pytest.fixture
-def serve(tmp_path: Path, upstream: RecordingUpstream) -> Iterator[Any]:
-    made: list[TraceFenceService] = []
-
-    def make(**settings: Any) -> TraceFenceService:
-        service = TraceFenceService(service_config(upstream, tmp_path / f"r{len(made)}.db", http_endpoint="127.0.0.1:0", **settings))
-        made.append(service)
-        service.start()
-        return service
-
-    yield make
-    for service in made:
-        service.stop(0)
+def serve(services: Callable[..., TraceFenceService]) -> Callable[..., TraceFenceService]:
+    return services
 
 
 def body(spans: int) -> bytes:
