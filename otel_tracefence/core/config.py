@@ -40,7 +40,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 from otel_tracefence.core.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from otel_tracefence.core.config_operations import OperationsSettings
-from otel_tracefence.core.config_sources import DuplicateKey, check_environment, load_yaml, refuse_case_twins, unknown_environment
+from otel_tracefence.core.config_sources import DuplicateKey, check_environment, closest_setting, load_yaml, refuse_case_twins, unknown_environment
 from otel_tracefence.core.redact import Redaction
 from otel_tracefence.core.textfold import folded_word
 
@@ -573,9 +573,14 @@ class TraceFenceConfig(BaseSettings):
 
 
 def describe(error: ValidationError) -> str:
-    """A validation error as ``field.path: message; ...``."""
+    """A validation error as ``field.path: message; ...``; a key that names no setting gets the closest setting
+    of its mapping, when one is close (``service.upstream: Extra inputs are not permitted; did you mean
+    service.upstreams?``)."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" if err["loc"] else err["msg"].removeprefix("Value error, ") for err in error.errors()
+        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}{closest_setting(TraceFenceConfig, err['loc']) if err['type'] == 'extra_forbidden' else ''}"
+        if err["loc"]
+        else err["msg"].removeprefix("Value error, ")
+        for err in error.errors()
     )
 
 

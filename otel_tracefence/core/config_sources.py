@@ -9,8 +9,10 @@ model: two variables that differ only in case are the same setting given twice.
 
 from __future__ import annotations
 
+import difflib
 import json
-from typing import Any, Iterable, Mapping
+import typing
+from typing import Any, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel
 
@@ -106,3 +108,25 @@ def unknown_environment(environ: Mapping[str, str], prefix: str, model: type[Bas
         if upper.startswith(prefix) and upper not in known_others and upper[len(prefix):].lower().split("__")[0] not in model.model_fields:
             unknown.append(name)
     return unknown
+
+
+def closest_setting(model: type[BaseModel], loc: Sequence[Any]) -> str:
+    """``; did you mean <path>?`` naming the setting of the mapping at ``loc[:-1]`` (within ``model``) closest to the
+    unknown key ``loc[-1]``, or ``""`` when none is close (:func:`difflib.get_close_matches`)."""
+    found: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if isinstance(part, int):  # an item of a list of mappings
+            continue
+        field = found.model_fields.get(str(part)) if found is not None else None
+        found = _model_in(field.annotation) if field is not None else None
+    if found is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(found.model_fields), n=1)
+    return f"; did you mean {'.'.join(str(p) for p in (*loc[:-1], close[0]))}?" if close else ""
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (itself, or inside ``list[...]``, ``X | None``), or ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((found for arg in typing.get_args(annotation) if (found := _model_in(arg)) is not None), None)

@@ -142,6 +142,26 @@ def test_bad_limit_names_the_field(tmp_path):
     assert "limits.max_argument_dept: Extra inputs are not permitted" in message
 
 
+def test_a_key_that_names_no_setting_is_given_the_closest_one(tmp_path, monkeypatch):
+    """A new user's OTEL_TRACEFENCE_SERVICE__UPSTREAM (the setting is upstreams) was told only "Extra inputs are
+    not permitted": the closest setting of the same mapping is named, in a variable and in the file alike."""
+    monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__UPSTREAM", "x")
+    with pytest.raises(ConfigError) as error:
+        load_config()
+    assert str(error.value) == (
+        "configuration (OTEL_TRACEFENCE_* variables): service.upstream: Extra inputs are not permitted; did you mean service.upstreams?"
+    )
+    monkeypatch.delenv("OTEL_TRACEFENCE_SERVICE__UPSTREAM")
+    path = tmp_path / "typos.yaml"
+    path.write_text('tool_rules:\n  - match: "x"\n    efect: read\nlimits:\n  zzz: 1\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(error.value) == (
+        f"configuration (file {path}, OTEL_TRACEFENCE_* variables): tool_rules.0.efect: Extra inputs are not permitted; "
+        "did you mean tool_rules.0.effect?; limits.zzz: Extra inputs are not permitted"
+    )
+
+
 def test_bad_effect_from_the_environment_names_the_field(monkeypatch):
     monkeypatch.setenv("OTEL_TRACEFENCE_TOOL_RULES", '[{"match": "x", "effect": "delete"}]')
     with pytest.raises(ConfigError, match=r"^configuration \(OTEL_TRACEFENCE_\* variables\): tool_rules\.0\.effect: Input should be 'read' or 'write'$"):
