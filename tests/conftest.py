@@ -51,3 +51,25 @@ def pg_url(postgres_server) -> str:
     url = postgres_server.new_database()
     yield url
     postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def services(tmp_path, upstream):
+    """``services(**settings)``: a started in-process service forwarding to ``upstream``, a review database of its
+    own under ``tmp_path``, the OTLP/HTTP receiver on a free loopback port unless ``http_endpoint`` says otherwise;
+    each one stopped when the test ends."""
+    from otel_tracefence.service.server import TraceFenceService
+    from service_helpers import service_config
+
+    made = []
+
+    def make(**settings):
+        settings.setdefault("http_endpoint", "127.0.0.1:0")
+        service = TraceFenceService(service_config(upstream, tmp_path / f"r{len(made)}.db", **settings))
+        made.append(service)
+        service.start()
+        return service
+
+    yield make
+    for service in made:
+        service.stop(0)
