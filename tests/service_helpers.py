@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -418,3 +419,11 @@ class ServeProcess:
             self.proc.kill()
             self.proc.wait(timeout=10)
 
+
+def descriptor_limit(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that lowers the child's ``RLIMIT_NOFILE`` to ``limit`` descriptors (soft and hard)."""
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower

@@ -8,7 +8,6 @@ descriptor limit (``RLIMIT_NOFILE`` 256, set with ``preexec_fn``), and against a
 from __future__ import annotations
 
 import functools
-import resource
 import socket
 import threading
 import time
@@ -24,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.core.config import load_config
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import ServeProcess, canary_spans, connect, read_all, trace_stub, wait_for
+from service_helpers import descriptor_limit, ServeProcess, canary_spans, connect, read_all, trace_stub, wait_for
 
 LIMIT = 256
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # and an empty SETTINGS frame
@@ -94,10 +93,17 @@ def test_calls_past_the_concurrent_rpc_bound_get_resource_exhausted_at_once(serv
         yield request
 
     export = channel.stream_unary(EXPORT, request_serializer=lambda m: m.SerializeToString(), response_deserializer=lambda b: b)
-    under_way = export.future(held_back(), timeout=10)
-    wait_for(lambda: _refused(stub, request), what="a second call refused while the first is under way")
+    held = [export.future(held_back(), timeout=10)]
+
+    def refused_while_held() -> bool:
+        if held[-1].done():  # refused itself: a probe had the one slot when it arrived; hold another
+            held.append(export.future(held_back(), timeout=10))
+            return False
+        return _refused(stub, request)
+
+    wait_for(refused_while_held, what="a second call refused while the first is under way")
     release.set()
-    assert under_way.result(timeout=10) == b""  # the first one served
+    assert held[-1].result(timeout=10) == b""  # the first one served
     assert stub.Export(request, timeout=5) is not None  # and the next, once it ended
     channel.close()
 
@@ -112,15 +118,12 @@ def _refused(stub: Any, request: Any) -> bool:
     return False
 
 
-def _lower_descriptor_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
-
 
 def test_more_idle_grpc_connections_than_the_descriptor_limit_leave_http_and_then_grpc_answering(tmp_path: Path) -> None:
     serve = ServeProcess(
         "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
         "--review-db", str(tmp_path / "r.db"), "--output-file", str(tmp_path / "out.jsonl"),
-        cwd=tmp_path, preexec_fn=_lower_descriptor_limit,
+        cwd=tmp_path, preexec_fn=descriptor_limit(LIMIT),
         OTEL_TRACEFENCE_SERVICE__GRPC_HANDSHAKE_TIMEOUT_S="1",
     )  # fmt: skip
     idle: list[socket.socket] = []

@@ -9,7 +9,6 @@ while the SDK's own gRPC and HTTP exporters send canary spans.
 from __future__ import annotations
 
 import logging
-import resource
 import socket
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from otel_tracefence.core.log_rate import RateLog
 from otel_tracefence.service.http_connections import connection_cap
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import ServeProcess, canary_spans, connect, make_certificate, read_all, wait_for
+from service_helpers import descriptor_limit, ServeProcess, canary_spans, connect, make_certificate, read_all, wait_for
 
 LIMIT = 256
 
@@ -170,15 +169,12 @@ def test_a_tls_handshake_never_completed_is_closed_at_the_header_timeout_and_cou
 # -- a flood at a lowered descriptor limit, in a subprocess ----------------------------------------------
 
 
-def _lower_descriptor_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
-
 
 def test_more_idle_connections_than_the_descriptor_limit_leave_grpc_and_http_answering(tmp_path: Path) -> None:
     serve = ServeProcess(
         "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
         "--review-db", str(tmp_path / "r.db"), "--output-file", str(tmp_path / "out.jsonl"),
-        cwd=tmp_path, preexec_fn=_lower_descriptor_limit,
+        cwd=tmp_path, preexec_fn=descriptor_limit(LIMIT),
         OTEL_TRACEFENCE_SERVICE__HTTP_HEADER_TIMEOUT_S="60",  # nothing is freed by a timeout while the test runs
     )  # fmt: skip
     idle: list[socket.socket] = []
