@@ -54,6 +54,9 @@ _log = logging.getLogger("otel_tracefence.service")
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+#: The answer to a request in neither OTLP encoding (a ``415``, or a ``401`` before it): the Status's message as text,
+#: which a person with curl can read, since no OTLP client sends such a request.
+TEXT = "text/plain; charset=utf-8"
 
 _REFUSALS = {
     RefusalKind.RETRY_LATER: (503, code_pb2.UNAVAILABLE),
@@ -200,7 +203,7 @@ class OtlpHttpReceiver:
 
     async def _traces(self, request: Request) -> Response:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        answer_in = media_type if media_type in (PROTOBUF, JSON) else PROTOBUF
+        answer_in = media_type if media_type in (PROTOBUF, JSON) else TEXT
         if not self._token.allows(request.headers.get("authorization")):  # at once: the header is complete, no body read
             self._unauthenticated.event()
             headers = {"WWW-Authenticate": "Bearer", "Connection": "close"}  # its descriptor is given back at once
@@ -318,7 +321,9 @@ def _refused(refusal: ExportRefused, media_type: str) -> Response:
 
 
 def _failure(status: int, code: int, message: str, media_type: str, headers: dict[str, str] | None = None, details: tuple[Message, ...] | list[Message] = ()) -> Response:
-    """A failure response: a ``google.rpc.Status`` (OTLP "Failures") in ``media_type``."""
+    """A failure response: a ``google.rpc.Status`` (OTLP "Failures") in ``media_type``; in :data:`TEXT`, its message."""
+    if media_type == TEXT:
+        return Response(message + "\n", status_code=status, media_type=media_type, headers=headers)
     body = status_pb2.Status(code=code, message=message)
     for detail in details:
         body.details.add().Pack(detail)
