@@ -5,7 +5,7 @@ command line is tested on, and the review page's sample, in a subprocess of its 
 installed (compiled, on a machine with a C compiler) and once with ``TRACEFENCE_PURE_PYTHON=1``. What
 is compared is ``tracefence plan``'s output (its JSON lines and messages, with malformed spans
 rejected and held for review) and, for the OTLP cases, the attributes of every span the span
-processor hands on. See docs/DECISIONS.md, "The compiled engine (issue 10, third round)".
+processor hands on. See docs/decisions/performance.md, items 115-117.
 """
 
 from __future__ import annotations
