@@ -147,6 +147,7 @@ def api_target(endpoint: str, ca_file: str | None) -> tuple[str, bool]:
     scheme, TLS when a CA file is given. Raises :class:`ValueError` for ``http://`` with a CA file.
     """
     scheme, sep, rest = endpoint.partition("://")
+    _check_host_port(endpoint, rest if sep else endpoint)
     if not sep:
         return endpoint, bool(ca_file)
     scheme = scheme.lower()
@@ -155,6 +156,19 @@ def api_target(endpoint: str, ca_file: str | None) -> tuple[str, bool]:
     if scheme == "http" and ca_file:
         raise ValueError(f"--endpoint {endpoint} is plaintext (http://) but --ca-file asks for TLS: give https://{rest.rstrip('/')} or leave --ca-file out")
     return rest.rstrip("/"), scheme == "https"
+
+
+def _check_host_port(endpoint: str, target: str) -> None:
+    """Raises :class:`ValueError` when ``target`` (``HOST:PORT``) has no port or one outside 1-65535, read as
+    ``urllib.parse`` reads the authority of a URL."""
+    from urllib.parse import urlsplit
+
+    try:
+        port = urlsplit("//" + target.rstrip("/")).port
+    except ValueError as exc:
+        raise ValueError(f"--endpoint {endpoint}: {exc}; give HOST:PORT with a port from 1 to 65535") from None
+    if not port:
+        raise ValueError(f"--endpoint {endpoint}: no port; give HOST:PORT with a port from 1 to 65535")
 
 
 def read_pem_roots(path: str) -> bytes:

@@ -71,6 +71,22 @@ def test_an_unknown_scheme_is_refused(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
+    "endpoint, problem",
+    [
+        ("127.0.0.1:99999", "Port out of range 0-65535"),
+        ("http://review:4317x", "Port could not be cast to integer value as '4317x'"),
+        ("review", "no port"),
+        ("https://review:0", "no port"),
+    ],
+)
+def test_an_endpoint_without_a_port_in_range_is_refused_before_any_call(endpoint: str, problem: str):
+    proc = tracefence("--endpoint", endpoint, "list")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2, "", f"tracefence review list: --endpoint {endpoint}: {problem}; give HOST:PORT with a port from 1 to 65535\n",
+    )
+
+
+@pytest.mark.parametrize(
     "content, problem",
     [
         (b"not a certificate\n", "no '-----BEGIN CERTIFICATE-----' block"),
