@@ -58,3 +58,22 @@ def test_an_input_with_no_span_fails_a_gate_and_warns_without_one(tmp_path, text
     plain = run("plan", str(path))
     assert plain.returncode == 0
     assert plain.stderr.splitlines() == [f"tracefence plan: {path}: warning: no spans read: the input holds no span or row"]
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        (b"\0" * 64, "line 1: a NUL byte at byte 0"),  # a file of zeros (a truncated disk image, a sparse file)
+        (b"tool,call_id\ninvoice.create,c\0\n", "line 2: a NUL byte at byte 29"),  # a CSV with binary in it
+        (b'\n\n{"resourceSpans": [\0]}', "line 3: a NUL byte at byte 21"),
+    ],
+)
+def test_binary_data_is_refused_naming_its_nul_byte_not_read_as_csv(tmp_path, data, where):
+    path = tmp_path / "spans.bin"
+    path.write_bytes(data)
+    proc = run("plan", str(path))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (
+        f"tracefence plan: {path}: {where}: binary data, not OTLP/JSON, JSON, NDJSON or CSV text "
+        "(binary OTLP protobuf goes to tracefence serve); nothing was planned\n"
+    )
