@@ -158,6 +158,16 @@ def row_trace_id(text: str) -> tuple[str, MalformedField | None]:
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
+def _not_text(name: str, value: object, wanted: str) -> str:
+    """Why a field's value is refused, the value spelled as JSON (the rows' own notation: ``true``, not Python's
+    ``True``), at most 300 characters."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not from JSON (a CSV cell is a string): as Python shows it
+        shown = repr(value)
+    return f"{name} {shown} is not {wanted}"[:300]
+
+
 def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
     """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
     row, malformed = _one_spelling(row)
@@ -167,7 +177,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     if trace_id is _ABSENT:
         trace_id = ""
     elif isinstance(trace_id, (dict, list, bool, float)):
-        malformed.append(MalformedField("trace_id", f"trace_id {trace_id!r} is not a string"[:300]))
+        malformed.append(MalformedField("trace_id", _not_text("trace_id", trace_id, "a string or an integer")))
         trace_id = printable(str(trace_id))
     elif isinstance(trace_id, str) and not is_unicode(trace_id):
         malformed.append(_not_unicode("trace_id", trace_id))
@@ -183,14 +193,14 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         malformed.append(MalformedField("call_id", "no call_id or id"))
         call_id = f"line-{line}"
     elif isinstance(call_id, (dict, list, bool, float)):
-        malformed.append(MalformedField("call_id", f"call_id {call_id!r} is not a string"[:300]))
+        malformed.append(MalformedField("call_id", _not_text("call_id", call_id, "a string or an integer")))
         call_id = f"line-{line}"
     elif isinstance(call_id, str) and not is_unicode(call_id):
         malformed.append(_not_unicode("call_id", call_id))
         call_id = f"line-{line}"
     tool = _text(row, "tool")
     if not isinstance(tool, str):
-        malformed.append(MalformedField("tool", "no tool name" if tool is _ABSENT else f"tool {tool!r} is not a string"))
+        malformed.append(MalformedField("tool", "no tool name" if tool is _ABSENT else _not_text("tool", tool, "a string")))
         tool = ""
     elif not is_unicode(tool):
         malformed.append(_not_unicode("tool", tool))
@@ -226,7 +236,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     elif isinstance(key, int) and not isinstance(key, bool):
         key = str(key)
     elif not isinstance(key, str):
-        malformed.append(MalformedField("idempotency_key", f"idempotency_key {key!r} is not a string"))
+        malformed.append(MalformedField("idempotency_key", _not_text("idempotency_key", key, "a string")))
         key = None
     elif not is_unicode(key):
         malformed.append(_not_unicode("idempotency_key", key))

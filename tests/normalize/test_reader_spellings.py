@@ -283,7 +283,7 @@ def test_a_call_id_that_is_not_a_string_says_so(tmp_path: Path) -> None:
     path.write_text('{"call_id":true,"tool":"t","effect":"read"}\n{"id":[1],"tool":"t","effect":"read"}\n{"tool":"t","effect":"read"}\n')
     assert_rejected(
         plan(path),
-        f"{path}: line 1: call_id: call_id True is not a string\n",
-        f"{path}: line 2: call_id: call_id [1] is not a string\n",
+        f"{path}: line 1: call_id: call_id true is not a string or an integer\n",  # spelled as the row spells it
+        f"{path}: line 2: call_id: call_id [1] is not a string or an integer\n",
         f"{path}: line 3: call_id: no call_id or id\n",
     )
