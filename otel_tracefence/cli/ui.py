@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sqlite3
 import sys
 import urllib.parse
@@ -78,10 +79,15 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     app = app_for(store, config, listen)
     parts = urllib.parse.urlsplit("//" + listen)
     level = "info" if args.log_level in ("DEBUG", "INFO") else "warning"
+    # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again into the handler it found. SIGTERM's
+    # handler here exits 0 (after the store is closed), so a stop asked for ends as ``tracefence serve``'s does, before
+    # uvicorn has started too; Ctrl-C stays Python's KeyboardInterrupt: one line and exit 130, as every command.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     print(f"tracefence ui: review page for {display_target(path)} on http://{listen}/ (inspector: /inspect)", file=sys.stderr)
     try:
-        # uvicorn stops on SIGTERM and SIGINT; its access log names method, path and status, never a body.
+        # Its access log names method, path and status, never a body.
         uvicorn.run(app, host=parts.hostname, port=parts.port, log_level=level, server_header=False)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         store.close()
     return 0

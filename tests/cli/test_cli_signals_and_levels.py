@@ -50,3 +50,23 @@ def test_serve_logs_info_by_default(tmp_path):
     finally:
         serve.stop()
     assert listening["level"] == "INFO"
+
+
+def test_ui_stops_on_sigterm_with_exit_0_as_serve_does(tmp_path):
+    from otel_tracefence.review.store import SQLiteReviewStore
+
+    SQLiteReviewStore(str(tmp_path / "review.db")).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_tracefence", "ui", "--db", str(tmp_path / "review.db"), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=clean_env(),
+    )
+    try:
+        started = proc.stderr.readline()
+        time.sleep(1.0)  # serving, most likely: before, the command's own handler exits 0 too
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert started.startswith("tracefence ui: review page for ")
+    assert (proc.returncode, out, err) == (0, "", "")
