@@ -298,6 +298,25 @@ PRODUCER_RESULT_DEFAULTS = (
      "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
 )
 
+# Producer paths whose span status is known not to carry a failure: a write's ok (or unset) status is evidence of
+# commit only where the producer's path ends a failed call's span ERROR (docs/DECISIONS.md 780). One entry per path:
+# (path, the attributes (key, value) every span of the producer carries, the path's marker, whether that marker is
+# the path that reports failures (True: every other span of the producer is held) or the path that drops them (False:
+# the marked spans are held), where it was read). A marker is an attribute key present on the span, or
+# ``RESULT_PART_MARKER``: the recorded result is an MCP content part (a JSON object whose ``type`` is one of
+# ``MCP_CONTENT_PART_TYPES``) or a list of them. A write on a held path is ``write_outcome_unrecorded``.
+RESULT_PART_MARKER = "result: an MCP content part"
+MCP_CONTENT_PART_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+STATUS_EVIDENCE_PATHS = (
+    ("autogen BaseTool.run_json (FunctionTool)", (("gen_ai.system", "autogen"),), "gen_ai.tool.description", True,
+     "microsoft/autogen autogen-core 0.7.5 tools/_base.py run_json: trace_tool_span with the tool's description, an exception "
+     "ends it ERROR; autogen-ext McpWorkbench.call_tool opens the same span without one and catches isError and every "
+     "exception inside it (autogen_ext/tools/mcp/_workbench.py)"),
+    ("openai-agents (JS) MCP tool", (("openinference.span.kind", "TOOL"), ("llm.system", "openai")), RESULT_PART_MARKER, False,
+     "openai/openai-agents-js agents-core 0.20 mcp.ts: an MCP tool's output is its content parts alone, CallToolResult.isError "
+     "dropped; @arizeai/openinference-instrumentation-openai-agents ends the TOOL span OK with them as output.value"),
+)
+
 # Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
 # (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets
 # gen_ai.tool.status ("success" / "error", strands-agents/sdk-python src/strands/telemetry/tracer.py end_tool_call_span);

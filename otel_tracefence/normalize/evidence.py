@@ -8,10 +8,13 @@ besides the conventions the normalizer reads.
 * :func:`producer_of`: which producer recorded a tool span and whether it records results by default
   (``conventions.PRODUCER_RESULT_DEFAULTS``): the planner asks it of a write with no result
   (``write_outcome_unrecorded``, ``planner/rules.py``).
+* :func:`status_blind_path`: a producer path known to end a failed call's span ok (``conventions.STATUS_EVIDENCE_PATHS``):
+  there a write's ok status is no evidence of commit (``write_outcome_unrecorded``, docs/DECISIONS.md 780).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Mapping
 
@@ -22,7 +25,8 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, SUCCESS_FLAG_VALUES,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_TYPES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, RESULT_PART_MARKER,
+    STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES,
     SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
 )
 
@@ -123,6 +127,42 @@ def producer_of(attributes: Mapping[str, Any]) -> tuple:
 
 
 OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
+
+
+def _is_content_parts(value: str | None) -> bool:
+    """True when a recorded result (canonical JSON or text) is an MCP content part or a non-empty list of them."""
+    if not value or value[0] not in "{[":
+        return False
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return False
+    parts = parsed if isinstance(parsed, list) and parsed else [parsed]
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") not in MCP_CONTENT_PART_TYPES:
+            return False
+    return True
+
+
+def status_blind_path(attributes: Mapping[str, Any], result_value: str | None) -> str | None:
+    """What makes a tool span's status no evidence of its outcome (``conventions.STATUS_EVIDENCE_PATHS``), or ``None``:
+    the status is read as before. Under an entry marking the path that reports failures, a span of that producer
+    without the marker is on another path; under an entry marking a path that drops them, a marked span is on it
+    (docs/DECISIONS.md 780). Asked of ok write steps only: a read replays whatever its outcome."""
+    for path, producer, marker, reports, _ in STATUS_EVIDENCE_PATHS:
+        matched = True
+        for key, value in producer:
+            if attributes.get(key) != value:
+                matched = False
+                break
+        if not matched:
+            continue
+        marked = _is_content_parts(result_value) if marker == RESULT_PART_MARKER else marker in attributes
+        if reports and not marked:
+            return f"a span of {path}'s producer without {marker}: not that path, the one whose failures end the span ERROR"
+        if marked and not reports:
+            return f"{path} ({marker}), which ends a failed call's span ok"
+    return None
 
 
 @cython.ccall

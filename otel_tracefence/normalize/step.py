@@ -13,7 +13,7 @@ from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.core.value_text import described
-from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of
+from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, status_blind_path
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute, records_headers,
     misread_message, tool_name,
@@ -257,6 +257,10 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
+    if status is OK and effect is WRITE:  # an ok status is commit evidence only where the path reports failures (DECISIONS 780)
+        blind = status_blind_path(attributes, result.value)
+        if blind is not None:
+            malformed.append(MalformedField("status", f"{blind}: its status is no evidence the write committed", reason=reasons.WRITE_OUTCOME_UNRECORDED))
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)

@@ -69,14 +69,10 @@ CELLS = [
         "it, the write runs once: committed (transfer_to_user named a read by a tool rule)",
     ),
     cell(
-        "autogen", "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded", K)),),
+        "autogen", "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded", "result_not_recorded", K)),),
         "McpWorkbench (stdio, FastMCP answering isError) catches the isError result and any error inside its execute_tool "
-        "span, which stays UNSET with no result (autogen_ext/tools/mcp/_workbench.py, call_tool): nothing shows the "
-        "failure. AutoGen would have to end the span ERROR on isError (or record the result); the write's outcome is unknown",
-        wrong_today=(
-            "A: fail-open: the UNSET span with no result from a producer that records none reads as committed "
-            "(skip write_committed, static) though the MCP tool failed; a committed MCP call's span is this one to the "
-            "attribute (tests/frameworks/test_autogen_mcp_spans.py), so nothing AutoGen records tells the two apart"
-        ),
+        "span, which stays UNSET with no result (autogen_ext/tools/mcp/_workbench.py, call_tool), and opens it without the "
+        "gen_ai.tool.description of the FunctionTool path, whose failures end ERROR: on that path UNSET is no evidence of "
+        "commit, so the write is held (DECISIONS 780). AutoGen would have to end the span ERROR on isError (or record the result)",
     ),
 ]

@@ -39,9 +39,9 @@ CELLS = [
     ),
     cell(K, "approval_interrupt_resume", "injected", (COMMITTED,), "needsApproval: approved on the run's state and resumed, the write ran once: committed"),
     cell(
-        K, "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),
-        "MCPServerStdio against a stdio server whose charge answers isError; the SDK's mcp_tools listing spans are no calls (DECISIONS 571)",
-        wrong_today="A: the SDK drops CallToolResult.isError (agents-core mcp.ts: the output is the text part alone) and the span ends OK: "
-        "nothing in the trace says the charge failed; today injected (skip, write_committed), a fail-open no reading of this trace can fix",
+        K, "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded",)),),
+        "MCPServerStdio against a stdio server whose charge answers isError; the SDK drops CallToolResult.isError (agents-core "
+        "mcp.ts: the output is the MCP content parts alone) and the span ends OK: on that path (a result of MCP content parts) "
+        "OK is no evidence of commit, so the write is held (DECISIONS 780); the mcp_tools listing spans are no calls (571)",
     ),
 ]

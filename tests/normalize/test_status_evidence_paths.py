@@ -1,0 +1,75 @@
+"""A write's ok (or unset) status is evidence of commit only where its producer's path ends a failed call's span
+ERROR (``conventions.STATUS_EVIDENCE_PATHS``, docs/DECISIONS.md 780): AutoGen's McpWorkbench spans (no
+``gen_ai.tool.description``, the FunctionTool path's marker) and the OpenAI Agents SDK's MCP tool spans under
+OpenInference (a result of MCP content parts, ``isError`` dropped) hold the write, ``write_outcome_unrecorded``
+naming the path; reads and every other path read as before. The spans are the frameworks' own, as the matrix's
+runners record them (tests/frameworks/test_autogen_mcp_spans.py runs AutoGen's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from otlp_json_helpers import json_span
+
+from otel_tracefence.core.config import TraceFenceConfig
+from otel_tracefence.normalize.evidence import status_blind_path
+from otel_tracefence.pipeline.documents import plan_text
+
+TRACE = "5b" * 16
+ROOT = "c0" * 8
+AUTOGEN = {"gen_ai.operation.name": "execute_tool", "gen_ai.system": "autogen", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.id": "call_1"}
+AGENTS_JS = {"openinference.span.kind": "TOOL", "llm.system": "openai", "tool.name": "charge_card", "input.value": '{"customer":"a"}'}
+PART = '{"type":"text","text":"card declined"}'
+
+
+def plan_of(attributes: dict, code: int, effect: str = "write") -> tuple[str, list]:
+    """(class, [(tool, decision, reasons)]) of one tool span with ``attributes``, status ``code``, labelled ``effect``."""
+    root = json_span(TRACE, ROOT, "session", **{"openinference.span.kind": "CHAIN"})
+    tool = json_span(TRACE, "c1" * 8, "execute_tool charge_card", ROOT, **attributes, **{"tracefence.effect": effect})
+    tool["status"] = {"code": code}
+    document = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"}, "spans": [root, tool]}]}]})
+    (trace,), _ = plan_text(document, "otlp-json", TraceFenceConfig())
+    return trace.replay_class.value, [(d.step.tool, d.decision.value, d.reasons) for d in trace.steps]
+
+
+def test_an_autogen_mcp_workbench_write_left_unset_is_held():
+    assert plan_of(AUTOGEN, 0) == ("review", [("charge_card", "review", ("write_outcome_unrecorded", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_an_autogen_function_tool_write_left_unset_commits():
+    described = {**AUTOGEN, "gen_ai.tool.description": "Charge a card."}
+    assert plan_of(described, 0) == ("static", [("charge_card", "skip", ("write_committed", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_an_autogen_mcp_workbench_read_replays():
+    assert plan_of(AUTOGEN, 0, "read") == ("dynamic", [("charge_card", "replay", ("declared_read", "arguments_not_recorded"))])
+
+
+@pytest.mark.parametrize("output", [PART, f"[{PART}]", '[{"type":"text","text":"a"},{"type":"image","data":"AA==","mimeType":"image/png"}]'])
+def test_an_agents_sdk_mcp_write_ended_ok_is_held(output):
+    assert plan_of({**AGENTS_JS, "output.value": output, "output.mime_type": "application/json"}, 1) == (
+        "review", [("charge_card", "review", ("write_outcome_unrecorded",))]
+    )
+
+
+@pytest.mark.parametrize("output", ["charged ch_1", '{"charge":"ch_1"}', '{"type":"charge","id":"ch_1"}', "[]"])
+def test_an_agents_sdk_function_tool_write_ended_ok_commits(output):
+    assert plan_of({**AGENTS_JS, "output.value": output}, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
+def test_a_content_part_from_another_producer_commits():
+    """The marker is the Agents SDK's path: an MCP text part recorded by another producer keeps its status."""
+    other = {"openinference.span.kind": "TOOL", "tool.name": "charge_card", "input.value": '{"customer":"a"}', "output.value": PART}
+    assert plan_of(other, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
+def test_the_reason_names_the_path():
+    assert status_blind_path(AUTOGEN, None) == (
+        "a span of autogen BaseTool.run_json (FunctionTool)'s producer without gen_ai.tool.description: not that path, "
+        "the one whose failures end the span ERROR"
+    )
+    assert status_blind_path(AGENTS_JS, '{"text":"card declined","type":"text"}') == (
+        "openai-agents (JS) MCP tool (result: an MCP content part), which ends a failed call's span ok"
+    )
+    assert status_blind_path(AGENTS_JS, '"charged"') is None
