@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,8 @@ def _run_openai_agents(scenario: str) -> list:
 
     from tests.frameworks.test_framework_openai_agents import ScriptedModel
 
+    if scenario == "mcp_is_error":
+        return _over_mcp(_openai_agents_over_mcp)
     tools = {
         "lookup_customer": function_tool(lookup_customer),
         "create_invoice": function_tool(create_invoice),
@@ -239,6 +242,21 @@ def _run_openai_agents(scenario: str) -> list:
     return collected.spans()
 
 
+def _openai_agents_over_mcp(server: dict) -> None:
+    """The agent's tools are the billing MCP server's (agents.mcp.MCPServerStdio); the model asks for the charge."""
+    from agents import Agent, Runner
+    from agents.mcp import MCPServerStdio
+
+    from tests.frameworks.test_framework_openai_agents import ScriptedModel
+
+    async def main():
+        async with MCPServerStdio(params=server) as mcp_server:
+            agent = Agent(name="billing", model=ScriptedModel([[("call_c1", "charge_card", CHARGE)], "done"]), mcp_servers=[mcp_server])
+            await Runner.run(agent, "charge customer a")
+
+    asyncio.run(main())
+
+
 # -- pydantic-ai (native instrumentation) -----------------------------------------------------------------------------
 
 
@@ -269,6 +287,8 @@ def _run_pydantic_ai(scenario: str) -> list:
             raise ModelRetry("billing API reset the connection, try again")
         return "invoice inv_8812"
 
+    if scenario == "mcp_is_error":
+        return _over_mcp(_pydantic_ai_over_mcp)
     tools = {"lookup_customer": Tool(lookup_customer), "create_invoice": Tool(create_invoice)}
     turns: list = []
     run_kwargs: dict[str, Any] = {}
@@ -328,11 +348,32 @@ def _run_pydantic_ai(scenario: str) -> list:
     return collected.spans()
 
 
+def _pydantic_ai_over_mcp(server: dict) -> None:
+    """The agent's toolset is the billing MCP server (pydantic_ai.mcp.MCPToolset over fastmcp's stdio
+    transport, its default tool_error_behavior: an isError result is a ModelRetry); the model asks for the
+    charge, then stops."""
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    script = [ToolCallPart("charge_card", json.dumps(CHARGE), tool_call_id="call_c1")]
+
+    def respond(messages, info):
+        return ModelResponse(parts=[script.pop()] if script else [TextPart("done")])
+
+    toolset = MCPToolset(StdioTransport(**server))
+    agent = Agent(FunctionModel(respond), toolsets=[toolset])
+    agent.instrument = InstrumentationSettings(tracer_provider=_provider(), include_content=True)
+    agent.run_sync("charge customer a")
+
+
 # -- Strands Agents (native) ---------------------------------------------------------------------------------------------
 
 
 def _run_strands(scenario: str) -> list:
-    import strands.telemetry.tracer as strands_tracer
     from strands import Agent, tool
     from strands.hooks import BeforeToolCallEvent, HookProvider
 
@@ -344,6 +385,8 @@ def _run_strands(scenario: str) -> list:
         ran("refund_order")
         return {"status": "error", "content": [{"text": "refund refused: order already refunded"}]}
 
+    if scenario == "mcp_is_error":
+        return _over_mcp(_strands_over_mcp)
     tools = {"lookup_customer": tool(lookup_customer), "create_invoice": tool(create_invoice)}
     hooks: list = []
     turns: list = ["done"]
@@ -382,6 +425,23 @@ def _run_strands(scenario: str) -> list:
         turns = [[write_call()], "done"]
     else:
         raise CannotProduce(scenario)
+    with _strands_tracing(), Collector() as collected:
+        agent = Agent(model=ScriptedModel(turns), tools=list(tools.values()), hooks=hooks, callback_handler=None)
+        if hooks:
+            with _one_session("billing session"):
+                result = agent("bill customer a")
+                if resume and result.stop_reason == "interrupt":
+                    agent([{"interruptResponse": {"interruptId": i.id, "response": "yes"}} for i in result.interrupts])
+        else:
+            agent("bill customer a")
+    return collected.spans()
+
+
+@contextmanager
+def _strands_tracing():
+    """Strands' tracer bound to the global provider (Strands keeps one tracer instance, made at first use)."""
+    import strands.telemetry.tracer as strands_tracer
+
     provider = _provider()
     saved = strands_tracer._tracer_instance
     tracer = strands_tracer.Tracer()
@@ -389,18 +449,22 @@ def _run_strands(scenario: str) -> list:
     tracer.tracer = provider.get_tracer(tracer.service_name)
     strands_tracer._tracer_instance = tracer
     try:
-        with Collector() as collected:
-            agent = Agent(model=ScriptedModel(turns), tools=list(tools.values()), hooks=hooks, callback_handler=None)
-            if hooks:
-                with _one_session("billing session"):
-                    result = agent("bill customer a")
-                    if resume and result.stop_reason == "interrupt":
-                        agent([{"interruptResponse": {"interruptId": i.id, "response": "yes"}} for i in result.interrupts])
-            else:
-                agent("bill customer a")
+        yield
     finally:
         strands_tracer._tracer_instance = saved
-    return collected.spans()
+
+
+def _strands_over_mcp(server: dict) -> None:
+    """The agent's tools are the billing MCP server's (strands.tools.mcp.MCPClient over stdio)."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from strands import Agent
+    from strands.tools.mcp import MCPClient
+
+    from tests.frameworks.test_framework_strands import ScriptedModel
+
+    with _strands_tracing(), MCPClient(lambda: stdio_client(StdioServerParameters(**server))) as client:
+        agent = Agent(model=ScriptedModel([[("call_c1", "charge_card", CHARGE)], "done"]), tools=client.list_tools_sync(), callback_handler=None)
+        agent("charge customer a")
 
 
 def _setup_strands() -> Callable[[], None]:
@@ -604,6 +668,53 @@ _MCP_RUNS: dict[str, list] = {}
 MCP_SCENARIOS = ("read_ok", "write_commits", "write_times_out", "parallel_one_fails", "mcp_is_error")
 
 
+def _mcp_server() -> tuple[dict, Path]:
+    """How a framework's MCP client starts the billing server (stdio; ``command``, ``args``, ``env``),
+    and the file the server writes its spans to."""
+    import tempfile
+
+    spans_file = Path(tempfile.mkdtemp(prefix="tf-conformance-mcp-")) / "server-spans.b64"
+    env = {"TRACEFENCE_TEST_SPANS": str(spans_file), "TRACEFENCE_TEST_SLOW_S": "1.0"}
+    return {"command": sys.executable, "args": [str(MCP_SERVER)], "env": env}, spans_file
+
+
+def _server_spans(spans_file: Path) -> list:
+    """The server's spans (OTLP protobuf, base64 a line), read as finished SDK spans."""
+    import base64
+
+    from case_spans import readable_spans_of
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    lines = spans_file.read_text().splitlines() if spans_file.exists() else []
+    return [s for line in lines for s in readable_spans_of(ExportTraceServiceRequest.FromString(base64.b64decode(line)))]
+
+
+def _over_mcp(run: Callable[[dict], None]) -> list:
+    """An agent framework's mcp_is_error cell: ``run`` starts the billing server with the given parameters
+    through the framework's own MCP client and has its scripted model ask for ``charge_card`` (which the
+    server answers isError). The cell's trace is the agent's, with the server's spans (the MCP SDK's
+    context propagation puts them in it), as the MCP SDK's row has them."""
+    server, spans_file = _mcp_server()
+    with Collector() as collected:
+        run(server)
+    spans = collected.spans() + _server_spans(spans_file)
+    (trace_id,) = {s.context.trace_id for s in spans if s.name == "tools/call charge_card"}
+    return _as_exported([s for s in spans if s.context.trace_id == trace_id])
+
+
+def _as_exported(spans: list) -> list:
+    """The spans in the order an OTLP exporter writes them (grouped by resource, then scope, each group where
+    its first span is): the order ``tracefence plan`` reads them in, so the in-process door numbers each span
+    (its sequence) as the CLI does. Three instrumentations (the framework's, the MCP SDK's client and server)
+    end their spans interleaved."""
+    groups: dict = {}
+    for span in spans:
+        groups.setdefault((span.resource, span.instrumentation_scope), []).append(span)
+    return [span for group in groups.values() for span in group]
+
+
 def _setup_mcp() -> Callable[[], None]:
     _MCP_RUNS.clear()
     return _MCP_RUNS.clear
@@ -612,18 +723,9 @@ def _setup_mcp() -> Callable[[], None]:
 def _mcp_all() -> None:
     """Every MCP cell, each its own trace (under a plain ``invoke_agent`` span), against one server
     process; the server's spans come back as OTLP protobuf and are read as finished SDK spans."""
-    import base64
-    import tempfile
-
-    from case_spans import readable_spans
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.shared.exceptions import MCPError
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    from otel_tracefence.otlp.json_writer import request_to_json
 
     bodies = {
         "read_ok": lambda session: session.call_tool("lookup_customer", CUSTOMER),
@@ -634,11 +736,8 @@ def _mcp_all() -> None:
         ),
         "mcp_is_error": lambda session: session.call_tool("charge_card", {"customer": "a", "amount_cents": 1200}),
     }
-    folder = Path(tempfile.mkdtemp(prefix="tf-conformance-mcp-"))
-    spans_file = folder / "server-spans.b64"
-    params = StdioServerParameters(
-        command=sys.executable, args=[str(MCP_SERVER)], env={"TRACEFENCE_TEST_SPANS": str(spans_file), "TRACEFENCE_TEST_SLOW_S": "1.0"}
-    )
+    server, spans_file = _mcp_server()
+    params = StdioServerParameters(**server)
     tracer = _provider().get_tracer("conformance-agent")
     trace_ids: dict[str, int] = {}
 
@@ -656,13 +755,9 @@ def _mcp_all() -> None:
 
     with Collector() as collected:
         asyncio.run(main())
-    server = []
-    for line in spans_file.read_text().splitlines() if spans_file.exists() else []:
-        one = folder / "one.json"
-        one.write_text(request_to_json(ExportTraceServiceRequest.FromString(base64.b64decode(line))))
-        server.extend(readable_spans(one))
+    server_spans = _server_spans(spans_file)
     for name, trace_id in trace_ids.items():
-        _MCP_RUNS[name] = [s for s in collected.spans() + server if s.context.trace_id == trace_id]
+        _MCP_RUNS[name] = [s for s in collected.spans() + server_spans if s.context.trace_id == trace_id]
 
 
 def _run_mcp(scenario: str) -> list:
@@ -695,7 +790,13 @@ CELLS: list[Cell] = [
         "approved and run once after the resume: the interrupted run's pending span (arguments, no result, its run stopped "
         "there) is superseded by that run, one committed write (DECISIONS 600)",
     ),
-    cannot("openai_agents", "mcp_is_error", NO_MCP),
+    cell(
+        "openai_agents", "mcp_is_error", "review", (("charge_card", "review", ("write_error", "dispatch_attempt_failed")),),
+        "MCPServerStdio against the billing server (FastMCP, isError): the SDK drops isError (its tool span is OK, the "
+        "result the text part alone; pinned in test_framework_openai_agents.py), so the agent's spans alone read as committed. "
+        "The MCP server's span (error.type tool_error), in the trace by the MCP SDK's context propagation, shows the "
+        "failed attempt. Without it the SDK would have to end the tool span ERROR on isError",
+    ),
     # pydantic-ai, native
     cell("pydantic_ai", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
     cell("pydantic_ai", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed; the result is injected on replay"),
@@ -706,7 +807,11 @@ CELLS: list[Cell] = [
     cell("pydantic_ai", "framework_retries", "review", RETRIED, "ModelRetry: the framework asks for the call again; one write dispatched twice"),
     cell("pydantic_ai", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),), "tool_calls_limit stops the run after the request, before the call: only the model's request shows it"),
     cell("pydantic_ai", "approval_interrupt_resume", "injected", (COMMITTED,), "requires_approval: the deferred call runs once in the resumed run, committed"),
-    cannot("pydantic_ai", "mcp_is_error", NO_MCP),
+    cell(
+        "pydantic_ai", "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),
+        "MCPToolset (fastmcp's stdio transport) against the billing server: its default tool_error_behavior='retry' "
+        "turns isError into a ModelRetry, so the execute_tool span ends ERROR (the server's span says tool_error too)",
+    ),
     # Strands, native
     cell("strands", "read_ok", "dynamic", (READ_OK,), "a declared read replays (arguments and result read from span events)"),
     cell("strands", "write_commits", "injected", (COMMITTED,), "OK span with a result: committed"),
@@ -724,7 +829,11 @@ CELLS: list[Cell] = [
         "strands", "approval_interrupt_resume", "injected", (COMMITTED,),
         "the interrupt answered, the write ran once: committed; the agent span's interrupt record requests nothing (DECISIONS 601)",
     ),
-    cannot("strands", "mcp_is_error", NO_MCP),
+    cell(
+        "strands", "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),
+        "MCPClient (stdio) against the billing server: isError becomes a ToolResult with status error, "
+        "gen_ai.tool.status error on the execute_tool span (the server's span says tool_error too)",
+    ),
     # Haystack, its own tracer
     cell("haystack", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
     cell("haystack", "write_commits", "injected", (COMMITTED,), "a result and no error: committed"),

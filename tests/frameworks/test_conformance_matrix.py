@@ -95,14 +95,29 @@ class Result:
         self.skip: str | None = None  # an isolated framework whose environment could not be made
 
 
+def _frameworks_selected(request) -> list:
+    """The frameworks whose cells this session runs: with ``-k`` naming cells, only theirs; every framework
+    when a test of the whole table (one that reads ``results`` but is no cell's) is selected."""
+    wanted = set()
+    for item in request.session.items:
+        if "results" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "cell" not in callspec.params:
+            return matrix.FRAMEWORKS
+        wanted.add(callspec.params["cell"].framework)
+    return [f for f in matrix.FRAMEWORKS if f.key in wanted]
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict[tuple[str, str], Result]:
-    """Every installed framework's cells, run once (one framework set up at a time), then planned
+def results(request, tmp_path_factory) -> dict[tuple[str, str], Result]:
+    """Every selected installed framework's cells, run once (one framework set up at a time), then planned
     through the three doors; the service gets every cell's spans in one Export."""
     out: dict[tuple[str, str], Result] = {}
-    isolated = [f for f in matrix.FRAMEWORKS if f.isolated]
+    frameworks = _frameworks_selected(request)
+    isolated = [f for f in frameworks if f.isolated]
     envs_made = matrix.envs.prepare_all(isolated)  # side by side: installing is mostly waiting on the network
-    for framework in matrix.FRAMEWORKS:
+    for framework in frameworks:
         if not matrix.installed(framework):
             continue
         if framework.isolated:
