@@ -491,7 +491,7 @@ class UiSettings(BaseModel):
 
 def _seconds_or_duration(value: Any) -> Any:
     """A number given as text (an environment variable: ``"604800"``, ``"3600.5"``) read as seconds; anything
-    else as pydantic reads a ``timedelta`` (a number of seconds, ``7d``, ``12h``, ISO 8601 ``P7D``)."""
+    else as pydantic reads a ``timedelta`` (a number of seconds, ``7d``, ISO 8601 ``P7D``)."""
     if isinstance(value, str):
         try:
             return float(value.strip())
@@ -526,7 +526,7 @@ class TraceFenceConfig(BaseSettings):
     store keeps them in its database: this is then the bound of the table's rows, shared by every replica."""
     write_index_retention: Annotated[timedelta, BeforeValidator(_seconds_or_duration)] = Field(default=timedelta(days=7), gt=timedelta(0))
     """``tracefence serve`` with a review store: how long a write stays in the database's write index, in seconds
-    (``604800``) or as a duration (``7d``, ``12h``, ``P7D``, ``1 day, 12:00:00``)."""
+    (``604800``) or as a duration (``7d``, ISO 8601 ``P7D`` or ``PT12H``, ``12:00:00``, ``1 day, 12:00:00``)."""
 
     # The doors: span processor, zero-code exporter and service.
     review_db: str = "tracefence-review.db"
