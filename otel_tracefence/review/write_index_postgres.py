@@ -27,7 +27,7 @@ class PostgresWriteIndex:
 
         self._psycopg = psycopg
         self._url = url
-        self._options = {"connect_timeout": max(1, round(connect_timeout_s)), "options": f"-c statement_timeout={int(statement_timeout_s * 1000)}"}
+        self._options = {"connect_timeout": max(1, round(connect_timeout_s)), "options": f"-c statement_timeout={int(statement_timeout_s * 1000)} -c synchronous_commit=off"}
         self._lock = threading.Lock()
         self._conn: Any = None
         self._upsert = rows.upsert_sql("%s")
