@@ -2,8 +2,8 @@
 worker and every replica that uses that database.
 
 The table and its queries: :mod:`otel_tracefence.review.write_index_rows`. One connection of its own
-(autocommit; each statement bounded by ``statement_timeout_s`` on the server, connecting by
-``connect_timeout_s``), shared by the threads that plan under a lock; a connection that failed is dropped and
+(autocommit; ``synchronous_commit=off``: a server crash may lose the last rows, not a process's kill; each
+statement bounded by ``statement_timeout_s`` on the server, connecting by ``connect_timeout_s``), shared by the threads that plan under a lock; a connection that failed is dropped and
 the next call connects again. Every failure raises: the index then plans the trace alone
 (:class:`~otel_tracefence.pipeline.write_index.StoreWriteIndex`, which waits a few seconds before asking again).
 """
