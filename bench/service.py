@@ -12,6 +12,8 @@ Peers, each a process of its own, each with its own counting upstream process:
     --review-db <tmp> --decision-wait-ms 0 --max-wait-ms 30000`` from this checkout;
   * ``tracefence-2w``: the same command with ``--workers 2`` (a router and two worker processes; its CPU and
     memory are the sums over the three);
+  * ``tracefence-noindex``: the same command with the write index off (``OTEL_TRACEFENCE_WRITE_INDEX_MAX_ENTRIES=0``):
+    ``tracefence/tracefence-noindex`` is the store-backed index's cost;
   * ``tracefence@base`` (with ``--baseline DIR``): the same command from another checkout
     (``PYTHONPATH=DIR``), e.g. ``git worktree add /tmp/base <rev>``: before/after in one run;
   * ``rotel``: the ``rotel-agent`` binary of the ``rotel`` wheel (a test dependency), ``start
@@ -624,6 +626,8 @@ def print_profile(path: Path, top: int = 25) -> None:
 def start_peer(kind: str, workdir: Path, upstream: Upstream, args: argparse.Namespace) -> Peer:
     if kind == "tracefence":
         return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000)
+    if kind == "tracefence-noindex":  # the write index off (write_index_max_entries 0): the index's cost, paired
+        return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000, name="tracefence-noindex", settings={"OTEL_TRACEFENCE_WRITE_INDEX_MAX_ENTRIES": "0"})
     if kind == "tracefence-2w":
         return Service(workdir, upstream.port, max_wait_ms=30_000, max_traces=10_000, name="tracefence-2w", extra_args=("--workers", "2"))
     if kind == "tracefence@base":
@@ -731,7 +735,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512, help="spans per Export (default 512)")
     parser.add_argument("--concurrency", type=int, default=4, help="Export calls in flight (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of every peer, interleaved (default 3)")
-    parser.add_argument("--peers", default="tracefence,rotel,relay", help="comma-separated: tracefence, tracefence-2w, rotel, relay (default: tracefence,rotel,relay)")
+    parser.add_argument("--peers", default="tracefence,rotel,relay", help="comma-separated: tracefence, tracefence-noindex, tracefence-2w, rotel, relay (default: tracefence,rotel,relay)")
     parser.add_argument("--baseline", type=Path, help="another checkout: adds the peer tracefence@base (its serve, PYTHONPATH=DIR)")
     parser.add_argument("--probes", type=int, default=100, help="probe traces per run (default 100)")
     parser.add_argument("--probe-rate", type=float, default=25.0, help="probe Export calls per second (default 25)")

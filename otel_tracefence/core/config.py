@@ -32,10 +32,11 @@ import logging
 import os
 import re
 import urllib.parse
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.core.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
@@ -488,6 +489,17 @@ class UiSettings(BaseModel):
         return check_trace_url_template(value)
 
 
+def _seconds_or_duration(value: Any) -> Any:
+    """A number given as text (an environment variable: ``"604800"``, ``"3600.5"``) read as seconds; anything
+    else as pydantic reads a ``timedelta`` (a number of seconds, ``7d``, ISO 8601 ``P7D``)."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
+
+
 class TraceFenceConfig(BaseSettings):
     """Everything the normalizer, planner and their doors read.
 
@@ -510,7 +522,11 @@ class TraceFenceConfig(BaseSettings):
     limits: Limits = Field(default_factory=Limits)
     write_index_max_entries: int = Field(default=100_000, ge=0)
     """Most writes each door remembers to meet later traces' writes (retries across traces,
-    ``pipeline/write_index.py``), oldest out first; 0 plans every trace alone."""
+    ``pipeline/write_index.py``), oldest out first; 0 plans every trace alone. ``tracefence serve`` with a review
+    store keeps them in its database: this is then the bound of the table's rows, shared by every replica."""
+    write_index_retention: Annotated[timedelta, BeforeValidator(_seconds_or_duration)] = Field(default=timedelta(days=7), gt=timedelta(0))
+    """``tracefence serve`` with a review store: how long a write stays in the database's write index, in seconds
+    (``604800``) or as a duration (``7d``, ISO 8601 ``P7D`` or ``PT12H``, ``12:00:00``, ``1 day, 12:00:00``)."""
 
     # The doors: span processor, zero-code exporter and service.
     review_db: str = "tracefence-review.db"

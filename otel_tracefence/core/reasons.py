@@ -72,6 +72,7 @@ DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a faile
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
 RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server replayed a stored one (Idempotent-Replayed: true)
 REPEATS_COMMITTED_WRITE = "repeats_committed_write"  # the same key and arguments as an earlier trace's committed write: the key did its job
+RETRIES_UNCHECKED = "retries_unchecked"  # the write index was unavailable: this write was not checked against earlier traces' writes (docs/DECISIONS.md 722)
 # Pending records (normalize/pending.py, docs/DECISIONS.md 600): a call a framework held for human approval.
 APPROVAL_PENDING = "approval_pending"  # the result is the framework's answer that the call waits for approval (conventions.APPROVAL_PENDING_RESULTS): its body did not run
 RESUMES_PENDING_CALL = "resumes_pending_call"  # an earlier span recorded this call pending and its run stopped there; this step is the call's run after the resume
@@ -104,6 +105,7 @@ NOTES = frozenset(
         ARGUMENTS_UNWRAPPED,
         RESPONSE_REPLAYED,
         REPEATS_COMMITTED_WRITE,
+        RETRIES_UNCHECKED,
         APPROVAL_PENDING,
         RESUMES_PENDING_CALL,
         CONSUMES_RESULT_OF,

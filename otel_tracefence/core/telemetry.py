@@ -72,6 +72,9 @@ INSTRUMENTS: dict[str, Instrument] = dict(
     "tracefence.forward.queue.size": Instrument("gauge", "{span}", "Spans waiting to be forwarded."),
     "tracefence.worker.restarts": Instrument("counter", "{process}", "Worker processes restarted after they died."),
     "tracefence.worker.queue.size": Instrument("gauge", "{span}", "Spans waiting to be handed to each worker."),
+    "tracefence.write_index.unchecked": Instrument(
+        "counter", "{trace}", "Traces planned alone because the write index was unavailable (their writes noted retries_unchecked).",
+    ),  # fmt: skip
     "tracefence.declare.unrecorded": Instrument("counter", "{call}", "declare() calls with no recording tool span to label: nothing was recorded."),
 }
 
@@ -161,9 +164,14 @@ class Telemetry:
         self.spans_late = instrument(meter, "tracefence.spans.late")
         self.errors = instrument(meter, "tracefence.errors")
         self.review_writes = instrument(meter, "tracefence.review.writes")
+        self.write_index_unchecked = instrument(meter, "tracefence.write_index.unchecked")
         self._meter = meter
         self._last_logged: dict[str, float] = {}
         self._lock = threading.Lock()
+
+    def count_unchecked(self) -> None:
+        """A trace planned alone because the write index was unavailable (``tracefence.write_index.unchecked``)."""
+        self.write_index_unchecked.add(1, self.attributes)
 
     def observe_held(self, count: Callable[[], int]) -> None:
         """Report ``tracefence.traces.held``, the traces held awaiting a decision, read when metrics are collected."""

@@ -582,6 +582,7 @@ TRACEFENCE_ANNOTATION_KEYS = (
     "tracefence.replay.class", "tracefence.step.decision", "tracefence.step.reasons", "tracefence.step.related_call_ids",
     "tracefence.step.effect", "tracefence.step.status", "tracefence.step.attempt_of", "tracefence.plan.schema_version",
     "tracefence.trace.partial", "tracefence.trace.late", "tracefence.trace.reasons", "tracefence.related_traces",
+    "tracefence.trace.retries_unchecked",
 )
 TRACEFENCE_NAMESPACE = "tracefence"  # folded
 _KEY_SHAPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+$")

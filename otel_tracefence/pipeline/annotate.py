@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from otel_tracefence.core.model import SCHEMA_VERSION, StepDecision, TracePlan
 from otel_tracefence.pipeline.plan import PlannedTrace
+from otel_tracefence.pipeline.write_index import retries_unchecked
 
 REPLAY_CLASS = "tracefence.replay.class"
 STEP_DECISION = "tracefence.step.decision"
@@ -25,6 +26,7 @@ PLAN_SCHEMA_VERSION = "tracefence.plan.schema_version"
 TRACE_PARTIAL = "tracefence.trace.partial"
 TRACE_LATE = "tracefence.trace.late"
 TRACE_REASONS = "tracefence.trace.reasons"
+TRACE_RETRIES_UNCHECKED = "tracefence.trace.retries_unchecked"  # the write index was unavailable: its writes were not checked against earlier traces
 
 
 def trace_attributes(plan: TracePlan) -> dict[str, Any]:
@@ -34,6 +36,8 @@ def trace_attributes(plan: TracePlan) -> dict[str, Any]:
     attributes: dict[str, Any] = {REPLAY_CLASS: plan.replay_class._value_, PLAN_SCHEMA_VERSION: SCHEMA_VERSION}
     if plan.partial:
         attributes[TRACE_PARTIAL] = True
+    if retries_unchecked(plan):
+        attributes[TRACE_RETRIES_UNCHECKED] = True
     return attributes
 
 

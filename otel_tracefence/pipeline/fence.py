@@ -87,6 +87,7 @@ class Fence(Generic[P]):
         self.buffer: TraceBuffer[P] = TraceBuffer(config, decision_wait_ms=decision_wait_ms, max_wait_ms=max_wait_ms, read_view=read_view)
         self.telemetry = Telemetry(component, meter_provider, attributes=telemetry_attributes)
         self.telemetry.observe_held(lambda: len(self.buffer))
+        self.buffer.write_index.on_unchecked = self.telemetry.count_unchecked
         self.reviews: ReviewWriter[P] = ReviewWriter(
             config, review_sink, self.telemetry, latest_plan=self.buffer.latest_plan, service_name=service_name,
             guard=review_guard, meter_provider=meter_provider,

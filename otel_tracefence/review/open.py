@@ -48,3 +48,17 @@ def open_review_store(
     from otel_tracefence.review.store import SQLiteReviewStore
 
     return SQLiteReviewStore(target, store_raw_values=store_raw_values, create=create, on_error=on_error, clock=clock, min_free_bytes=min_free_bytes)
+
+
+def open_write_index_backend(target: str | os.PathLike[str]) -> object:
+    """The write index's keeper in the review database at ``target`` (opened already as a review store): a
+    :class:`~otel_tracefence.review.write_index_postgres.PostgresWriteIndex` for a URL, else a
+    :class:`~otel_tracefence.review.write_index_sqlite.SQLiteWriteIndex` of the file. Raises as the database does."""
+    if is_postgres_url(target):
+        from otel_tracefence.review.write_index_postgres import PostgresWriteIndex
+
+        scheme, _, rest = str(target).partition("://")
+        return PostgresWriteIndex(f"{scheme.lower()}://{rest}")
+    from otel_tracefence.review.write_index_sqlite import SQLiteWriteIndex
+
+    return SQLiteWriteIndex(target)

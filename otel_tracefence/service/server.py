@@ -41,6 +41,7 @@ from otel_tracefence.service.otlp_bytes import span_key
 from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request, wire_planning_view
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
+from otel_tracefence.service.write_index_setup import store_write_index
 
 _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
@@ -212,6 +213,7 @@ class TraceFenceService:
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
             self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
+            self.fence.buffer.write_index = store_write_index(config, telemetry)  # every worker and replica: one index
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
         own.watch_intake(lambda: self.intake.depth, settings.intake_queue_spans)
         self.replayed_spans = 0  # spans read back from the persistent queue at start
@@ -511,6 +513,9 @@ class TraceFenceService:
                 thread.join(timeout=min(1.0, left()))
             self.persistent.close()
             extra["kept_requests"], extra["kept_spans"] = PersistentQueue.count(self.persistent.path)
+        close_index = getattr(self.fence.buffer.write_index, "close", None)
+        if close_index is not None:
+            close_index()
         _log.info("tracefence serve stopped", extra=extra)
         self.operations.stop()
         self.stop_summary = extra  # the stop line's figures (a worker hands them to its router)

@@ -102,3 +102,9 @@ def test_the_table_names_the_earlier_call(tmp_path):
     rows = [line.split() for line in done.stdout.splitlines()]
     assert rows[0] == ["trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related"]
     assert rows[2] == [T2, "review", "call-2222", "invoice.create", "write", "ok", "review", "retry_of_held_write", f"{T1}/call-1111"]
+
+
+def test_a_span_flagged_retries_unchecked_by_a_serve_is_understood(tmp_path):
+    span = _write(T1, "1111111111111111", 0, 1200)
+    span["attributes"].append({"key": "tracefence.trace.retries_unchecked", "value": json_value(True)})
+    assert _step(_plans(_file(tmp_path, span))[T1]) == ("skip", ["write_committed"], [])

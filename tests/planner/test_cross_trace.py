@@ -86,17 +86,19 @@ def test_a_resolved_trace_is_no_retry_target_and_a_replanned_trace_replaces_its_
     assert len(index) == 2
 
 
-def test_an_index_that_fails_leaves_the_plan_as_planned_alone_and_logs_once(monkeypatch, caplog):
+def test_an_index_that_fails_leaves_the_plan_as_planned_alone_noted_unchecked_and_logs_once(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("index bug")
 
     monkeypatch.setattr(write_index_module, "against_earlier", broken)
     index = MemoryWriteIndex()
+    counted = []
+    index.on_unchecked = lambda: counted.append(1)
     plan = _plan(_step("t1"))
     with caplog.at_level(logging.ERROR, logger=write_index_module.__name__):
-        assert index.plan_against(plan) is plan
-        assert index.plan_against(plan) is plan
-    assert index.failures == 2
+        for _ in range(2):
+            assert _summary(index.plan_against(plan)) == ("injected", [("skip", ("write_committed", "retries_unchecked"), ())])
+    assert index.failures == 2 and counted == [1, 1]
     assert [r.message for r in caplog.records] == ["tracefence: the write index failed; traces are planned alone (retries across traces unchecked)"]
 
 
