@@ -41,6 +41,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.cli.table import cell, related
+from otel_tracefence.core.reason_text import legend_lines
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
@@ -485,6 +486,9 @@ def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = Non
             )
         )
     text = head + "\n\n" + _grid(rows)
+    key = legend_lines(code for d in plan.steps for code in d.reasons)
+    if key:
+        text += "\n\nreasons\n" + "\n".join(cell(line) for line in key)
     if history is not None:
         text += "\n\n" + render_history(history)
     return text
