@@ -69,6 +69,9 @@ note         -
 call_id  tool             effect  status   decision  reasons        related
 call_1   payments.charge  write   timeout  review    write_timeout  -
 
+reasons
+write_timeout: a write timed out: the caller stopped hearing back, so the outcome is unknown; check: look the call up in the owning system (by its idempotency key, else its arguments and time): did it take effect once, not at all, or twice
+
 history
 time                            event         actor    state  class   note
 2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -
