@@ -53,6 +53,7 @@ from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.review.store import ReviewStoreError
 from otel_tracefence.core.schema import plan_to_proto
+from otel_tracefence.ui.explain import conflict_pairs, reason_key
 from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 
@@ -259,7 +260,7 @@ def create_app(
         return page(
             request,
             "item.html",
-            {"item": item, "plan": item.plan, "history": history, "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
+            {"item": item, "plan": item.plan, "history": history, "reason_key": reason_key(item.plan), "pairs": conflict_pairs(item.plan), "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
         )
 
     async def resolve(request: Request) -> Response:
