@@ -54,6 +54,7 @@ from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.review.store import ReviewStoreError
 from otel_tracefence.core.schema import plan_to_proto
 from otel_tracefence.ui.explain import conflict_pairs, reason_key
+from otel_tracefence.ui import queue_view
 from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 
@@ -211,7 +212,7 @@ def create_app(
         if store is None:
             return RedirectResponse("/inspect", status_code=303)
         q = request.query_params
-        state, cls, service = q.get("state", "open"), q.get("class", ""), q.get("service", "").strip()
+        state, cls, service = q.get("state", "open").strip().lower(), q.get("class", "").strip().lower(), q.get("service", "").strip()
         if state not in STATES:
             return problem(request, 400, f"state {state!r}: give one of {', '.join(STATES)}")
         if cls and cls not in CLASSES:
@@ -222,24 +223,30 @@ def create_app(
             page_size = 0
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             return problem(request, 400, f"page_size: give a whole number from 1 to {MAX_PAGE_SIZE}")
+        text = q.get("q", "").strip()
+        listed = functools.partial(store.list, state=STATES[state], replay_classes=[ReplayClass(cls)] if cls else [], service_name=service or None)
+        found = None
         try:
-            items, next_token = await run_in_threadpool(
-                store.list,
-                state=STATES[state],
-                replay_classes=[ReplayClass(cls)] if cls else [],
-                service_name=service or None,
-                page_size=page_size,
-                page_token=q.get("page_token", ""),
-            )
+            if text:  # a search reads the queue page by page (bounded): its matches are one page
+                found = await run_in_threadpool(queue_view.search, listed, text, page_size)
+                items, next_token = found.items, ""
+            else:
+                items, next_token = await run_in_threadpool(listed, page_size=page_size, page_token=q.get("page_token", ""))
         except ValueError as exc:  # a page token from other filters or another store
             return problem(request, 400, f"{exc}; start again from the first page")
-        filters = {"state": state, "class": cls, "service": service, "page_size": page_size}
+        filters = {"state": state, "class": cls, "service": service, "q": text, "page_size": page_size}
+        rows = [queue_view.row(i) for i in items]
+        class_counts, reason_counts = queue_view.counts(rows)
         kept = {k: v for k, v in filters.items() if v and not (k == "page_size" and v == DEFAULT_PAGE_SIZE)}
         return page(
             request,
             "queue.html",
             {
                 "items": items,
+                "rows": rows,
+                "found": found,
+                "class_counts": class_counts,
+                "reason_counts": reason_counts,
                 "filters": filters,
                 "states": tuple(STATES),
                 "classes": CLASSES,

@@ -450,7 +450,7 @@ def test_serve_serves_the_page_on_ui_endpoint_from_its_own_queue(tmp_path, upstr
             page = answer.read().decode()
         assert answer.status == 200
         row = page[page.index(f'<tr data-trace-id="{trace_id}">') :].split("</tr>")[0]
-        assert re.findall(r"<td>([^<]*)</td>", row)[:3] == ["open", "review", "agent"]
+        assert re.findall(r"<td(?: class=\"[^\"]*\")?>([^<]*)</td>", row)[:3] == ["open", "review", "agent"]
     finally:
         service.stop()
     assert service.ui_port and service._ui_server is not None
