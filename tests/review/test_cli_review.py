@@ -52,7 +52,7 @@ SHOW_JSON = (
     '"requestedOnly": false, "malformed": [], "argumentsJson": "", "resultValue": ""}, "decision": "DECISION_REVIEW", '
     '"reasons": ["write_timeout"], "relatedCallIds": [], "relatedTraces": []}], "partial": false}, "state": "REVIEW_STATE_OPEN", '
     '"serviceName": "billing", "createdTime": "2023-11-14T22:13:20.123456789Z", "updatedTime": "2023-11-14T22:13:20.123456789Z", '
-    '"resolvedBy": "", "resolutionNote": ""}\n'
+    '"resolvedBy": "", "resolutionNote": "", "verdict": "VERDICT_UNSPECIFIED", "verdictBy": "", "verdictEvidence": "", "duplicateEffectFound": false}\n'
 )
 
 SHOW_TABLE = """\
@@ -70,8 +70,8 @@ call_id  tool             effect  status   decision  reasons        related
 call_1   payments.charge  write   timeout  review    write_timeout  -
 
 history
-time                            event         actor    state  class   note
-2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -
+time                            event         actor    state  class   verdict  note
+2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -        -
 """
 
 LIST_TABLE = """\
