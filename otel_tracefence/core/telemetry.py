@@ -72,6 +72,9 @@ INSTRUMENTS: dict[str, Instrument] = dict(
     "tracefence.forward.queue.size": Instrument("gauge", "{span}", "Spans waiting to be forwarded."),
     "tracefence.worker.restarts": Instrument("counter", "{process}", "Worker processes restarted after they died."),
     "tracefence.worker.queue.size": Instrument("gauge", "{span}", "Spans waiting to be handed to each worker."),
+    "tracefence.review.duplicate_effects": Instrument("counter", "{trace}", "Review items a verdict found the effect of twice (duplicate_effect_found)."),
+    "tracefence.reconcile.verdicts": Instrument("counter", "{call}", "Reconciler verdicts, by verdict and reconciler."),
+    "tracefence.reconcile.failures": Instrument("counter", "{call}", "Reconciler calls that failed (error.type: import_failed, raised, timeout, bad_result): verdict undetermined."),
     "tracefence.declare.unrecorded": Instrument("counter", "{call}", "declare() calls with no recording tool span to label: nothing was recorded."),
 }
 
