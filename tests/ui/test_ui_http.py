@@ -353,7 +353,7 @@ def test_the_item_page_shows_the_stores_history(tmp_path):
             response = client.post("/items/t-static/resolve", data={"resolved_by": "carol", "note": note, "csrf_token": token}, headers={"origin": BASE})
             assert response.status_code == 303
         html = client.get("/items/t-static").text
-        history = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", html)
+        history = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td class=\"verdict\">[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", html)
         assert [row[1:] for row in history] == [
             ("plan written", "pager", "-", "open", "static"),
             ("resolved", "carol", "first look: page p-1 was sent", "resolved", "static"),
