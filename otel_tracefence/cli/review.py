@@ -41,6 +41,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.cli.table import cell, related
+from otel_tracefence.core.reason_text import legend_lines
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewEvent, event_from_proto
@@ -48,6 +49,7 @@ from otel_tracefence.review.open import open_review_store
 from otel_tracefence.review.targets import display_target, error_naming
 from otel_tracefence.review.paging import MAX_PAGE_SIZE
 from otel_tracefence.review.store import ReviewStoreError
+from otel_tracefence.review.verdicts import Verdict, parse_verdict, verdict_from_proto, verdict_to_proto
 
 DB_ENV = "OTEL_TRACEFENCE_REVIEW_DB"
 ENDPOINT_ENV = "OTEL_TRACEFENCE_REVIEW_ENDPOINT"
@@ -60,6 +62,7 @@ SHOWN_MATCHES = 5  # trace ids named when a prefix given to ``show`` is ambiguou
 
 STATES = {"open": pb.REVIEW_STATE_OPEN, "resolved": pb.REVIEW_STATE_RESOLVED, "all": None}
 CLASSES = {c.value: c for c in ReplayClass}
+VERDICT_CHOICES = [v.value.replace("_", "-") for v in Verdict]  # the CLI's spelling: found-once, ...
 
 
 def _classes(text: str) -> list[ReplayClass]:
@@ -102,6 +105,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     resolve_parser.add_argument("trace_id", metavar="TRACE_ID", help="the trace id, in any letter case, or a prefix of it that only one item has")
     resolve_parser.add_argument("--by", required=True, help="who resolved it (a person or system)")
     resolve_parser.add_argument("--note", required=True, help="what was checked and found")
+    resolve_parser.add_argument(
+        "--verdict", choices=VERDICT_CHOICES, default="",
+        help="what the owning system showed of the effect: found-once, absent, found-twice (the item is marked duplicate_effect_found), undetermined",
+    )  # fmt: skip
 
     parser.set_defaults(run=run)
 
@@ -133,7 +140,9 @@ class ReviewSource(Protocol):
 
     def get(self, trace_id: str) -> pb.ReviewItem | None: ...
 
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: str = "") -> pb.ReviewItem: ...
+
+    def record_verdict(self, trace_id: str, *, actor: str, verdict: str, evidence: str) -> pb.ReviewItem: ...
 
     def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> list[str]: ...
 
@@ -246,12 +255,21 @@ class ApiSource:
                 return None
             raise
 
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: str = "") -> pb.ReviewItem:
+        given = verdict_to_proto(parse_verdict(verdict, allow_none=True))
+        return self._item_call(self._stub.ResolveReviewItem, pb.ResolveReviewItemRequest(trace_id=trace_id, resolved_by=resolved_by, note=note, verdict=given))
+
+    def record_verdict(self, trace_id: str, *, actor: str, verdict: str, evidence: str) -> pb.ReviewItem:
+        given = verdict_to_proto(parse_verdict(verdict))
+        return self._item_call(self._stub.RecordReviewVerdict, pb.RecordReviewVerdictRequest(trace_id=trace_id, actor=actor, verdict=given, evidence=evidence))
+
+    def _item_call(self, method: Any, request: Any) -> pb.ReviewItem:
+        """A call that changes an item: :class:`KeyError` for NOT_FOUND."""
         try:
-            return self._call(self._stub.ResolveReviewItem, pb.ResolveReviewItemRequest(trace_id=trace_id, resolved_by=resolved_by, note=note))
+            return self._call(method, request)
         except self._grpc.RpcError as exc:
             if exc.code() == self._grpc.StatusCode.NOT_FOUND:
-                raise KeyError(trace_id) from None
+                raise KeyError(request.trace_id) from None
             raise
 
     def history(self, trace_id: str) -> list[ReviewEvent] | None:
@@ -356,7 +374,7 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
             return _fail(args, f"{where}: no review item for trace id {trace_id!r}")
     else:
         try:
-            item = source.resolve(trace_id, resolved_by=args.by, note=args.note)
+            item = source.resolve(trace_id, resolved_by=args.by, note=args.note, verdict=args.verdict)
         except KeyError:
             return _fail(args, f"{where}: no review item for trace id {trace_id!r}")
         except ValueError as exc:
@@ -482,6 +500,10 @@ def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = Non
         ("resolved", _time(item.resolved_time, item.HasField("resolved_time"))),
         ("note", cell(item.resolution_note)),
     ]
+    if item.verdict:
+        fields.append(("verdict", f"{verdict_from_proto(item.verdict)} by {cell(item.verdict_by)}: {cell(item.verdict_evidence)}"))
+    if item.duplicate_effect_found:
+        fields.append(("duplicate", "duplicate_effect_found: a verdict found the effect twice"))
     width = max(len(name) for name, _ in fields)
     head = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
     rows = [STEP_COLUMNS]
@@ -499,12 +521,15 @@ def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = Non
             )
         )
     text = head + "\n\n" + _grid(rows)
+    key = legend_lines(code for d in plan.steps for code in d.reasons)
+    if key:
+        text += "\n\nreasons\n" + "\n".join(cell(line) for line in key)
     if history is not None:
         text += "\n\n" + render_history(history)
     return text
 
 
-HISTORY_COLUMNS = ("time", "event", "actor", "state", "class", "note")
+HISTORY_COLUMNS = ("time", "event", "actor", "state", "class", "verdict", "note")
 
 
 def render_history(events: Sequence[ReviewEvent]) -> str:
@@ -522,7 +547,8 @@ def render_history(events: Sequence[ReviewEvent]) -> str:
                 cell(e.actor),
                 _enum(pb.ReviewState, e.state, "REVIEW_STATE_"),
                 _enum(pb.ReplayClass, e.replay_class, "REPLAY_CLASS_"),
-                cell(e.note),
+                cell(e.verdict),
+                cell("; ".join(t for t in (e.note, e.evidence) if t)),
             )
         )
     return "history\n" + _grid(rows)

@@ -6,6 +6,7 @@ import unicodedata
 from typing import Any, Sequence
 
 from otel_tracefence.core.model import TracePlan
+from otel_tracefence.core.reason_text import legend_lines
 
 
 def cell(value: object) -> str:
@@ -26,7 +27,8 @@ COLUMNS = ("trace", "class", "call_id", "tool", "effect", "status", "decision", 
 
 
 def render(plans: Sequence[TracePlan]) -> str:
-    """One row per step (a trace with no tool step gets one row), columns padded to fit."""
+    """One row per step (a trace with no tool step gets one row), columns padded to fit, then (after a blank
+    line and ``reasons``) each reason code of the rows in words, with what to check (core/reason_text.py)."""
     rows = [COLUMNS]
     for plan in plans:
         cls = plan.replay_class.value if plan.replay_class else "-"
@@ -42,4 +44,6 @@ def render(plans: Sequence[TracePlan]) -> str:
             )
     rows = [tuple(cell(value) for value in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    key = legend_lines(code for plan in plans for d in plan.steps for code in d.reasons)
+    return text + "\n\nreasons\n" + "\n".join(cell(line) for line in key) if key else text

@@ -13,8 +13,9 @@ from typing import Iterable, Protocol
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
+from otel_tracefence.review.verdicts import Verdict, parse_verdict, verdict_from_proto, verdict_to_proto
 
-EVENT_KINDS = ("plan_written", "plan_updated", "resolved", "reopened")
+EVENT_KINDS = ("plan_written", "plan_updated", "resolved", "reopened", "verdict")
 """The kinds of :class:`ReviewEvent`, in the order a first item usually sees them."""
 
 
@@ -28,6 +29,8 @@ class ReviewEvent:
     for plan events). ``note``: the resolution note, or why an item reopened.
     ``state``: the ``tracefence.v1.ReviewState`` after the event.
     ``replay_class``: the ``tracefence.v1.ReplayClass`` value after the event.
+    ``verdict``: the :class:`~otel_tracefence.review.verdicts.Verdict` value the event records (``resolved``,
+    ``verdict``), ``""`` for none; ``evidence``: its line of evidence (a reconciler's answer), ``""`` for none.
     """
 
     kind: str
@@ -36,6 +39,8 @@ class ReviewEvent:
     note: str
     state: int
     replay_class: int
+    verdict: str = ""
+    evidence: str = ""
 
 
 def event_to_proto(event: ReviewEvent) -> pb.ReviewEvent:
@@ -46,6 +51,8 @@ def event_to_proto(event: ReviewEvent) -> pb.ReviewEvent:
         note=event.note,
         state=event.state,
         replay_class=event.replay_class,
+        verdict=verdict_to_proto(parse_verdict(event.verdict, allow_none=True)),
+        evidence=event.evidence,
     )
     message.time.FromNanoseconds(event.time_ns)
     return message
@@ -56,7 +63,9 @@ def event_from_proto(message: pb.ReviewEvent) -> ReviewEvent:
     name = pb.ReviewEventKind.Name(message.kind).removeprefix("REVIEW_EVENT_KIND_").lower()
     if name not in EVENT_KINDS:
         raise ValueError(f"review event kind {message.kind} is not one of {', '.join(EVENT_KINDS)}")
-    return ReviewEvent(name, message.time.ToNanoseconds(), message.actor, message.note, message.state, message.replay_class)
+    return ReviewEvent(
+        name, message.time.ToNanoseconds(), message.actor, message.note, message.state, message.replay_class, verdict_from_proto(message.verdict), message.evidence
+    )
 
 
 class ReviewStore(Protocol):
@@ -70,7 +79,9 @@ class ReviewStore(Protocol):
 
     def trace_ids_starting(self, prefix: str, *, limit: int = 10) -> builtins.list[str]: ...
 
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem: ...
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: Verdict | str = "") -> pb.ReviewItem: ...
+
+    def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem: ...
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]: ...
 

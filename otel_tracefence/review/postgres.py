@@ -32,11 +32,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
-from otel_tracefence.review import transitions
+from otel_tracefence.review import transitions, verdicts
 from otel_tracefence.review.events import ReviewEvent
+from otel_tracefence.review.verdicts import Verdict, parse_verdict
 from otel_tracefence.review.targets import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
-from otel_tracefence.review.store import ReviewStoreError, UnreadableItem, read_item, read_page
+from otel_tracefence.review.store import EVENT_COLUMNS, VERDICT_COLUMNS, ReviewStoreError, UnreadableItem, read_item, read_page
 
 try:
     import psycopg
@@ -49,9 +50,10 @@ else:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""The schema's version, in ``review_schema``. It starts at 2, the SQLite store's version with the same
-tables (items and their history): there never was a PostgreSQL version 1."""
+SCHEMA_VERSION = 3
+"""The schema's version, in ``review_schema``. It started at 2, the SQLite store's version with the same
+tables (items and their history): there never was a PostgreSQL version 1. 3: events carry a verdict and its
+evidence (the SQLite store's 3 too)."""
 _SCHEMA_LOCK = 0x7472616365666E63  # pg_advisory_xact_lock key: one process makes or migrates the schema at a time
 
 _DDL = (
@@ -86,8 +88,15 @@ _DDL = (
     "CREATE INDEX review_events_trace ON review_events (trace_id, id)",
 )
 _TABLES = ("review_schema", "review_items", "review_events")
-_MIGRATIONS: dict[int, Callable[[Any], None]] = {}
-"""Schema version N -> the step that brings it to N + 1 (none yet: the first version is 2)."""
+
+
+def _migrate_2_to_3(conn: Any) -> None:
+    for statement in VERDICT_COLUMNS:
+        conn.execute(statement)
+
+
+_MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _migrate_2_to_3}
+"""Schema version N -> the step that brings it to N + 1 (the first version is 2)."""
 
 
 class PostgresReviewStore:
@@ -172,7 +181,7 @@ class PostgresReviewStore:
                 raise ReviewStoreError(f"{self.target}: not a tracefence review database (it holds {', '.join(present)} but no review_schema)")
             if not create:
                 raise ReviewStoreError(f"{self.target}: not a tracefence review database (no review schema)")
-            for statement in _DDL:
+            for statement in _DDL + VERDICT_COLUMNS:
                 conn.execute(statement)
             conn.execute("INSERT INTO review_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             logger.info("review database %s: schema version %d created", self.target, SCHEMA_VERSION)
@@ -254,7 +263,7 @@ class PostgresReviewStore:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
         rows = self._run(
             lambda conn: conn.execute(
-                "SELECT kind, time_ns, actor, note, state, replay_class FROM review_events WHERE trace_id = %s ORDER BY id", (trace_id,)
+                f"SELECT {EVENT_COLUMNS} FROM review_events WHERE trace_id = %s ORDER BY id", (trace_id,)
             ).fetchall()
         )
         return [ReviewEvent(*row) for row in rows]
@@ -268,16 +277,33 @@ class PostgresReviewStore:
         )
         return [row[0] for row in rows]
 
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: Verdict | str = "") -> pb.ReviewItem:
         """As :meth:`SQLiteReviewStore.resolve <otel_tracefence.review.store.SQLiteReviewStore.resolve>`,
         under the item's row lock. Raises :class:`ReviewStoreError` when the database fails."""
         transitions.check_resolution(resolved_by, note)
+        given = parse_verdict(verdict, allow_none=True)
+        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_resolve(
+            stored, updated_ns, resolved_by=resolved_by, note=note, now_ns=self._clock(), verdict=given
+        ))  # fmt: skip
+        verdicts.report(item.trace_id, resolved_by, given, note)
+        return item
 
+    def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem:
+        """As :meth:`SQLiteReviewStore.record_verdict <otel_tracefence.review.store.SQLiteReviewStore.record_verdict>`,
+        under the item's row lock. Raises :class:`ReviewStoreError` when the database fails."""
+        given = verdicts.check_verdict(actor, verdict, evidence)
+        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_verdict(
+            stored, updated_ns, actor=actor, verdict=given, evidence=evidence, now_ns=self._clock()
+        ))  # fmt: skip
+        verdicts.report(item.trace_id, actor, given, evidence)
+        return item
+
+    def _change(self, trace_id: str, make: Callable[[pb.ReviewItem, int], transitions.Change]) -> pb.ReviewItem:
         def work(conn: Any) -> transitions.Change:
             row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (trace_id,)).fetchone()
             if row is None:
                 raise KeyError(trace_id)
-            change = transitions.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
+            change = make(pb.ReviewItem.FromString(row[1]), row[0])
             self._update(conn, change)
             return change
 
@@ -334,8 +360,8 @@ def _append_events(conn: Any, change: transitions.Change) -> None:
     if change.events:
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO review_events (trace_id, kind, time_ns, actor, note, state, replay_class) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(change.item.trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class) for e in change.events],
+                f"INSERT INTO review_events (trace_id, {EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(change.item.trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class, e.verdict, e.evidence) for e in change.events],
             )
 
 

@@ -40,19 +40,21 @@ from google.protobuf.message import DecodeError, Message
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
-from otel_tracefence.review import transitions
+from otel_tracefence.review import transitions, verdicts
 from otel_tracefence.review.events import ReviewEvent
+from otel_tracefence.review.verdicts import Verdict, parse_verdict
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, KNOWN_STATES, MAX_PAGE_SIZE, list_query, like_prefix
 from otel_tracefence.review.sqlite_room import SpaceReserve, free_bytes
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 WAL_AUTOCHECKPOINT_PAGES = 256  # the WAL is checkpointed into the file past this many pages (SQLite's default: 1000)...
 JOURNAL_LIMIT_BYTES = 1024 * 1024  # ...and cut back to this size after a checkpoint (SQLite's default: never)
 RESERVE_BYTES = 128 * 1024  # kept beside the file (<file>.reserve), given back when the volume is full
 """The database schema's version, kept in SQLite's ``user_version`` pragma. 1: items only; 2: items and
-their history (``review_events``). A version-1 file is migrated forward when opened."""
+their history (``review_events``); 3: events carry a verdict and its evidence. An older file is migrated
+forward when opened."""
 __all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "SCHEMA_VERSION", "ReviewStoreError", "SQLiteReviewStore"]
 
 _DDL = (
@@ -89,6 +91,13 @@ _DDL_EVENTS = (
     """,
     "CREATE INDEX review_events_trace ON review_events (trace_id, id)",
 )
+
+# Version 3: an event's verdict and its line of evidence (issue 25; "" for none, and for every older event).
+VERDICT_COLUMNS = (
+    "ALTER TABLE review_events ADD COLUMN verdict TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE review_events ADD COLUMN evidence TEXT NOT NULL DEFAULT ''",
+)
+EVENT_COLUMNS = "kind, time_ns, actor, note, state, replay_class, verdict, evidence"
 
 
 class ReviewStoreError(Exception):
@@ -339,7 +348,7 @@ class SQLiteReviewStore:
                     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
                     if tables:
                         raise ReviewStoreError(f"{self.path}: not a tracefence review database (it holds tables {', '.join(sorted(tables))})")
-                    for statement in _DDL + _DDL_EVENTS:
+                    for statement in _DDL + _DDL_EVENTS + VERDICT_COLUMNS:
                         conn.execute(statement)
                 else:
                     while version != SCHEMA_VERSION:  # forward, one version at a time, in this one transaction
@@ -446,7 +455,7 @@ class SQLiteReviewStore:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
         with self._lock:
             rows = self._connection().execute(
-                "SELECT kind, time_ns, actor, note, state, replay_class FROM review_events WHERE trace_id = ? ORDER BY id", (trace_id,)
+                f"SELECT {EVENT_COLUMNS} FROM review_events WHERE trace_id = ? ORDER BY id", (trace_id,)
             ).fetchall()
         return [ReviewEvent(*row) for row in rows]
 
@@ -458,23 +467,49 @@ class SQLiteReviewStore:
             ).fetchall()
         return [row[0] for row in rows]
 
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str) -> pb.ReviewItem:
+    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: Verdict | str = "") -> pb.ReviewItem:
         """Mark the item resolved by ``resolved_by`` (a person or system) with ``note``.
 
         Sets state ``RESOLVED``, ``resolved_by``, ``resolution_note`` and
         ``resolved_time`` (= the new ``updated_time``), and appends a ``resolved``
         event to the history in the same transaction. Resolving a resolved item
         again shows the latest resolution on the item and adds a second event
-        (the first stays in the history). Returns the stored item. Raises
+        (the first stays in the history). ``verdict`` (optional, a person's): recorded on the event and as the
+        item's latest verdict; a person's resolution resolves whatever the verdict (it overrules any), and
+        ``found_twice`` still marks the item ``duplicate_effect_found``
+        (:mod:`otel_tracefence.review.verdicts`). Returns the stored item. Raises
         :class:`KeyError` for an unknown trace id, :class:`ValueError` when
-        ``resolved_by`` is empty or blank, :class:`TypeError` when ``note`` is no str.
+        ``resolved_by`` is empty or blank or ``verdict`` is unknown, :class:`TypeError` when ``note`` is no str.
         """
         transitions.check_resolution(resolved_by, note)
+        given = parse_verdict(verdict, allow_none=True)
+        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_resolve(
+            stored, updated_ns, resolved_by=resolved_by, note=note, now_ns=self._clock(), verdict=given
+        ))  # fmt: skip
+        verdicts.report(item.trace_id, resolved_by, given, note)
+        return item
+
+    def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem:
+        """Record ``actor``'s ``verdict`` on the item's effect with its line of ``evidence``, in the history (event
+        ``resolved`` or ``verdict``) and as the item's latest: ``found_once`` / ``absent`` resolve the item;
+        ``found_twice`` keeps it open, marks it ``duplicate_effect_found``, logs a WARNING and counts
+        ``tracefence.review.duplicate_effects``; ``undetermined`` keeps it open with the evidence
+        (:func:`otel_tracefence.review.transitions.apply_verdict`). Returns the stored item. Raises :class:`KeyError`
+        for an unknown trace id, :class:`ValueError` for a blank actor or an unknown verdict."""
+        given = verdicts.check_verdict(actor, verdict, evidence)
+        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_verdict(
+            stored, updated_ns, actor=actor, verdict=given, evidence=evidence, now_ns=self._clock()
+        ))  # fmt: skip
+        verdicts.report(item.trace_id, actor, given, evidence)
+        return item
+
+    def _change(self, trace_id: str, make: Callable[[pb.ReviewItem, int], transitions.Change]) -> pb.ReviewItem:
+        """Read the item, write ``make(item, updated_ns)`` in one transaction; :class:`KeyError` for an unknown trace id."""
         with self._transaction() as conn:
             row = conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
             if row is None:
                 raise KeyError(trace_id)
-            change = transitions.apply_resolve(pb.ReviewItem.FromString(row[1]), row[0], resolved_by=resolved_by, note=note, now_ns=self._clock())
+            change = make(pb.ReviewItem.FromString(row[1]), row[0])
             self._write(conn, change)
         return change.item
 
@@ -563,8 +598,8 @@ class SQLiteReviewStore:
 
 def _append_events(conn: sqlite3.Connection, trace_id: str, events: Iterable[ReviewEvent]) -> None:
     conn.executemany(
-        "INSERT INTO review_events (trace_id, kind, time_ns, actor, note, state, replay_class) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class) for e in events],
+        f"INSERT INTO review_events (trace_id, {EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class, e.verdict, e.evidence) for e in events],
     )
 
 
@@ -575,8 +610,17 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     for (blob,) in conn.execute("SELECT item FROM review_items ORDER BY created_ns, trace_id").fetchall():
         item = pb.ReviewItem.FromString(blob)
-        _append_events(conn, item.trace_id, transitions.migrated_events(item))
+        conn.executemany(  # version 2's columns: no verdict yet (version 3 adds them)
+            "INSERT INTO review_events (trace_id, kind, time_ns, actor, note, state, replay_class) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(item.trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class) for e in transitions.migrated_events(item)],
+        )
 
 
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Version 2 -> 3: the events' verdict and evidence columns (``""`` for every event before)."""
+    for statement in VERDICT_COLUMNS:
+        conn.execute(statement)
+
+
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
 """Schema version N -> the step that brings a file at version N to N + 1 (inside the caller's transaction)."""

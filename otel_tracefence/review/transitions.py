@@ -5,7 +5,8 @@ own lock or row lock, calls these, and writes what they return in the same trans
 * :func:`prepare_plan`: the plan as it is stored (validated, copied, raw values stripped unless kept);
 * :func:`apply_upsert`: insert, or merge a redelivered, late or re-decided plan into the stored item
   (never losing a step), reopening a resolved item whose plan changed in substance;
-* :func:`apply_resolve`: a resolution, which never overwrites the history.
+* :func:`apply_resolve`: a resolution, which never overwrites the history;
+* :func:`apply_verdict`: a verdict on the effect (:mod:`otel_tracefence.review.verdicts`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from dataclasses import dataclass
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import TracePlan
+from otel_tracefence.review import verdicts
 from otel_tracefence.review.events import ReviewEvent
+from otel_tracefence.review.verdicts import Verdict
 from otel_tracefence.core.schema import plan_to_proto
 
-PLAN_WRITTEN, PLAN_UPDATED, RESOLVED, REOPENED = "plan_written", "plan_updated", "resolved", "reopened"
+PLAN_WRITTEN, PLAN_UPDATED, RESOLVED, REOPENED, VERDICT = "plan_written", "plan_updated", "resolved", "reopened", "verdict"
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,11 @@ def what_changed(old: pb.TracePlan, new: pb.TracePlan) -> str:
     return "; ".join(parts) or "steps reordered"
 
 
-def _event(kind: str, item: pb.ReviewItem, time_ns: int, actor: str, note: str = "") -> ReviewEvent:
-    return ReviewEvent(kind=kind, time_ns=time_ns, actor=actor, note=note, state=item.state, replay_class=item.plan.replay_class)
+def _event(kind: str, item: pb.ReviewItem, time_ns: int, actor: str, note: str = "", verdict: Verdict | None = None, evidence: str = "") -> ReviewEvent:
+    return ReviewEvent(
+        kind=kind, time_ns=time_ns, actor=actor, note=note, state=item.state, replay_class=item.plan.replay_class,
+        verdict=verdict.value if verdict else "", evidence=evidence,
+    )  # fmt: skip
 
 
 def apply_upsert(stored: pb.ReviewItem | None, stored_updated_ns: int, plan: pb.TracePlan, *, service_name: str, now_ns: int) -> Change:
@@ -158,6 +164,7 @@ def apply_upsert(stored: pb.ReviewItem | None, stored_updated_ns: int, plan: pb.
         item.ClearField("resolved_by")
         item.ClearField("resolution_note")
         item.ClearField("resolved_time")
+        verdicts.clear(item)  # given on the old plan
     item.updated_time.FromNanoseconds(updated_ns)
     if changed:
         events.append(_event(PLAN_UPDATED, item, updated_ns, service_name, why))
@@ -166,11 +173,13 @@ def apply_upsert(stored: pb.ReviewItem | None, stored_updated_ns: int, plan: pb.
     return Change(item, item.created_time.ToNanoseconds(), updated_ns, tuple(events))
 
 
-def apply_resolve(stored: pb.ReviewItem, stored_updated_ns: int, *, resolved_by: str, note: str, now_ns: int) -> Change:
+def apply_resolve(stored: pb.ReviewItem, stored_updated_ns: int, *, resolved_by: str, note: str, now_ns: int, verdict: Verdict | None = None, evidence: str = "") -> Change:
     """The item after a resolution (checked with :func:`check_resolution`): state ``RESOLVED``,
     ``resolved_by``, ``resolution_note``, and ``resolved_time`` = ``updated_time`` =
-    ``max(now_ns, stored_updated_ns + 1)``; event ``resolved`` (actor ``resolved_by``, the note). Resolving
-    a resolved item again shows the latest resolution on the item and adds a second event."""
+    ``max(now_ns, stored_updated_ns + 1)``; event ``resolved`` (actor ``resolved_by``, the note, the verdict and
+    ``evidence``). ``verdict`` (a person's, or a resolving one of :func:`apply_verdict`) becomes the item's latest
+    (:func:`~otel_tracefence.review.verdicts.mark`, its evidence ``evidence`` or else the note). Resolving a
+    resolved item again shows the latest resolution on the item and adds a second event."""
     item = pb.ReviewItem()
     item.CopyFrom(stored)
     updated_ns = max(now_ns, stored_updated_ns + 1)
@@ -179,7 +188,25 @@ def apply_resolve(stored: pb.ReviewItem, stored_updated_ns: int, *, resolved_by:
     item.resolution_note = note
     item.resolved_time.FromNanoseconds(updated_ns)
     item.updated_time.FromNanoseconds(updated_ns)
-    return Change(item, item.created_time.ToNanoseconds(), updated_ns, (_event(RESOLVED, item, updated_ns, resolved_by, note),))
+    if verdict is not None:
+        verdicts.mark(item, verdict, by=resolved_by, evidence=evidence or note)
+    return Change(item, item.created_time.ToNanoseconds(), updated_ns, (_event(RESOLVED, item, updated_ns, resolved_by, note, verdict, evidence),))
+
+
+def apply_verdict(stored: pb.ReviewItem, stored_updated_ns: int, *, actor: str, verdict: Verdict, evidence: str, now_ns: int) -> Change:
+    """The item after ``actor``'s ``verdict`` (checked with :func:`~otel_tracefence.review.verdicts.check_verdict`):
+    ``found_once`` and ``absent`` resolve it (:func:`apply_resolve`, note ``""``, the evidence on the event);
+    ``found_twice`` and ``undetermined`` leave its state (open stays open: a resolution is a person's to give) and
+    write event ``verdict``; ``found_twice`` sets ``duplicate_effect_found``. Either way the verdict becomes the
+    item's latest and ``updated_time`` moves on."""
+    if verdict in verdicts.RESOLVING:
+        return apply_resolve(stored, stored_updated_ns, resolved_by=actor, note="", now_ns=now_ns, verdict=verdict, evidence=evidence)
+    item = pb.ReviewItem()
+    item.CopyFrom(stored)
+    updated_ns = max(now_ns, stored_updated_ns + 1)
+    item.updated_time.FromNanoseconds(updated_ns)
+    verdicts.mark(item, verdict, by=actor, evidence=evidence)
+    return Change(item, item.created_time.ToNanoseconds(), updated_ns, (_event(VERDICT, item, updated_ns, actor, "", verdict, evidence),))
 
 
 def migrated_events(item: pb.ReviewItem) -> builtins.list[ReviewEvent]:

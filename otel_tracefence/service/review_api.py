@@ -9,12 +9,13 @@ import grpc
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as pb_grpc
 from otel_tracefence.review.events import ReviewStore, event_to_proto
+from otel_tracefence.review.verdicts import verdict_from_proto
 
 logger = logging.getLogger(__name__)
 
 
 class ReviewService(pb_grpc.ReviewServiceServicer):
-    """List, get and resolve review items, and give an item's history. Unknown trace id: NOT_FOUND; bad arguments: INVALID_ARGUMENT."""
+    """List, get and resolve review items, record verdicts, and give an item's history. Unknown trace id: NOT_FOUND; bad arguments: INVALID_ARGUMENT."""
 
     def __init__(self, store: ReviewStore) -> None:
         self._store = store
@@ -44,7 +45,17 @@ class ReviewService(pb_grpc.ReviewServiceServicer):
 
     def ResolveReviewItem(self, request: pb.ResolveReviewItemRequest, context: grpc.ServicerContext) -> pb.ReviewItem:
         try:
-            return self._store.resolve(request.trace_id, resolved_by=request.resolved_by, note=request.note)
+            verdict = verdict_from_proto(request.verdict)
+            return self._store.resolve(request.trace_id, resolved_by=request.resolved_by, note=request.note, verdict=verdict)
+        except KeyError:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    def RecordReviewVerdict(self, request: pb.RecordReviewVerdictRequest, context: grpc.ServicerContext) -> pb.ReviewItem:
+        try:
+            verdict = verdict_from_proto(request.verdict)
+            return self._store.record_verdict(request.trace_id, actor=request.actor, verdict=verdict, evidence=request.evidence)
         except KeyError:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no review item for trace {request.trace_id!r}")
         except ValueError as exc:

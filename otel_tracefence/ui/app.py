@@ -7,8 +7,8 @@ Routes:
   ``page_token`` (the store's) in the query string.
 * ``GET /items/{trace_id}``: one item: its plan, its history (when the store keeps
   one), a link to the trace in a backend, and the resolve form.
-* ``POST /items/{trace_id}/resolve``: form fields ``resolved_by`` (required),
-  ``note`` and ``csrf_token``.
+* ``POST /items/{trace_id}/resolve``: form fields ``resolved_by`` (required; remembered for the session),
+  ``verdict`` (``found_once``, ``absent``, ``found_twice``, ``undetermined`` or empty), ``note`` and ``csrf_token``.
 * ``GET /inspect``: the inspector; ``POST /inspect/plan`` plans the request body
   (the file's bytes) as ``tracefence plan`` does and answers JSON
   ``{"output", "messages", "rejected", "html"}``; ``GET /inspect/sample``: the sample.
@@ -52,7 +52,10 @@ from otel_tracefence.core.config import TraceFenceConfig, UiSettings, describe
 from otel_tracefence.core.model import ReplayClass
 from otel_tracefence.review.events import ReviewStore
 from otel_tracefence.review.store import ReviewStoreError
+from otel_tracefence.review.verdicts import Verdict
 from otel_tracefence.core.schema import plan_to_proto
+from otel_tracefence.ui.explain import conflict_pairs, reason_key
+from otel_tracefence.ui import queue_view
 from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
 
@@ -66,6 +69,8 @@ MAX_FORM_BYTES = 64 * 1024
 DEFAULT_MAX_INSPECT_BYTES = UiSettings().max_inspect_bytes
 INSPECTIONS_AT_ONCE = 2  # inputs planned at the same time; more wait their turn
 HELD = (pb.DECISION_REVIEW, pb.DECISION_CONFLICT)
+VERDICTS = {v.value: v.value.replace("_", " ") for v in Verdict}  # found_once -> "found once"
+REMEMBERED_REVIEWERS = 10_000  # sessions whose reviewer name the form is filled with; the oldest is forgotten past it
 SECURITY_HEADERS = {
     # Only our own script and stylesheet; no framing; forms post only here (OWASP secure headers).
     "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -153,6 +158,7 @@ def create_app(
     templates.env.filters["timestamp"] = rfc3339
     templates.env.globals.update(pb=pb, HELD=HELD)
     guard = SessionGuard(review_token, session_secret)
+    reviewers: dict[str, str] = {}  # session id -> the name its last resolution gave (memory only, this process)
     planning = anyio.CapacityLimiter(INSPECTIONS_AT_ONCE)  # planning a large file holds a core and its memory
 
     def page(request: Request, name: str, context: dict[str, Any], status_code: int = 200) -> Response:
@@ -210,7 +216,7 @@ def create_app(
         if store is None:
             return RedirectResponse("/inspect", status_code=303)
         q = request.query_params
-        state, cls, service = q.get("state", "open"), q.get("class", ""), q.get("service", "").strip()
+        state, cls, service = q.get("state", "open").strip().lower(), q.get("class", "").strip().lower(), q.get("service", "").strip()
         if state not in STATES:
             return problem(request, 400, f"state {state!r}: give one of {', '.join(STATES)}")
         if cls and cls not in CLASSES:
@@ -221,24 +227,30 @@ def create_app(
             page_size = 0
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             return problem(request, 400, f"page_size: give a whole number from 1 to {MAX_PAGE_SIZE}")
+        text = q.get("q", "").strip()
+        listed = functools.partial(store.list, state=STATES[state], replay_classes=[ReplayClass(cls)] if cls else [], service_name=service or None)
+        found = None
         try:
-            items, next_token = await run_in_threadpool(
-                store.list,
-                state=STATES[state],
-                replay_classes=[ReplayClass(cls)] if cls else [],
-                service_name=service or None,
-                page_size=page_size,
-                page_token=q.get("page_token", ""),
-            )
+            if text:  # a search reads the queue page by page (bounded): its matches are one page
+                found = await run_in_threadpool(queue_view.search, listed, text, page_size)
+                items, next_token = found.items, ""
+            else:
+                items, next_token = await run_in_threadpool(listed, page_size=page_size, page_token=q.get("page_token", ""))
         except ValueError as exc:  # a page token from other filters or another store
             return problem(request, 400, f"{exc}; start again from the first page")
-        filters = {"state": state, "class": cls, "service": service, "page_size": page_size}
+        filters = {"state": state, "class": cls, "service": service, "q": text, "page_size": page_size}
+        rows = [queue_view.row(i) for i in items]
+        class_counts, reason_counts = queue_view.counts(rows)
         kept = {k: v for k, v in filters.items() if v and not (k == "page_size" and v == DEFAULT_PAGE_SIZE)}
         return page(
             request,
             "queue.html",
             {
                 "items": items,
+                "rows": rows,
+                "found": found,
+                "class_counts": class_counts,
+                "reason_counts": reason_counts,
                 "filters": filters,
                 "states": tuple(STATES),
                 "classes": CLASSES,
@@ -259,7 +271,7 @@ def create_app(
         return page(
             request,
             "item.html",
-            {"item": item, "plan": item.plan, "history": history, "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
+            {"item": item, "plan": item.plan, "history": history, "verdicts": VERDICTS, "reviewer": reviewers.get(guard.session(request)[0], ""), "reason_key": reason_key(item.plan), "pairs": conflict_pairs(item.plan), "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
         )
 
     async def resolve(request: Request) -> Response:
@@ -274,13 +286,20 @@ def create_app(
             _log.warning("resolve of trace %s refused: %s", trace_id, exc)
             return problem(request, 403, str(exc))
         resolved_by, note = str(form.get("resolved_by", "")).strip(), str(form.get("note", ""))
+        verdict = str(form.get("verdict", ""))
         if not resolved_by:
             return problem(request, 400, "resolved by: say who resolved the item (a person or system)")
+        if verdict and verdict not in VERDICTS:
+            return problem(request, 400, f"verdict {verdict[:40]!r}: give one of {', '.join(VERDICTS)}, or none")
         try:
-            await run_in_threadpool(store.resolve, trace_id, resolved_by=resolved_by, note=note)
+            await run_in_threadpool(functools.partial(store.resolve, trace_id, resolved_by=resolved_by, note=note, verdict=verdict))
         except KeyError:
             return problem(request, 404, f"no review item for trace id {shown_id(trace_id)}")
-        _log.info("review item %s resolved by %s", trace_id, resolved_by)
+        reviewers.pop(session_id := guard.session(request)[0], None)
+        reviewers[session_id] = resolved_by
+        if len(reviewers) > REMEMBERED_REVIEWERS:
+            reviewers.pop(next(iter(reviewers)))
+        _log.info("review item %s resolved by %s (verdict %s)", trace_id, resolved_by, verdict or "none")
         return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
 
     async def login_page(request: Request) -> Response:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from otel_tracefence.core.reason_text import legend_lines
 from otel_tracefence.core.schema import plan_from_json
 
 from cli_helpers import run
@@ -270,10 +271,13 @@ def test_table_output(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["trace", "class", "call_id", "tool", "effect", "status", "decision", "reasons", "related"]
-    assert [line.split() for line in lines[1:]] == [
+    assert [line.split() for line in lines[1:3]] == [
         ["t-invoice", "review", "call-16", "customer.lookup", "read", "ok", "replay", "declared_read", "-"],
         ["t-invoice", "review", "call-17", "invoice.create", "write", "timeout", "review", "write_timeout", "-"],
     ]
+    # then each reason in words, from the one table the review page and `review show` use too
+    assert lines[3:] == ["", "reasons", *legend_lines(["declared_read", "write_timeout"])]
+    assert lines[-1].startswith("write_timeout: a write timed out") and "; check: look the call up in the owning system" in lines[-1]
 
 
 @pytest.mark.parametrize(

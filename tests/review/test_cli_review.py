@@ -52,7 +52,7 @@ SHOW_JSON = (
     '"requestedOnly": false, "malformed": [], "argumentsJson": "", "resultValue": ""}, "decision": "DECISION_REVIEW", '
     '"reasons": ["write_timeout"], "relatedCallIds": [], "relatedTraces": []}], "partial": false}, "state": "REVIEW_STATE_OPEN", '
     '"serviceName": "billing", "createdTime": "2023-11-14T22:13:20.123456789Z", "updatedTime": "2023-11-14T22:13:20.123456789Z", '
-    '"resolvedBy": "", "resolutionNote": ""}\n'
+    '"resolvedBy": "", "resolutionNote": "", "verdict": "VERDICT_UNSPECIFIED", "verdictBy": "", "verdictEvidence": "", "duplicateEffectFound": false}\n'
 )
 
 SHOW_TABLE = """\
@@ -69,9 +69,12 @@ note         -
 call_id  tool             effect  status   decision  reasons        related
 call_1   payments.charge  write   timeout  review    write_timeout  -
 
+reasons
+write_timeout: a write timed out: the caller stopped hearing back, so the outcome is unknown; check: look the call up in the owning system (by its idempotency key, else its arguments and time): did it take effect once, not at all, or twice
+
 history
-time                            event         actor    state  class   note
-2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -
+time                            event         actor    state  class   verdict  note
+2023-11-14T22:13:20.123456789Z  plan_written  billing  open   review  -        -
 """
 
 LIST_TABLE = """\

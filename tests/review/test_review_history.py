@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.review import ReviewEvent, ReviewStoreError, SQLiteReviewStore, open_review_store
+from otel_tracefence.review import SCHEMA_VERSION, ReviewEvent, ReviewStoreError, SQLiteReviewStore, open_review_store
 from otel_tracefence.review.events import event_from_proto, event_to_proto
 from otel_tracefence.review.targets import display_target
 from otel_tracefence.review.transitions import apply_upsert, prepare_plan
@@ -124,7 +124,7 @@ def test_a_version_1_file_is_migrated_forward_on_open_with_a_synthesized_history
         store.resolve("t-open", resolved_by="bob", note="ok")
         assert [e.kind for e in store.history("t-open")] == ["plan_written", "resolved"]
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     with SQLiteReviewStore(db) as store:  # opened again: not migrated twice
         assert len(store.history("t-done")) == 2
 
@@ -136,13 +136,13 @@ def test_postgres_schema_version_is_created_and_checked(pg_url: str):
     with pytest.raises(ReviewStoreError, match="no review schema"):
         open_review_store(pg_url, create=False)
     open_review_store(pg_url).close()
-    assert _query(pg_url, "SELECT version FROM review_schema") == [(2,)]
+    assert _query(pg_url, "SELECT version FROM review_schema") == [(3,)]
     open_review_store(pg_url, create=False).close()  # made: a reader opens it
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE review_schema SET version = 99")
-    with pytest.raises(ReviewStoreError, match="schema version 99; this otel-tracefence reads version 2"):
+    with pytest.raises(ReviewStoreError, match="schema version 99; this otel-tracefence reads version 3"):
         open_review_store(pg_url)
 
 

@@ -82,10 +82,10 @@ def test_review_show_prints_the_history_from_postgres(pg_url: str):
     )
     assert proc.stdout == head + (
         "\nhistory\n"
-        "time                            event         actor    state     class   note\n"
-        "2023-11-14T22:13:20.123456789Z  plan_written  billing  open      review  -\n"
-        "2023-11-14T22:13:21.123456789Z  resolved      ada      resolved  review  charged once\n"
-        "2023-11-14T22:13:22.123456789Z  resolved      bob      resolved  review  refunded the second charge\n"
+        "time                            event         actor    state     class   verdict  note\n"
+        "2023-11-14T22:13:20.123456789Z  plan_written  billing  open      review  -        -\n"
+        "2023-11-14T22:13:21.123456789Z  resolved      ada      resolved  review  -        charged once\n"
+        "2023-11-14T22:13:22.123456789Z  resolved      bob      resolved  review  -        refunded the second charge\n"
     )
 
 

@@ -353,7 +353,7 @@ def test_the_item_page_shows_the_stores_history(tmp_path):
             response = client.post("/items/t-static/resolve", data={"resolved_by": "carol", "note": note, "csrf_token": token}, headers={"origin": BASE})
             assert response.status_code == 303
         html = client.get("/items/t-static").text
-        history = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", html)
+        history = re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td><td class=\"verdict\">[^<]+</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td></tr>", html)
         assert [row[1:] for row in history] == [
             ("plan written", "pager", "-", "open", "static"),
             ("resolved", "carol", "first look: page p-1 was sent", "resolved", "static"),
@@ -450,7 +450,7 @@ def test_serve_serves_the_page_on_ui_endpoint_from_its_own_queue(tmp_path, upstr
             page = answer.read().decode()
         assert answer.status == 200
         row = page[page.index(f'<tr data-trace-id="{trace_id}">') :].split("</tr>")[0]
-        assert re.findall(r"<td>([^<]*)</td>", row)[:3] == ["open", "review", "agent"]
+        assert re.findall(r"<td(?: class=\"[^\"]*\")?>([^<]*)</td>", row)[:3] == ["open", "review", "agent"]
     finally:
         service.stop()
     assert service.ui_port and service._ui_server is not None

@@ -56,6 +56,14 @@ class ReviewState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REVIEW_STATE_OPEN: _ClassVar[ReviewState]
     REVIEW_STATE_RESOLVED: _ClassVar[ReviewState]
 
+class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_UNSPECIFIED: _ClassVar[Verdict]
+    VERDICT_FOUND_ONCE: _ClassVar[Verdict]
+    VERDICT_ABSENT: _ClassVar[Verdict]
+    VERDICT_FOUND_TWICE: _ClassVar[Verdict]
+    VERDICT_UNDETERMINED: _ClassVar[Verdict]
+
 class ReviewEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     REVIEW_EVENT_KIND_UNSPECIFIED: _ClassVar[ReviewEventKind]
@@ -63,6 +71,7 @@ class ReviewEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REVIEW_EVENT_KIND_PLAN_UPDATED: _ClassVar[ReviewEventKind]
     REVIEW_EVENT_KIND_RESOLVED: _ClassVar[ReviewEventKind]
     REVIEW_EVENT_KIND_REOPENED: _ClassVar[ReviewEventKind]
+    REVIEW_EVENT_KIND_VERDICT: _ClassVar[ReviewEventKind]
 EFFECT_UNSPECIFIED: Effect
 EFFECT_READ: Effect
 EFFECT_WRITE: Effect
@@ -91,11 +100,17 @@ REPLAY_CLASS_REVIEW: ReplayClass
 REVIEW_STATE_UNSPECIFIED: ReviewState
 REVIEW_STATE_OPEN: ReviewState
 REVIEW_STATE_RESOLVED: ReviewState
+VERDICT_UNSPECIFIED: Verdict
+VERDICT_FOUND_ONCE: Verdict
+VERDICT_ABSENT: Verdict
+VERDICT_FOUND_TWICE: Verdict
+VERDICT_UNDETERMINED: Verdict
 REVIEW_EVENT_KIND_UNSPECIFIED: ReviewEventKind
 REVIEW_EVENT_KIND_PLAN_WRITTEN: ReviewEventKind
 REVIEW_EVENT_KIND_PLAN_UPDATED: ReviewEventKind
 REVIEW_EVENT_KIND_RESOLVED: ReviewEventKind
 REVIEW_EVENT_KIND_REOPENED: ReviewEventKind
+REVIEW_EVENT_KIND_VERDICT: ReviewEventKind
 
 class MalformedField(_message.Message):
     __slots__ = ("field", "message")
@@ -184,7 +199,7 @@ class TracePlan(_message.Message):
     def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., replay_class: _Optional[_Union[ReplayClass, str]] = ..., steps: _Optional[_Iterable[_Union[StepDecision, _Mapping]]] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class ReviewItem(_message.Message):
-    __slots__ = ("trace_id", "plan", "state", "service_name", "created_time", "updated_time", "resolved_by", "resolution_note", "resolved_time")
+    __slots__ = ("trace_id", "plan", "state", "service_name", "created_time", "updated_time", "resolved_by", "resolution_note", "resolved_time", "verdict", "verdict_by", "verdict_evidence", "duplicate_effect_found")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +209,10 @@ class ReviewItem(_message.Message):
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_NOTE_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_TIME_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_BY_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_EFFECT_FOUND_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     plan: TracePlan
     state: ReviewState
@@ -203,23 +222,31 @@ class ReviewItem(_message.Message):
     resolved_by: str
     resolution_note: str
     resolved_time: _timestamp_pb2.Timestamp
-    def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    verdict: Verdict
+    verdict_by: str
+    verdict_evidence: str
+    duplicate_effect_found: bool
+    def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., verdict_by: _Optional[str] = ..., verdict_evidence: _Optional[str] = ..., duplicate_effect_found: _Optional[bool] = ...) -> None: ...
 
 class ReviewEvent(_message.Message):
-    __slots__ = ("kind", "time", "actor", "note", "state", "replay_class")
+    __slots__ = ("kind", "time", "actor", "note", "state", "replay_class", "verdict", "evidence")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     REPLAY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     kind: ReviewEventKind
     time: _timestamp_pb2.Timestamp
     actor: str
     note: str
     state: ReviewState
     replay_class: ReplayClass
-    def __init__(self, kind: _Optional[_Union[ReviewEventKind, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., note: _Optional[str] = ..., state: _Optional[_Union[ReviewState, str]] = ..., replay_class: _Optional[_Union[ReplayClass, str]] = ...) -> None: ...
+    verdict: Verdict
+    evidence: str
+    def __init__(self, kind: _Optional[_Union[ReviewEventKind, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., note: _Optional[str] = ..., state: _Optional[_Union[ReviewState, str]] = ..., replay_class: _Optional[_Union[ReplayClass, str]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., evidence: _Optional[str] = ...) -> None: ...
 
 class ListReviewItemsRequest(_message.Message):
     __slots__ = ("state", "replay_classes", "service_name", "page_size", "page_token")
@@ -262,11 +289,25 @@ class GetReviewHistoryResponse(_message.Message):
     def __init__(self, events: _Optional[_Iterable[_Union[ReviewEvent, _Mapping]]] = ...) -> None: ...
 
 class ResolveReviewItemRequest(_message.Message):
-    __slots__ = ("trace_id", "resolved_by", "note")
+    __slots__ = ("trace_id", "resolved_by", "note", "verdict")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     resolved_by: str
     note: str
-    def __init__(self, trace_id: _Optional[str] = ..., resolved_by: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
+    verdict: Verdict
+    def __init__(self, trace_id: _Optional[str] = ..., resolved_by: _Optional[str] = ..., note: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ...) -> None: ...
+
+class RecordReviewVerdictRequest(_message.Message):
+    __slots__ = ("trace_id", "actor", "verdict", "evidence")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    actor: str
+    verdict: Verdict
+    evidence: str
+    def __init__(self, trace_id: _Optional[str] = ..., actor: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., evidence: _Optional[str] = ...) -> None: ...

@@ -55,6 +55,11 @@ class ReviewServiceStub:
                 request_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.SerializeToString,
                 response_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.FromString,
                 _registered_method=True)
+        self.RecordReviewVerdict = channel.unary_unary(
+                '/tracefence.v1.ReviewService/RecordReviewVerdict',
+                request_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.RecordReviewVerdictRequest.SerializeToString,
+                response_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -86,6 +91,13 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordReviewVerdict(self, request, context):
+        """NOT_FOUND for an unknown trace id
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +120,11 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.GetReviewHistory,
                     request_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.FromString,
                     response_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.SerializeToString,
+            ),
+            'RecordReviewVerdict': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordReviewVerdict,
+                    request_deserializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.RecordReviewVerdictRequest.FromString,
+                    response_serializer=otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +236,33 @@ class ReviewService:
             '/tracefence.v1.ReviewService/GetReviewHistory',
             otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryRequest.SerializeToString,
             otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.GetReviewHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordReviewVerdict(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tracefence.v1.ReviewService/RecordReviewVerdict',
+            otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.RecordReviewVerdictRequest.SerializeToString,
+            otel__tracefence_dot___proto_dot_tracefence_dot_v1_dot_tracefence__pb2.ReviewItem.FromString,
             options,
             channel_credentials,
             insecure,
