@@ -29,7 +29,6 @@ LONG_MODULES = {
     "otel_tracefence/normalize/trace.py",
     "otel_tracefence/normalize/conventions.py",
     "otel_tracefence/pipeline/trace_buffer.py",
-    "otel_tracefence/agent/instrument.py",
     "otel_tracefence/service/otlp_spans.py",
 }
 
