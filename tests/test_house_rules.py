@@ -28,8 +28,6 @@ LONG_MODULES = {
     # Split on s36-split but not finished before its deadline:
     "otel_tracefence/normalize/trace.py",
     "otel_tracefence/normalize/conventions.py",
-    "otel_tracefence/pipeline/trace_buffer.py",
-    "otel_tracefence/service/otlp_spans.py",
 }
 
 #: Functions still over MAX_COMPLEXITY, as "path:qualified name".
@@ -41,10 +39,7 @@ COMPLEX_FUNCTIONS = {
     "otel_tracefence/readers/rows.py:row_to_step",
     "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)
     "otel_tracefence/normalize/status.py:_read_record",
-    "otel_tracefence/pipeline/trace_buffer.py:TraceBuffer._late",  # replan_late (issue 27 step 1)
-    "otel_tracefence/pipeline/trace_buffer.py:TraceBuffer.add_batch",
     "otel_tracefence/planner/groups.py:TraceGroups.build",
-    "otel_tracefence/service/otlp_spans.py:read_request",
     "otel_tracefence/service/wire_span.py:_read",
 }
 
