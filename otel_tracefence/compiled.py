@@ -43,6 +43,7 @@ ENGINE_SOURCES = (
     "otel_tracefence/core/model.py",
     "otel_tracefence/pipeline/plan.py",
     "otel_tracefence/service/otlp_spans.py",
+    "otel_tracefence/service/span_annotation.py",
     "otel_tracefence/service/wire_span.py",
 )
 

@@ -24,344 +24,43 @@ body always propagates unchanged.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
 import inspect
-import json
 import logging
-import re
-import threading
 from typing import Any, Callable, Mapping, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
 
-try:  # opentelemetry-semantic-conventions, when installed (incubating GenAI attributes).
-    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
-    from opentelemetry.semconv._incubating.attributes import error_attributes as _error
-
-    GEN_AI_OPERATION_NAME: str = _gen_ai.GEN_AI_OPERATION_NAME
-    GEN_AI_TOOL_NAME: str = _gen_ai.GEN_AI_TOOL_NAME
-    GEN_AI_TOOL_CALL_ID: str = _gen_ai.GEN_AI_TOOL_CALL_ID
-    GEN_AI_TOOL_CALL_ARGUMENTS: str = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
-    GEN_AI_TOOL_CALL_RESULT: str = _gen_ai.GEN_AI_TOOL_CALL_RESULT
-    EXECUTE_TOOL: str = _gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
-    ERROR_TYPE: str = _error.ERROR_TYPE
-except (ImportError, AttributeError):  # pragma: no cover - older or absent semantic-conventions package
-    GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
-    GEN_AI_TOOL_NAME = "gen_ai.tool.name"
-    GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
-    GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
-    GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
-    EXECUTE_TOOL = "execute_tool"
-    ERROR_TYPE = "error.type"
-
-# The producer's own labels (DESIGN.md, "Normalized step"); the same strings as
-# otel_tracefence.normalize.conventions.TRACEFENCE_*, spelled here so that an agent
-# importing this module does not load the normalizer (pydantic, protobuf).
-TRACEFENCE_EFFECT = "tracefence.effect"
-TRACEFENCE_STATUS = "tracefence.status"
-TRACEFENCE_IDEMPOTENCY_KEY = "tracefence.idempotency_key"
-TRACEFENCE_RESULT_STABLE = "tracefence.result_stable"
+# The attribute names are re-exported: importers of this module's constants keep working.
+from otel_tracefence.agent.attributes import (  # noqa: F401
+    EFFECTS,
+    ERROR_TYPE,
+    EXECUTE_TOOL,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_CALL_RESULT,
+    GEN_AI_TOOL_NAME,
+    TRACEFENCE_EFFECT,
+    TRACEFENCE_IDEMPOTENCY_KEY,
+    TRACEFENCE_RESULT_STABLE,
+    TRACEFENCE_STATUS,
+    _check_call_id,
+    _check_effect,
+    _check_key,
+    _check_stable,
+    _to_json,
+)
+from otel_tracefence.agent.declare import declare
+from otel_tracefence.agent.failure import CANCEL_CLASS_NAMES, TIMEOUT_CLASS_NAMES, _qualified_name, failure_status  # noqa: F401
 
 __all__ = ["ToolCall", "ToolCallSpan", "declare", "failure_status", "tool_call"]
 
 _log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-EFFECTS = ("read", "write")
-"""The effects a producer may declare; ``None`` leaves the effect to the operator's rules."""
-
-# Exception classes that mean "timed out", by name anywhere in the exception's MRO, so
-# that HTTP and RPC clients are recognised without importing them: httpx
-# (TimeoutException: ReadTimeout, ConnectTimeout, WriteTimeout, PoolTimeout), requests
-# (requests.exceptions.Timeout: ReadTimeout, ConnectTimeout), urllib3 (TimeoutError:
-# ReadTimeoutError, ConnectTimeoutError), aiohttp (ServerTimeoutError,
-# ConnectionTimeoutError, SocketTimeoutError), google.api_core (DeadlineExceeded).
-TIMEOUT_CLASS_NAMES = frozenset(
-    {
-        "TimeoutError",
-        "TimeoutException",
-        "Timeout",
-        "ReadTimeout",
-        "ConnectTimeout",
-        "WriteTimeout",
-        "PoolTimeout",
-        "ReadTimeoutError",
-        "ConnectTimeoutError",
-        "ServerTimeoutError",
-        "ConnectionTimeoutError",
-        "SocketTimeoutError",
-        "DeadlineExceeded",
-    }
-)
-# Cancellation by name (trio.Cancelled; asyncio and concurrent.futures are checked by type too).
-CANCEL_CLASS_NAMES = frozenset({"CancelledError", "Cancelled"})
-# gRPC errors carry their status in ``code()``; only classes of this name are asked.
-_GRPC_ERROR_CLASS_NAMES = frozenset({"RpcError", "AioRpcError"})
-_GRPC_TIMEOUT_CODES = frozenset({"DEADLINE_EXCEEDED"})
-_GRPC_CANCEL_CODES = frozenset({"CANCELLED"})
-
-
-def _check_effect(effect: Any) -> str | None:
-    if effect is not None and (not isinstance(effect, str) or effect not in EFFECTS):
-        raise ValueError(f"effect must be 'read', 'write' or None, not {effect!r}")
-    return effect
-
-
-def _check_key(key: Any) -> str | None:
-    if key is not None and (not isinstance(key, str) or not key):
-        raise ValueError(f"idempotency_key must be a non-empty string or None, not {key!r}")
-    return key
-
-
-def _check_stable(result_stable: Any) -> bool | None:
-    if result_stable is not None and not isinstance(result_stable, bool):
-        raise ValueError(f"result_stable must be True, False or None, not {result_stable!r}")
-    return result_stable
-
-
-def _check_call_id(call_id: Any) -> str | None:
-    if call_id is None:
-        return None
-    if isinstance(call_id, bool) or not isinstance(call_id, (str, int)) or not str(call_id):
-        raise ValueError(f"call_id must be a non-empty string (or an integer) or None, not {call_id!r}")
-    return str(call_id)
-
-
-def _to_json(value: Any) -> str | None:
-    """``value`` as JSON text, objects that JSON lacks as their ``str()``; ``None`` if it cannot be encoded.
-
-    Never raises. NaN and infinities are refused (``allow_nan=False``): they are not
-    JSON, and the normalizer would read the text as malformed. The text is ASCII.
-    """
-    try:
-        return json.dumps(value, default=str, allow_nan=False)
-    except Exception:  # noqa: BLE001 - circular data, bad keys, a failing __str__: leave it out
-        return None
-
-
-def _qualified_name(cls: type) -> str:
-    """``module.QualName`` of a class, bare for builtins: ``TimeoutError``, ``httpx.ReadTimeout``."""
-    module = getattr(cls, "__module__", None)
-    name = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "Exception")
-    return name if module in (None, "builtins", "__main__") else f"{module}.{name}"
-
-
-def _grpc_code_name(exc: BaseException) -> str | None:
-    if not any(getattr(c, "__name__", "") in _GRPC_ERROR_CLASS_NAMES for c in type(exc).__mro__):
-        return None
-    code = getattr(exc, "code", None)
-    if not callable(code):
-        return None
-    try:
-        value = code()
-    except Exception:  # noqa: BLE001 - a half-built RpcError: no code to read
-        return None
-    name = getattr(value, "name", None)
-    return name if isinstance(name, str) else None
-
-
-# A message that says the call timed out, in the past tense: "not a timeout" says nothing of the call.
-_TIMEOUT_MESSAGE = re.compile(r"\btimed[ _-]?out\b", re.IGNORECASE)
-
-
-def failure_status(exc: BaseException) -> str:
-    """The ``tracefence.status`` of a call that raised ``exc``: ``timeout``, ``unknown`` or ``error``.
-
-    * ``timeout``: :class:`TimeoutError` (so also ``asyncio.TimeoutError`` and
-      ``socket.timeout``), any exception with a class named in
-      :data:`TIMEOUT_CLASS_NAMES` in its MRO (httpx, requests, urllib3, aiohttp,
-      google.api_core timeouts), a gRPC ``RpcError`` whose ``code()`` is
-      ``DEADLINE_EXCEEDED``.
-    * ``unknown``: cancellation (``asyncio.CancelledError``,
-      ``concurrent.futures.CancelledError``, a class named ``CancelledError`` or
-      ``Cancelled``, gRPC ``CANCELLED``) and any other ``BaseException`` that is
-      not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``): the call was
-      stopped from outside at an arbitrary point, so whether its effect happened
-      is unknown.
-    * ``timeout`` also for any other exception whose message says it ``timed out``:
-      the MCP SDK raises ``MCPError("Request 'tools/call' timed out")``.
-    * ``error``: any other exception.
-
-    Never raises.
-    """
-    try:
-        if isinstance(exc, TimeoutError):
-            return "timeout"
-        names = {getattr(c, "__name__", "") for c in type(exc).__mro__}
-        if names & TIMEOUT_CLASS_NAMES:
-            return "timeout"
-        if isinstance(exc, (asyncio.CancelledError, concurrent.futures.CancelledError)) or names & CANCEL_CLASS_NAMES:
-            return "unknown"
-        grpc_code = _grpc_code_name(exc)
-        if grpc_code in _GRPC_TIMEOUT_CODES:
-            return "timeout"
-        if grpc_code in _GRPC_CANCEL_CODES:
-            return "unknown"
-        if not isinstance(exc, Exception):
-            return "unknown"
-        if _TIMEOUT_MESSAGE.search(str(exc)[:1000]):  # the MCP SDK's McpError "Request 'tools/call' timed out", ...
-            return "timeout"
-    except Exception:  # noqa: BLE001 - a hostile exception class: call it an error
-        pass
-    return "error"
-
-
-def declare(
-    effect: str | None = None,
-    *,
-    idempotency_key: str | None = None,
-    result_stable: bool | None = None,
-    span: Span | None = None,
-    tool: str | None = None,
-) -> None:
-    """Label a tool span with the producer's ``tracefence.effect``, ``tracefence.idempotency_key`` and
-    ``tracefence.result_stable``.
-
-    For a tool body that runs under a span someone else made (a framework's
-    ``execute_tool`` / ``running tool`` span, an OpenInference ``TOOL`` span, or a
-    :func:`tool_call` decorator's span): call it inside the body, where that span is
-    current, or pass ``span``. ``effect`` is ``"read"``, ``"write"`` or ``None``
-    (leave it to the operator's rules); ``idempotency_key`` is the key the
-    destination deduplicates on, a non-empty string or ``None``. ``None`` values
-    are not written. Never use the model's tool-call id as the key: models mint a
-    new one each turn. ``result_stable=False`` says the tool's results differ between
-    executions (a page id, a transaction id, a timestamp the agent may branch on; seed
-    000): a read so labelled is never re-executed by a replay, its recorded result is
-    injected (decision ``skip``, reason ``unstable_result``). ``True`` says they are
-    stable, ``None`` leaves it to the operator's rules (default: stable). ``tool``
-    names the tool in the warning below (default: the calling function's name).
-
-    Raises :class:`ValueError` for any other effect, key or ``result_stable``. A
-    ``span`` given, or a recording current span, is labelled, unless the current
-    span's attributes already mark it as another kind than a tool span (an agent,
-    chain or model span: labelling it would make a tool step of it). When tracing
-    is on (an SDK tracer provider is set) and there is no current span (as inside
-    tools of OpenInference's LangChain instrumentation), or it is of another kind,
-    nothing is written: a warning is logged once per tool name with the remedy
-    (``tool_rules`` in the configuration), and every such call is counted in the
-    ``tracefence.declare.unrecorded`` metric. Without an SDK, or for a trace that
-    was not sampled, it does nothing.
-    """
-    effect = _check_effect(effect)
-    idempotency_key = _check_key(idempotency_key)
-    result_stable = _check_stable(result_stable)
-    target = span if span is not None else trace.get_current_span()
-    try:
-        if not target.is_recording():
-            if span is None and not target.get_span_context().is_valid and _tracing_on():
-                _unrecorded(tool or _caller_name(), effect, idempotency_key, "there is no current span")
-            return
-        if span is None and _is_tool_span(target) is False:
-            _unrecorded(tool or _caller_name(), effect, idempotency_key, f"the current span {_span_name(target)!r} is not a tool span")
-            return
-        if effect is not None:
-            target.set_attribute(TRACEFENCE_EFFECT, effect)
-        if idempotency_key is not None:
-            target.set_attribute(TRACEFENCE_IDEMPOTENCY_KEY, idempotency_key)
-        if result_stable is not None:
-            target.set_attribute(TRACEFENCE_RESULT_STABLE, result_stable)
-    except Exception:  # noqa: BLE001 - a broken span implementation must not break the tool
-        _log.debug("tracefence: could not label span", exc_info=True)
-
-
-# The attributes that give a span's kind in the conventions the normalizer reads, with the values
-# that make it a tool step (spelled here so that an agent importing this module does not load the
-# normalizer). Many instrumentations set them only when the span ends, so a span that carries none
-# yet is labelled: only a span already marked as another kind (an agent, chain or model span) is not.
-_KIND_KEYS_TOOL_VALUES = {
-    GEN_AI_OPERATION_NAME: ("execute_tool",),
-    "openinference.span.kind": ("TOOL",),
-    "traceloop.span.kind": ("tool",),
-    "langfuse.observation.type": ("tool",),
-    "langsmith.span.kind": ("tool", "TOOL"),
-    "mlflow.spanType": ("TOOL",),
-}
-
-
-def _is_tool_span(span: Any) -> bool | None:
-    """``False`` when a recording span's attributes, as they are now, mark it as another kind than a
-    tool span (``openinference.span.kind`` ``CHAIN``, ``gen_ai.operation.name`` ``chat``, ...) and it
-    carries no ``tracefence.*`` label; ``True`` when they mark a tool span; ``None`` when they say
-    nothing or cannot be read (not an SDK span), and the span is labelled rather than guessed about."""
-    try:
-        attributes = getattr(span, "attributes", None)
-        if not isinstance(attributes, Mapping):
-            return None
-        if any(isinstance(k, str) and k.startswith("tracefence.") for k in attributes):
-            return True
-        kinds = [(key, attributes[key]) for key in _KIND_KEYS_TOOL_VALUES if key in attributes]
-        if not kinds:
-            return None
-        return any(value in _KIND_KEYS_TOOL_VALUES[key] for key, value in kinds)
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def _span_name(span: Any) -> str:
-    try:
-        name = getattr(span, "name", "")
-        return name if isinstance(name, str) else ""
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def _tracing_on() -> bool:
-    """True when a tracer provider other than the API's default (proxy or no-op) is set globally."""
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
-
-
-def _caller_name() -> str:
-    """The name of the function that called :func:`declare` (the tool body)."""
-    import sys
-
-    try:
-        return sys._getframe(2).f_code.co_name
-    except (AttributeError, ValueError):  # pragma: no cover - interpreters without frames
-        return "<unknown>"
-
-
-UNRECORDED_METRIC = "tracefence.declare.unrecorded"
-_warned_tools: set[str] = set()
-_warned_lock = threading.Lock()
-_unrecorded_counter: Any = None
-
-
-def _unrecorded(tool: str, effect: str | None, key: str | None, why: str) -> None:
-    """Count a declaration no span records, and warn once per tool name with the remedy. Never raises."""
-    global _unrecorded_counter
-    try:
-        if _unrecorded_counter is None:
-            from opentelemetry import metrics
-
-            from otel_tracefence.core.telemetry import instrument
-
-            _unrecorded_counter = instrument(metrics.get_meter("otel_tracefence"), UNRECORDED_METRIC)
-        _unrecorded_counter.add(1, {"tracefence.component": "instrument", GEN_AI_TOOL_NAME: tool})
-        with _warned_lock:
-            if tool in _warned_tools:
-                return
-            _warned_tools.add(tool)
-        rule = [f"match: {json.dumps(tool)}"]
-        if effect is not None:
-            rule.append(f"effect: {effect}")
-        if key is not None:
-            rule.append("idempotency_key_argument: <argument name>")
-        _log.warning(
-            "tracefence: declare() in tool %r recorded nothing: %s to label, so its calls plan without this label "
-            "(effect_unknown unless a rule says otherwise). Label the tool in the configuration instead: "
-            "tool_rules: [{%s}]. See docs/processor.md, \"Labelling tools\", for your framework.",
-            tool,
-            why,
-            ", ".join(rule),
-        )
-    except Exception:  # noqa: BLE001 - the tool must run whatever happens here
-        pass
 
 
 class ToolCallSpan:

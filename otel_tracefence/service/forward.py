@@ -31,26 +31,19 @@ too (``reason=shutdown``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterable, Protocol, Union
+from typing import Callable, Iterable
 
-import grpc
-from google.rpc import error_details_pb2
-from opentelemetry.exporter.otlp.proto.grpc.exporter import _RETRYABLE_ERROR_CODES as _SDK_RETRYABLE_CODES
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from otel_tracefence.core.log_rate import RateLog, rate_limit_logger
-from otel_tracefence.core.config import UpstreamSettings
-from otel_tracefence.otlp.json_writer import request_to_json
+from otel_tracefence.core.log_rate import RateLog
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
-from otel_tracefence.service.otlp_spans import lazy_request, request_span_count, split_request
+from otel_tracefence.service.otlp_spans import lazy_request, split_request
+# The targets and the outcome of a send, re-exported: importers of this module's old names keep working.
+from otel_tracefence.service.targets import RETRY, SENT, FileTarget, Outcome, Request, SendResult, Target, encode  # noqa: F401
+from otel_tracefence.service.upstream_grpc import RETRYABLE_CODES, SDK_EXPORTER_LOGGER, UpstreamTarget, classify  # noqa: F401
 
 _log = logging.getLogger("otel_tracefence.service")
 RATE_WEIGHT = 0.2  # weight of the latest send in ``Forwarder.send_rate``
@@ -59,194 +52,6 @@ DRAIN_RETRY_PAUSE_S = 0.25  # the longest pause after a failure while a shutdown
 MAX_BATCH_SPANS = 8192  # queued requests are merged into one send up to this many spans (the Collector's and rotel's default)...
 MAX_BATCH_BYTES = 4 * 1024 * 1024  # ...and this size, for a target with no message size limit of its own
 MIN_BATCH_BYTES = 64 * 1024  # an upstream refusing batches as too large never shrinks merging below this
-# Retried by the exporter within one attempt: the SDK's set less RESOURCE_EXHAUSTED, which the OTLP
-# specification makes retryable only with a RetryInfo; that case (and every other outcome) is decided here.
-RETRYABLE_CODES = frozenset(_SDK_RETRYABLE_CODES - {grpc.StatusCode.RESOURCE_EXHAUSTED})
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What became of one send: ``sent``; ``retry`` (keep it, try again, after ``retry_after_s`` if the server
-    said); ``too_large`` (split it); ``rejected`` (permanent: drop it). ``reason`` says why, for the logs."""
-
-    kind: str
-    reason: str = ""
-    retry_after_s: float | None = None
-    rejected_spans: int = 0  # sent, but the upstream refused this many through OTLP partial success
-
-
-SENT = Outcome("sent")
-RETRY = Outcome("retry")
-SendResult = Union[bool, Outcome]  # a bare bool means sent (True) or retry (False)
-# A queued request: encoded bytes (what the service puts), the encoded parts of a merged batch (joined when
-# sent), or a message (a full ExportTraceServiceRequest or a LazyRequest, as put).
-Request = Union[bytes, list, ExportTraceServiceRequest, LazyRequest]
-
-
-class Target(Protocol):
-    name: str
-    max_message_bytes: int | None  # the largest request the target takes; None: no limit of its own
-
-    def send(self, request: Request) -> SendResult: ...
-
-    def close(self) -> None: ...
-
-
-def classify(error: grpc.RpcError | None) -> Outcome:
-    """The outcome of a failed export from the last gRPC error the exporter saw (OTLP specification's table)."""
-    if error is None:  # the exporter gave up without a call (shut down): keep the batch
-        return RETRY
-    code = error.code()
-    reason = f"{code.name}: {error.details()}"
-    if code in RETRYABLE_CODES:
-        return Outcome("retry", reason, _retry_delay(error))
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        delay = _retry_delay(error)
-        return Outcome("retry", reason, delay) if delay is not None else Outcome("too_large", reason)
-    return Outcome("rejected", reason)
-
-
-def _retry_delay(error: grpc.RpcError) -> float | None:
-    raw = dict(error.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")
-    if raw is None:
-        return None
-    try:
-        return error_details_pb2.RetryInfo.FromString(raw).retry_delay.ToNanoseconds() / 1e9
-    except Exception:  # noqa: BLE001 - a malformed trailer is no delay
-        return None
-
-
-EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-SDK_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.grpc.exporter"  # where the SDK's OTLP/gRPC exporter logs a failed export
-
-
-class _RecordingStub:
-    """The exporter's gRPC stub, sending encoded requests as they are (no serializer: the bytes go on the wire
-    unparsed) and keeping the last error and response of ``Export`` for :func:`classify`."""
-
-    def __init__(self, channel: grpc.Channel, owner: "_RequestExporter") -> None:
-        self._export = channel.unary_unary(EXPORT_METHOD, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString)
-        self._owner = owner
-
-    def Export(self, request: bytes, **kwargs):
-        try:
-            response = self._export(request, **kwargs)
-        except grpc.RpcError as error:
-            self._owner.last_error = error
-            raise
-        self._owner.last_response = response
-        return response
-
-
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    """An encoded ``ExportTraceServiceRequest`` and its span count, as the exporter takes it."""
-
-    data: bytes
-    spans: int
-
-
-class _RequestExporter(OTLPSpanExporter):
-    """The SDK's OTLP/gRPC span exporter (its retries, backoff, ``RetryInfo`` delays and reconnects), fed encoded
-    requests (:class:`Encoded`) instead of SDK spans and sending their bytes unparsed; it keeps the last gRPC
-    error and response, so the forwarder can tell a retryable failure from a permanent one."""
-
-    last_error: grpc.RpcError | None = None
-    last_response = None
-
-    def _initialize_channel_and_stub(self):
-        super()._initialize_channel_and_stub()
-        self._client = _RecordingStub(self._channel, self)
-
-    def _translate_data(self, data: Encoded) -> bytes:  # type: ignore[override]
-        return data.data
-
-    def _count_data(self, data: Encoded) -> int:  # type: ignore[override]
-        return data.spans
-
-
-def encode(request: Request) -> bytes:
-    """A queued request as the bytes sent: itself when encoded already, the parts of a merged batch joined
-    (concatenated encodings of ``ExportTraceServiceRequest`` merge into one), a message serialized."""
-    if isinstance(request, bytes):
-        return request
-    if isinstance(request, list):
-        return b"".join(request)
-    return request.SerializeToString()
-
-
-def _read(path: str | None) -> bytes | None:
-    return Path(path).read_bytes() if path else None
-
-
-class UpstreamTarget:
-    """An upstream OTLP/gRPC endpoint (a Collector, Jaeger, Tempo, another tracefence).
-
-    ``max_message_bytes``: the largest request sent (default: the upstream's ``max_message_bytes`` setting);
-    gRPC refuses to send a larger one (``RESOURCE_EXHAUSTED``), and the forwarder sizes batches under it.
-    """
-
-    def __init__(self, settings: UpstreamSettings, max_message_bytes: int | None = None) -> None:
-        # The SDK exporter logs one line per failed export: a throttling upstream refusing every span alone made one
-        # a span. The forwarder counts and logs each outcome itself; the exporter's lines pass once per 10 s each.
-        rate_limit_logger(SDK_EXPORTER_LOGGER)
-        self.name = settings.endpoint
-        self.max_message_bytes = max_message_bytes or settings.max_message_bytes
-        credentials = None
-        if settings.certificate_file or settings.client_certificate_file:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_read(settings.certificate_file),
-                private_key=_read(settings.client_key_file),
-                certificate_chain=_read(settings.client_certificate_file),
-            )
-        self._exporter = _RequestExporter(
-            endpoint=settings.endpoint,
-            insecure=settings.insecure,
-            credentials=credentials,
-            headers=dict(settings.headers) or None,
-            timeout=settings.timeout_s,
-            compression=grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression,
-            channel_options=(("grpc.max_send_message_length", self.max_message_bytes),),
-            retryable_error_codes=RETRYABLE_CODES,
-        )
-
-    def send(self, request: Request) -> Outcome:
-        """Send one request (encoded bytes, merged parts, or a message) through the exporter."""
-        exporter = self._exporter
-        exporter.last_error = exporter.last_response = None
-        data = encode(request)
-        spans = request_span_count(lazy_request(data))  # the exporter's own metric counts spans
-        if exporter.export(Encoded(data, spans)) is SpanExportResult.SUCCESS:  # type: ignore[arg-type]
-            partial = getattr(exporter.last_response, "partial_success", None)
-            if partial is not None and partial.rejected_spans:
-                return Outcome("sent", partial.error_message, rejected_spans=partial.rejected_spans)
-            return SENT
-        return classify(exporter.last_error)
-
-    def close(self) -> None:
-        self._exporter.shutdown(timeout_millis=1000)
-
-
-class FileTarget:
-    """OTLP/JSON lines appended to a file: the embedded default when no upstream is configured.
-
-    The file holds spans' raw attribute values, as the persistent queue does: one this creates is private to its
-    owner (``0600``), as the queue's and the review database's are; an existing file keeps its permissions.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.name = f"file:{path}"
-        self.max_message_bytes = None
-        self._stream = open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", encoding="utf-8")
-
-    def send(self, request: Request) -> Outcome:
-        full = request if isinstance(request, ExportTraceServiceRequest) else ExportTraceServiceRequest.FromString(encode(request))
-        self._stream.write(request_to_json(full) + "\n")
-        self._stream.flush()
-        return SENT
-
-    def close(self) -> None:
-        self._stream.close()
 
 
 def _trace_ids(request: Request, limit: int = 20) -> list[str]:
@@ -430,30 +235,42 @@ class Forwarder:
         else:
             _log.error("dropped %d span(s) for %s (%s): %s; %d dropped so far", spans, self.target.name, reason, detail, self.dropped_spans)
 
+    def _next_entry(self) -> list | None:
+        """The queue's head, marked as being sent, once there is one (None: closing with nothing queued)."""
+        with self._cond:
+            while not self._queue and not self._closing:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            self._let_batch_fill()
+            entry = self._queue[0]
+            if isinstance(entry[0], list):  # a merged batch: joined once, not at every attempt
+                entry[0] = b"".join(entry[0])
+            self._busy = True
+            self._sending, self._sending_dropped = entry, False
+            return entry
+
+    def _attempt(self, request: Request) -> Outcome:
+        """One send of ``request`` to the target; a fault of the target is a retry (it must not kill the worker)."""
+        try:
+            outcome = self.target.send(request)
+        except Exception as exc:  # noqa: BLE001 - a target fault must not kill the worker
+            _log.error("forwarding to %s failed: %r", self.target.name, exc)
+            return RETRY
+        if isinstance(outcome, bool):
+            return SENT if outcome else RETRY
+        return outcome
+
     def _run(self) -> None:
         pause = PAUSE_AFTER_FAILURE_S[0]
         failed_in_a_row = 0
         while True:
-            with self._cond:
-                while not self._queue and not self._closing:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                self._let_batch_fill()
-                entry = self._queue[0]
-                if isinstance(entry[0], list):  # a merged batch: joined once, not at every attempt
-                    entry[0] = b"".join(entry[0])
-                request, spans, size, end = entry
-                self._busy = True
-                self._sending, self._sending_dropped = entry, False
+            entry = self._next_entry()
+            if entry is None:
+                return
+            request, spans, size, end = entry
             started = time.monotonic()
-            try:
-                outcome = self.target.send(request)
-            except Exception as exc:  # noqa: BLE001 - a target fault must not kill the worker
-                _log.error("forwarding to %s failed: %r", self.target.name, exc)
-                outcome = RETRY
-            if isinstance(outcome, bool):
-                outcome = SENT if outcome else RETRY
+            outcome = self._attempt(request)
             with self._cond:
                 self._busy = False
                 self._attempted(end)

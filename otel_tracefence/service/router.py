@@ -45,7 +45,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otel_tracefence.core.config import TraceFenceConfig, UpstreamSettings
 from otel_tracefence.normalize import SpanView
 from otel_tracefence.service.export import TraceExport
-from otel_tracefence.service.forward import Forwarder, Outcome, Request, UpstreamTarget, encode
+from otel_tracefence.service.forward import Forwarder
+from otel_tracefence.service.targets import Outcome, Request, encode
+from otel_tracefence.service.upstream_grpc import UpstreamTarget
 from otel_tracefence.service.otlp_bytes import LazyRequest, SpanHead, lazy_spans
 from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, carrying_fault, invalid_reason, orphan_span, request_span_count

@@ -25,7 +25,8 @@ from otel_tracefence.service.auth import BearerToken
 from otel_tracefence.service.export import TraceExport
 from otel_tracefence.review.sqlite_room import check_free_space, check_writable
 from otel_tracefence.review.targets import display_target, is_postgres_url
-from otel_tracefence.service.forward import FileTarget, Forwarder
+from otel_tracefence.service.forward import Forwarder
+from otel_tracefence.service.targets import FileTarget
 from otel_tracefence.service.upstream_http import upstream_target
 from otel_tracefence.service.intake import Intake, IntakeRefusal
 from otel_tracefence.service.grpc_connections import GRPC_RPCS_PER_WORKER, grpc_connection_options

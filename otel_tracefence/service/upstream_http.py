@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from otel_tracefence.core.config import UPSTREAM_PATH, UpstreamSettings
-from otel_tracefence.service.forward import RETRY, SENT, Outcome, Request, encode
+from otel_tracefence.service.targets import RETRY, SENT, Outcome, Request, encode
 
 # The OTLP specification's retryable HTTP status codes ("OTLP/HTTP Throttling", "Failures"): the SDK's own set.
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
@@ -158,7 +158,7 @@ def upstream_target(upstream: UpstreamSettings, protocol: str) -> Any:
     """The forward target for ``upstream`` over ``protocol`` (``grpc`` or ``http/protobuf``; see
     ``ServiceSettings.protocol_of``). Raises ``ValueError`` for another protocol."""
     if protocol == "grpc":
-        from otel_tracefence.service.forward import UpstreamTarget
+        from otel_tracefence.service.upstream_grpc import UpstreamTarget
 
         return UpstreamTarget(upstream)
     if protocol == "http/protobuf":

@@ -325,7 +325,7 @@ def test_a_late_read_of_a_forgotten_trace_still_fails_closed(tmp_path):
 def test_a_late_span_that_cannot_be_planned_carries_review(monkeypatch):
     """A failure of ours while planning a late span never lets it leave with the trace's earlier,
     safer class: it may be a tool step nobody planned."""
-    from otel_tracefence.pipeline import trace_buffer as buffer_module
+    from otel_tracefence.pipeline import late_spans  # where the late-span rules read a span as a step
 
     processor, exporter, _ = _processor(decision_wait_ms=0)
     spans = {s.name: s for s in readable_spans(CASE)}
@@ -335,7 +335,7 @@ def test_a_late_span_that_cannot_be_planned_carries_review(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr(buffer_module, "span_to_step", broken)
+    monkeypatch.setattr(late_spans, "span_to_step", broken)
     processor.on_end(spans["execute_tool close_order"])
     late = _attrs(exporter.get_finished_spans()[-1])
     assert (late[CLASS], late[LATE]) == ("review", True)
