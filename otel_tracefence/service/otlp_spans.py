@@ -300,7 +300,7 @@ def read_request(request: Any, wire: bool = False) -> tuple[list[OtlpItem], list
             for span in scope_spans.spans:
                 found = wire_ids(span) if wire else None
                 if found is not None:
-                    if _valid_ids(*found):
+                    if _valid_ids(found[0], found[1], found[2]):  # a cfunc takes no starred arguments
                         accepted.append(OtlpItem(origin, span, found))
                         continue
                 ids = read_ids(span)
