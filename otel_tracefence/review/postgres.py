@@ -32,9 +32,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
-from otel_tracefence.review import transitions, verdicts
+from otel_tracefence.review import transitions
+from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.events import ReviewEvent
-from otel_tracefence.review.verdicts import Verdict, parse_verdict
 from otel_tracefence.review.targets import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
 from otel_tracefence.review.store import EVENT_COLUMNS, VERDICT_COLUMNS, ReviewStoreError, UnreadableItem, read_item, read_page
@@ -99,7 +99,7 @@ _MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _migrate_2_to_3}
 """Schema version N -> the step that brings it to N + 1 (the first version is 2)."""
 
 
-class PostgresReviewStore:
+class PostgresReviewStore(Resolutions):
     """The review queue in a PostgreSQL database, keyed by trace id; the contract of
     :class:`~otel_tracefence.review.store.SQLiteReviewStore`, shared by many processes.
 
@@ -276,27 +276,6 @@ class PostgresReviewStore:
             ).fetchall()
         )
         return [row[0] for row in rows]
-
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: Verdict | str = "") -> pb.ReviewItem:
-        """As :meth:`SQLiteReviewStore.resolve <otel_tracefence.review.store.SQLiteReviewStore.resolve>`,
-        under the item's row lock. Raises :class:`ReviewStoreError` when the database fails."""
-        transitions.check_resolution(resolved_by, note)
-        given = parse_verdict(verdict, allow_none=True)
-        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_resolve(
-            stored, updated_ns, resolved_by=resolved_by, note=note, now_ns=self._clock(), verdict=given
-        ))  # fmt: skip
-        verdicts.report(item.trace_id, resolved_by, given, note)
-        return item
-
-    def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem:
-        """As :meth:`SQLiteReviewStore.record_verdict <otel_tracefence.review.store.SQLiteReviewStore.record_verdict>`,
-        under the item's row lock. Raises :class:`ReviewStoreError` when the database fails."""
-        given = verdicts.check_verdict(actor, verdict, evidence)
-        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_verdict(
-            stored, updated_ns, actor=actor, verdict=given, evidence=evidence, now_ns=self._clock()
-        ))  # fmt: skip
-        verdicts.report(item.trace_id, actor, given, evidence)
-        return item
 
     def _change(self, trace_id: str, make: Callable[[pb.ReviewItem, int], transitions.Change]) -> pb.ReviewItem:
         def work(conn: Any) -> transitions.Change:

@@ -40,9 +40,9 @@ from google.protobuf.message import DecodeError, Message
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
-from otel_tracefence.review import transitions, verdicts
+from otel_tracefence.review import transitions
+from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.events import ReviewEvent
-from otel_tracefence.review.verdicts import Verdict, parse_verdict
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, KNOWN_STATES, MAX_PAGE_SIZE, list_query, like_prefix
 from otel_tracefence.review.sqlite_room import SpaceReserve, free_bytes
 
@@ -186,7 +186,7 @@ def read_page(rows: Sequence[Sequence[object]], page_size: int, skipped: builtin
     return items
 
 
-class SQLiteReviewStore:
+class SQLiteReviewStore(Resolutions):
     """The review queue in one SQLite file, keyed by trace id.
 
     ``path``: the database file; created (with mode 0600: items may hold
@@ -466,42 +466,6 @@ class SQLiteReviewStore:
                 "SELECT trace_id FROM review_items WHERE lower(trace_id) LIKE ? ESCAPE '\\' ORDER BY trace_id LIMIT ?", (like_prefix(prefix), limit)
             ).fetchall()
         return [row[0] for row in rows]
-
-    def resolve(self, trace_id: str, *, resolved_by: str, note: str, verdict: Verdict | str = "") -> pb.ReviewItem:
-        """Mark the item resolved by ``resolved_by`` (a person or system) with ``note``.
-
-        Sets state ``RESOLVED``, ``resolved_by``, ``resolution_note`` and
-        ``resolved_time`` (= the new ``updated_time``), and appends a ``resolved``
-        event to the history in the same transaction. Resolving a resolved item
-        again shows the latest resolution on the item and adds a second event
-        (the first stays in the history). ``verdict`` (optional, a person's): recorded on the event and as the
-        item's latest verdict; a person's resolution resolves whatever the verdict (it overrules any), and
-        ``found_twice`` still marks the item ``duplicate_effect_found``
-        (:mod:`otel_tracefence.review.verdicts`). Returns the stored item. Raises
-        :class:`KeyError` for an unknown trace id, :class:`ValueError` when
-        ``resolved_by`` is empty or blank or ``verdict`` is unknown, :class:`TypeError` when ``note`` is no str.
-        """
-        transitions.check_resolution(resolved_by, note)
-        given = parse_verdict(verdict, allow_none=True)
-        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_resolve(
-            stored, updated_ns, resolved_by=resolved_by, note=note, now_ns=self._clock(), verdict=given
-        ))  # fmt: skip
-        verdicts.report(item.trace_id, resolved_by, given, note)
-        return item
-
-    def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem:
-        """Record ``actor``'s ``verdict`` on the item's effect with its line of ``evidence``, in the history (event
-        ``resolved`` or ``verdict``) and as the item's latest: ``found_once`` / ``absent`` resolve the item;
-        ``found_twice`` keeps it open, marks it ``duplicate_effect_found``, logs a WARNING and counts
-        ``tracefence.review.duplicate_effects``; ``undetermined`` keeps it open with the evidence
-        (:func:`otel_tracefence.review.transitions.apply_verdict`). Returns the stored item. Raises :class:`KeyError`
-        for an unknown trace id, :class:`ValueError` for a blank actor or an unknown verdict."""
-        given = verdicts.check_verdict(actor, verdict, evidence)
-        item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_verdict(
-            stored, updated_ns, actor=actor, verdict=given, evidence=evidence, now_ns=self._clock()
-        ))  # fmt: skip
-        verdicts.report(item.trace_id, actor, given, evidence)
-        return item
 
     def _change(self, trace_id: str, make: Callable[[pb.ReviewItem, int], transitions.Change]) -> pb.ReviewItem:
         """Read the item, write ``make(item, updated_ns)`` in one transaction; :class:`KeyError` for an unknown trace id."""
