@@ -3,8 +3,11 @@
 The table and its queries: :mod:`otel_tracefence.review.write_index_rows`. The connection is the index's own
 (``synchronous=NORMAL``: a row is in the WAL before the trace is handed on, so a killed process loses none; an
 OS crash may lose the last ones, which the review items, ``FULL``, do not), shared by the threads that plan
-under a lock. Writers of the file wait up to ``busy_timeout_s`` for each other. Every failure raises: the
-index then plans the trace alone (:class:`~otel_tracefence.pipeline.write_index.StoreWriteIndex`).
+under a lock. The index is asked on the planning path, so it waits for another writer of the file at most
+``busy_timeout_s`` (default :data:`BUSY_TIMEOUT_S`, 0.5 s, a tenth of the review store's): a lock held longer (the
+review CLI in a long transaction, a backup) plans the trace alone, flagged ``retries_unchecked``, rather than holding
+every trace's spans behind it (DECISIONS 726). Every failure raises: the index then plans the trace alone
+(:class:`~otel_tracefence.pipeline.write_index.StoreWriteIndex`).
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from otel_tracefence.planner.cross_trace import IndexedWrite
 from otel_tracefence.review import write_index_rows as rows
 
 
+#: Seconds the index waits for another writer of the file (SQLite's busy timeout) before it answers "unavailable".
+BUSY_TIMEOUT_S = 0.5
+
 class SQLiteWriteIndex:
     """The writes kept in the SQLite file at ``path`` (a review database: its ``review_items`` is read for resolutions)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         uri = self.path.resolve().as_uri() + "?mode=rw"
