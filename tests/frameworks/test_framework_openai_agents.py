@@ -304,8 +304,10 @@ def test_openai_agents_calling_mcp_tools(agents_over_mcp, which):
     planned = plan_spans(trace_id, views, MCP_RULES if which == "client" else TraceFenceConfig())
     plan = planned.plan
     charge = (
-        # Nothing in the agent process's spans says the charge failed (see the test above): from
-        # them alone it is a committed write. Only the server's span tells.
+        # A FAIL-OPEN FINDING, pinned (issue 24, DECISIONS 790-793): nothing in the agent process's spans says the
+        # charge failed (see the test above), so from them alone it plans as a committed write; only the server's span
+        # tells. The one mark of the MCP path here is the dispatch through an "MCP send tools/call" client span (the
+        # attempt_of pairs below): a rule holding such writes of this producer is a trace-level rule, not yet built.
         ("charge_card", ToolStatus.OK, Decision.SKIP, ("write_committed",))
         if which == "client"
         else ("charge_card", ToolStatus.ERROR, Decision.REVIEW, ("write_error", "dispatch_attempt_failed"))
