@@ -64,6 +64,7 @@ EXPLANATIONS: dict[str, Explanation] = {
     r.ARGUMENTS_UNWRAPPED: Explanation("a framework's wrapper was taken off the arguments", ""),
     r.RESPONSE_REPLAYED: Explanation("the server said it replayed a stored response (Idempotent-Replayed)", ""),
     r.REPEATS_COMMITTED_WRITE: Explanation("same key and arguments as an earlier trace's committed write: the key did its job", ""),
+    r.RETRIES_UNCHECKED: Explanation("the write index could not answer (its database down or locked): this write was not compared with earlier traces' writes", "if it may be a retry, look its key or arguments up in the owning system for an earlier call"),
     r.APPROVAL_PENDING: Explanation("the call waits for human approval: its body did not run", ""),
     r.RESUMES_PENDING_CALL: Explanation("this step is the run, after approval, of a call recorded pending earlier", ""),
     r.CONSUMES_RESULT_OF: Explanation("the arguments hold a token an earlier result returned", ""),

@@ -21,6 +21,7 @@ planned as alone, each of its writes noted ``retries_unchecked`` (:func:`uncheck
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -73,7 +74,9 @@ class _Failures:
         self.failures += 1
         if not self._failing:
             self._failing = True
-            _log.exception(_UNCHECKED_LOG)
+            # One line naming the error (a database down or locked is no bug: no traceback); the traceback at DEBUG.
+            _log.error("%s: %r", _UNCHECKED_LOG, sys.exc_info()[1])
+            _log.debug("the write index's failure", exc_info=True)
         notify = self.on_unchecked
         if notify is not None:
             try:

@@ -99,7 +99,9 @@ def test_an_index_that_fails_leaves_the_plan_as_planned_alone_noted_unchecked_an
         for _ in range(2):
             assert _summary(index.plan_against(plan)) == ("injected", [("skip", ("write_committed", "retries_unchecked"), ())])
     assert index.failures == 2 and counted == [1, 1]
-    assert [r.message for r in caplog.records] == ["tracefence: the write index failed; traces are planned alone (retries across traces unchecked)"]
+    assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [  # one line, the error named, no traceback
+        ("tracefence: the write index failed; traces are planned alone (retries across traces unchecked): RuntimeError('index bug')", None)
+    ]
 
 
 def test_an_index_of_size_zero_plans_every_trace_alone():
