@@ -19,7 +19,7 @@ from otel_tracefence.core.reasons import RESULT_NOT_RECORDED
 from otel_tracefence.pipeline.annotate import REPLAY_CLASS
 from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.readers.detect import FORMATS
-from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
+from otel_tracefence.readers.errors import UnreadableInput, decode_text_file
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_REJECTED = 0, 1, 2
 T = TypeVar("T")
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     rejected = False
     for path in args.files:
         try:
-            text = decode_utf8(read_input(path, config.limits.max_input_bytes))
+            text = decode_text_file(read_input(path, config.limits.max_input_bytes))
             outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress)
         except UnreadableInput as exc:
             _say(path, f"{exc}; nothing was planned")

@@ -40,7 +40,7 @@ from otel_tracefence.cli.table import cell
 from otel_tracefence.core.reasons import EFFECT_CONTRADICTED_BY_DISPATCH
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.readers.detect import FORMATS
-from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_utf8
+from otel_tracefence.readers.errors import InputError, UnreadableInput, decode_text_file
 
 EXIT_OK, EXIT_ERROR = 0, 2
 COLUMNS = ("tool", "calls", "effect", "source", "statuses", "review", "example")
@@ -234,7 +234,7 @@ def calls_in_files(paths: Sequence[str], input_format: str, config: TraceFenceCo
     calls: list[Call] = []
     for path in paths:
         try:
-            text = decode_utf8(read_input(path, config.limits.max_input_bytes))
+            text = decode_text_file(read_input(path, config.limits.max_input_bytes))
             warnings: list[InputError] = []
             plans, errors = plan_text(text, input_format, config, warnings=warnings)
         except UnreadableInput as exc:

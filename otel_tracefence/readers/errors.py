@@ -50,14 +50,20 @@ class UnreadableInput(ValueError):
 
 
 def decode_utf8(data: bytes) -> str:
-    """Decode UTF-8 (a leading byte-order mark is dropped); raises :class:`UnreadableInput` naming the line, for
-    bytes that are not UTF-8 and for a NUL byte: no text format read here has one (JSON forbids it unescaped, a CSV
-    row of a tool call has no use for it), so it is binary data, such as a binary protobuf export, not a CSV row."""
+    """Decode UTF-8 (a leading byte-order mark is dropped); raises :class:`UnreadableInput` naming the line."""
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UnreadableInput(f"line {line}: invalid UTF-8 at byte {exc.start}") from None
+
+
+def decode_text_file(data: bytes) -> str:
+    """A file given to ``tracefence plan``, ``tools`` or the inspector, as :func:`decode_utf8` decodes it; raises
+    :class:`UnreadableInput` for a NUL byte too, naming its line: no text format read here has one (JSON forbids it
+    unescaped, a CSV row of a tool call has no use for it), so it is binary data, such as a binary protobuf export,
+    not a CSV row."""
+    text = decode_utf8(data)
     nul = data.find(b"\0")
     if nul >= 0:
         line = data[:nul].count(b"\n") + 1

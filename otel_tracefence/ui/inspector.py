@@ -11,7 +11,7 @@ from otel_tracefence.pipeline.documents import plan_document
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import TracePlan
 from otel_tracefence.readers.detect import FORMATS
-from otel_tracefence.readers.errors import UnreadableInput, decode_utf8
+from otel_tracefence.readers.errors import UnreadableInput, decode_text_file
 
 INPUT_FORMATS = ("auto", *FORMATS)
 ON_MALFORMED = ("", "reject", "review")  # "": the format's default, as the command line
@@ -47,7 +47,7 @@ def inspect(
     if on_malformed not in ON_MALFORMED:
         raise ValueError(f"on_malformed {on_malformed!r}: give reject or review, or nothing for the format's default")
     try:
-        outcome = plan_document(decode_utf8(data), input_format, config, on_malformed=on_malformed or None)
+        outcome = plan_document(decode_text_file(data), input_format, config, on_malformed=on_malformed or None)
     except UnreadableInput as exc:  # the command line's own wording (cli/__init__.py)
         return Inspection("", [f"{exc}; nothing was planned"], True)
     steps = sum(len(plan.steps) for plan in outcome.plans)
