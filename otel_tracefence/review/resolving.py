@@ -39,7 +39,7 @@ class Resolutions:
         item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_resolve(
             stored, updated_ns, resolved_by=resolved_by, note=note, now_ns=self._clock(), verdict=given
         ))  # fmt: skip
-        verdicts.report(item.trace_id, resolved_by, given, note)
+        verdicts.report(item.trace_id, resolved_by, given, note, resolved=item.state == pb.REVIEW_STATE_RESOLVED)
         return item
 
     def record_verdict(self, trace_id: str, *, actor: str, verdict: Verdict | str, evidence: str) -> pb.ReviewItem:
@@ -53,5 +53,5 @@ class Resolutions:
         item = self._change(trace_id, lambda stored, updated_ns: transitions.apply_verdict(
             stored, updated_ns, actor=actor, verdict=given, evidence=evidence, now_ns=self._clock()
         ))  # fmt: skip
-        verdicts.report(item.trace_id, actor, given, evidence)
+        verdicts.report(item.trace_id, actor, given, evidence, resolved=item.state == pb.REVIEW_STATE_RESOLVED)
         return item

@@ -1,4 +1,4 @@
-"""Verdicts on a held write's effect, apart from any database (issue 25, DECISIONS 700-703).
+"""Verdicts on a held write's effect, apart from any database (issue 25, DECISIONS 700-702).
 
 A verdict says what the system that owns an effect answered: :class:`Verdict`. The rules, shared by every
 store (SQLite, PostgreSQL) as :mod:`otel_tracefence.review.transitions` are:
@@ -105,13 +105,15 @@ def check_verdict(actor: object, verdict: object, evidence: object) -> Verdict:
 _duplicates: object = None  # the tracefence.review.duplicate_effects counter, made at first use
 
 
-def report(trace_id: str, actor: str, verdict: Verdict | None, evidence: str) -> None:
-    """After a verdict was stored: a ``found_twice`` one is logged at WARNING and counted in
+def report(trace_id: str, actor: str, verdict: Verdict | None, evidence: str, *, resolved: bool = False) -> None:
+    """After a verdict was stored: a ``found_twice`` one is logged at WARNING, naming the item's state as stored
+    (``resolved``: a person's resolution resolves whatever its verdict), and counted in
     ``tracefence.review.duplicate_effects`` (never raises)."""
     global _duplicates
     if verdict is not Verdict.FOUND_TWICE:
         return
-    logger.warning("review item %s: %s found the effect twice (%s): the item stays open, marked %s", trace_id, actor, evidence, DUPLICATE_EFFECT_FOUND)
+    state = "is resolved" if resolved else "stays open"
+    logger.warning("review item %s: %s found the effect twice (%s): the item %s, marked %s", trace_id, actor, evidence, state, DUPLICATE_EFFECT_FOUND)
     try:
         if _duplicates is None:
             from opentelemetry import metrics

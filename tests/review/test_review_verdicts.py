@@ -52,6 +52,15 @@ def test_found_twice_keeps_it_open_marks_it_logs_a_warning(target: str, caplog: 
     ]
 
 
+def test_a_person_resolving_found_twice_is_logged_as_resolved(target: str, caplog: pytest.LogCaptureFixture):
+    with _store(target) as store, caplog.at_level(logging.WARNING, logger="otel_tracefence.review.verdicts"):
+        item = store.resolve(TRACE, resolved_by="ada", note="two invoices", verdict="found_twice")
+        assert (item.state, item.duplicate_effect_found) == (pb.REVIEW_STATE_RESOLVED, True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"review item {TRACE}: ada found the effect twice (two invoices): the item is resolved, marked duplicate_effect_found"
+    ]
+
+
 def test_undetermined_keeps_it_open_with_the_evidence(target: str):
     with _store(target) as store:
         item = store.record_verdict(TRACE, actor="checks", verdict=Verdict.UNDETERMINED, evidence="billing answered 503")
