@@ -60,7 +60,8 @@ def lookup_query(keys: Sequence[tuple[str, str, str]], mark: str) -> tuple[str, 
             where.append(f"(w.tool = {mark} AND w.arguments_sha256 = {mark} AND w.idempotency_key IS NULL AND w.held = 1)")
         params.extend((tool, value))
     sql = (
-        "SELECT w.trace_id, w.call_id, w.tool, w.idempotency_key, w.arguments_sha256, w.start_ns, w.held, w.committed, r.state"
+        "SELECT w.trace_id, w.call_id, w.tool, w.idempotency_key, w.arguments_sha256, w.start_ns, w.held, w.committed, r.state,"
+        f" CASE WHEN r.state = {pb.REVIEW_STATE_RESOLVED} THEN r.item END"
         f" FROM {TABLE} w LEFT JOIN review_items r ON r.trace_id = w.trace_id"
         f" WHERE {' OR '.join(where)} ORDER BY w.start_ns, w.trace_id, w.call_id LIMIT {LOOKUP_LIMIT}"
     )
@@ -99,9 +100,11 @@ class UnreadableWriteRow(ValueError):
 
 
 def from_row(row: Sequence[object]) -> IndexedWrite:
-    """The write a lookup row holds (its last column: its trace's review item state, ``None`` without one).
-    Raises :class:`UnreadableWriteRow` naming the row and the column at fault."""
-    trace_id, call_id, tool, key, sha, start_ns, held, committed, state = row
+    """The write a lookup row holds (its last columns: its trace's review item state, ``None`` without one, and the
+    item when it is resolved). A held write counts as resolved only when the item's verdict says the effect is known:
+    none given, ``found_once`` or ``absent``; after ``undetermined`` or ``found_twice`` its retries stay held (fail
+    closed, DECISIONS 727). Raises :class:`UnreadableWriteRow` naming the row and the column at fault."""
+    trace_id, call_id, tool, key, sha, start_ns, held, committed, state, item = row
     for name, value, optional in (("trace_id", trace_id, False), ("call_id", call_id, False), ("tool", tool, False),
                                   ("idempotency_key", key, True), ("arguments_sha256", sha, True)):  # fmt: skip
         if not (isinstance(value, str) or (optional and value is None)):
@@ -111,8 +114,19 @@ def from_row(row: Sequence[object]) -> IndexedWrite:
             raise UnreadableWriteRow(f"write index row {trace_id}/{call_id}: {name} is {value!r}, not {'an integer' if name == 'start_ns' else '0 or 1'}")
     if state is not None and state not in (pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED):
         raise UnreadableWriteRow(f"write index row {trace_id}/{call_id}: its review item's state {state!r} is not known")
+    resolved = state == pb.REVIEW_STATE_RESOLVED
+    if resolved:
+        try:
+            verdict = pb.ReviewItem.FromString(bytes(item)).verdict  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a DecodeError or no bytes at all: the row is unreadable
+            raise UnreadableWriteRow(f"write index row {trace_id}/{call_id}: its review item does not decode") from None
+        resolved = verdict in _EFFECT_KNOWN
     return IndexedWrite(
         trace_id=trace_id, call_id=call_id, tool=tool, idempotency_key=key, arguments_sha256=sha,  # type: ignore[arg-type]
         start_time_unix_nano=start_ns, held=bool(held), committed=bool(committed),  # type: ignore[arg-type]
-        resolved=state == pb.REVIEW_STATE_RESOLVED,
+        resolved=resolved,
     )
+
+
+#: The verdicts of a resolved item that release its write's retries: the effect is known (or no verdict was given).
+_EFFECT_KNOWN = frozenset({pb.VERDICT_UNSPECIFIED, pb.VERDICT_FOUND_ONCE, pb.VERDICT_ABSENT})
