@@ -8,8 +8,10 @@ other t-2 and t-3). A resolved item is no retry target; an index that fails plan
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
+from typing import Iterator
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review import open_review_store
@@ -57,18 +59,25 @@ def _three_traces(clients: list[Client], db: str) -> None:
         )
 
 
-def test_three_requests_through_one_serve_name_the_earlier_traces(tmp_path: Path):
-    db = str(tmp_path / "review.db")
+@contextlib.contextmanager
+def _serving(tmp_path: Path, db: str) -> Iterator[Client]:
+    """One ``serve`` on the review database ``db``, and an OTLP client of it; both stopped after."""
     serve = _serve(tmp_path, db)
     client = None
     try:
         client = Client(serve.log("tracefence serve listening")["port"], "billing-agent")
-        _three_traces([client], db)
-        assert sqlite3.connect(db).execute("SELECT count(*) FROM tracefence_write_index").fetchone() == (3,)
+        yield client
     finally:
         if client is not None:
             client.shutdown()
         serve.stop()
+
+
+def test_three_requests_through_one_serve_name_the_earlier_traces(tmp_path: Path):
+    db = str(tmp_path / "review.db")
+    with _serving(tmp_path, db) as client:
+        _three_traces([client], db)
+        assert sqlite3.connect(db).execute("SELECT count(*) FROM tracefence_write_index").fetchone() == (3,)
 
 
 def test_two_replicas_sharing_one_postgres_meet_each_others_writes(tmp_path: Path, pg_url: str):
@@ -86,10 +95,7 @@ def test_two_replicas_sharing_one_postgres_meet_each_others_writes(tmp_path: Pat
 
 def test_a_resolved_item_is_no_retry_target_for_a_later_trace(tmp_path: Path):
     db = str(tmp_path / "review.db")
-    serve = _serve(tmp_path, db)
-    client = None
-    try:
-        client = Client(serve.log("tracefence serve listening")["port"], "billing-agent")
+    with _serving(tmp_path, db) as client:
         with open_review_store(db, create=False) as store:
             t1 = _invoice(client, 1200, timed_out=True)
             _step(store, t1)
@@ -98,7 +104,3 @@ def test_a_resolved_item_is_no_retry_target_for_a_later_trace(tmp_path: Path):
             t2 = _invoice(client, 1200)
             wait_for(lambda: (tmp_path / "out-0.jsonl").exists() and t2 in (tmp_path / "out-0.jsonl").read_text(), timeout=30, what="t-2 forwarded")
             assert store.get(t2) is None  # skip: committed, nothing to review
-    finally:
-        if client is not None:
-            client.shutdown()
-        serve.stop()
