@@ -14,13 +14,29 @@ A value a message quotes as evidence (a span's status message, its ``error.type`
 
 from __future__ import annotations
 
+import difflib
 from contextvars import ContextVar, Token
-from typing import Any
+from typing import Any, Iterable
 
 from otel_tracefence.core.redact import Redaction, redact_value
 
 MESSAGE_MAX_CHARS = 1000
 """The longest message kept in a plan, a review item or a log line, in characters."""
+
+
+def not_one_of(name: str, value: Any, allowed: Iterable[str]) -> str:
+    """``"<name> (<described value>) is not one of a, b, c"``, with ``"; did you mean 'b'?"`` when the value is one
+    of ``allowed`` but for case and surrounding white space (``"Write"``, ``" ok"``) or a close misspelling of one
+    (:func:`difflib.get_close_matches`, cutoff 0.75: ``"wrte"``). The hint names an allowed value, never the value
+    given: a closed vocabulary is no secret, the producer's text may be."""
+    choices = list(allowed)
+    message = f"{name} ({described(value)}) is not one of {', '.join(choices)}"
+    if isinstance(value, str) and len(value) <= 64:
+        folded = value.strip().casefold()
+        close = [folded] if folded in choices else difflib.get_close_matches(folded, choices, n=1, cutoff=0.75)
+        if close:
+            message += f"; did you mean {close[0]!r}?"
+    return message
 
 
 def described(value: Any) -> str:

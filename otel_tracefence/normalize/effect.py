@@ -11,7 +11,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, SOURCE_NONE, WRITE, Effect, EffectSource, MalformedField,
 )
-from otel_tracefence.core.value_text import described
+from otel_tracefence.core.value_text import described, not_one_of
 from otel_tracefence.normalize.conventions import (
     HTTP_METHOD_KEYS, HTTP_SAFE_METHODS, HTTP_UNSAFE_METHODS, MCP_DESTRUCTIVE_HINT_KEYS, MCP_READ_ONLY_HINT_KEYS,
 )
@@ -26,7 +26,7 @@ def parse_declared(value: Any) -> Effect | MalformedField:
     """A declared effect must be exactly ``read``, ``write`` or ``unknown``: anything else is malformed."""
     effect = DECLARABLE.get(value) if isinstance(value, str) else None
     if effect is None:
-        return MalformedField("effect", f"effect ({described(value)}) is not one of read, write, unknown")
+        return MalformedField("effect", not_one_of("effect", value, DECLARABLE))
     return effect
 
 

@@ -14,7 +14,7 @@ import cython
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
-from otel_tracefence.core.value_text import described, shown
+from otel_tracefence.core.value_text import described, not_one_of, shown
 from otel_tracefence.normalize.conventions import (
     CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
 )
@@ -30,7 +30,7 @@ def parse_declared(value: Any) -> ToolStatus | MalformedField:
     """A declared status must be exactly ``ok``, ``error``, ``timeout`` or ``unknown``."""
     status = DECLARABLE.get(value) if isinstance(value, str) else None
     if status is None:
-        return MalformedField("status", f"status ({described(value)}) is not one of ok, error, timeout, unknown")
+        return MalformedField("status", not_one_of("status", value, DECLARABLE))
     return status
 
 

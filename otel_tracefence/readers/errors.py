@@ -62,9 +62,10 @@ def decode_text_file(data: bytes) -> str:
     """A file given to ``tracefence plan``, ``tools`` or the inspector, as :func:`decode_utf8` decodes it; raises
     :class:`UnreadableInput` for a NUL byte too, naming its line: no text format read here has one (JSON forbids it
     unescaped, a CSV row of a tool call has no use for it), so it is binary data, such as a binary protobuf export,
-    not a CSV row."""
-    text = decode_utf8(data)
+    not a CSV row. Of a NUL byte and invalid UTF-8, the one that comes first in the file is reported (an ELF or
+    protobuf file has a NUL before its first byte that is not UTF-8: it is named binary, not bad text)."""
     nul = data.find(b"\0")
+    text = decode_utf8(data[:nul] if nul >= 0 else data)
     if nul >= 0:
         line = data[:nul].count(b"\n") + 1
         raise UnreadableInput(

@@ -214,11 +214,11 @@ def test_an_unreadable_span_whose_trace_is_unknown_rejects_the_file(tmp_path):
 def test_a_malformed_span_is_a_review_step_by_default_for_otlp_json(tmp_path):
     path = tmp_path / "trace.otlp.json"
     path.write_text(json.dumps(_request(_span("1111111111111111", "lookup", tracefence__effect="read"), _span("2222222222222222", "charge", start=20, tracefence__effect="reed"))))
-    assert_rejected(plan(path, "--on-malformed", "reject"), "line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown")
+    assert_rejected(plan(path, "--on-malformed", "reject"), "line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown; did you mean 'read'?")
     for proc in (plan(path), plan(path, "--on-malformed", "review")):
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr == (
-            f"tracefence plan: {path}: warning: line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown\n"
+            f"tracefence plan: {path}: warning: line 1, span 2222222222222222: effect: effect (a string of 4 characters) is not one of read, write, unknown; did you mean 'read'?\n"
         )
         assert decisions(plans_of(proc)[TRACE]) == [
             ("1111111111111111", "replay", ["declared_read", "arguments_not_recorded"], []),

@@ -66,6 +66,7 @@ def test_an_input_with_no_span_fails_a_gate_and_warns_without_one(tmp_path, text
         (b"\0" * 64, "line 1: a NUL byte at byte 0"),  # a file of zeros (a truncated disk image, a sparse file)
         (b"tool,call_id\ninvoice.create,c\0\n", "line 2: a NUL byte at byte 29"),  # a CSV with binary in it
         (b'\n\n{"resourceSpans": [\0]}', "line 3: a NUL byte at byte 21"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\xfe\xff", "line 1: a NUL byte at byte 7"),  # a program: NUL before bad UTF-8
     ],
 )
 def test_binary_data_is_refused_naming_its_nul_byte_not_read_as_csv(tmp_path, data, where):
@@ -77,3 +78,11 @@ def test_binary_data_is_refused_naming_its_nul_byte_not_read_as_csv(tmp_path, da
         f"tracefence plan: {path}: {where}: binary data, not OTLP/JSON, JSON, NDJSON or CSV text "
         "(binary OTLP protobuf goes to tracefence serve); nothing was planned\n"
     )
+
+
+def test_invalid_utf8_before_a_nul_byte_is_named_as_invalid_utf8(tmp_path):
+    path = tmp_path / "spans.json"
+    path.write_bytes(b'{"a": "\xe9t\xe9"}\n\0')
+    proc = run("plan", str(path))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"tracefence plan: {path}: line 1: invalid UTF-8 at byte 7; nothing was planned\n"

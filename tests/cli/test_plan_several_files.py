@@ -62,7 +62,7 @@ def test_a_rejected_file_rejects_the_run_naming_file_line_and_field(tmp_path):
     proc = run("plan", str(STATIC), str(bad))
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.splitlines() == [
-        f"tracefence plan: {bad}: line 1: effect: effect (a string of 4 characters) is not one of read, write, unknown",
+        f"tracefence plan: {bad}: line 1: effect: effect (a string of 4 characters) is not one of read, write, unknown; did you mean 'read'?",
         f"tracefence plan: {bad}: rejected, 1 error(s); nothing was planned",
         "tracefence plan: a file was rejected: nothing was printed",
     ]
