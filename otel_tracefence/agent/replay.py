@@ -137,7 +137,7 @@ def _arguments_hash(arguments: Any) -> str:
         canonical = canonicalize(arguments)
     except (TypeError, ValueError):
         canonical = canonicalize(json.loads(json.dumps(arguments, default=str)))
-    if canonical.text is None:
+    if canonical.text is None or canonical.sha256 is None:
         raise ValueError(f"arguments have no canonical JSON form ({canonical.unavailable})")
     return canonical.sha256
 

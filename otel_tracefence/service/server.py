@@ -12,6 +12,7 @@ stop (:mod:`.shutdown`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -90,7 +91,7 @@ class TraceFenceService:
                 settings.forward_queue_spans,
                 on_drop=own.on_drop(index, target.name),
                 on_failure=own.on_failure(target.name),
-                on_settled=(lambda spans, i=index: persistent.settle(i, spans)) if persistent is not None else None,
+                on_settled=functools.partial(persistent.settle, index) if persistent is not None else None,
                 batch_wait_s=settings.forward_batch_wait_ms / 1000.0,
             )
             for index, target in enumerate(targets)
@@ -104,7 +105,7 @@ class TraceFenceService:
         self.fence: Fence[OtlpItem] = Fence(
             config,
             emit=self._emit,
-            annotate_span=annotate_item,
+            annotate_span=annotate_item,  # type: ignore[arg-type]  # None in, None out: Fence types it P -> P
             read_view=wire_planning_view if settings.span_reader == "wire" else planning_view,
             service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
@@ -119,8 +120,10 @@ class TraceFenceService:
         self._review_refusals = ReviewRefusals(own.meter, attributes=own.attributes)
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
-            self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
-            self.fence.buffer.write_index = store_write_index(config, telemetry)  # every worker and replica: one index
+            on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})  # noqa: E731
+            self.store.on_error = on_error  # type: ignore[attr-defined]  # both stores have it; ReviewStore does not declare it
+            # every worker and replica: one index (the buffer's attribute is typed as its default, the memory index)
+            self.fence.buffer.write_index = store_write_index(config, telemetry)  # type: ignore[assignment]
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
         own.watch_intake(lambda: self.intake.depth, settings.intake_queue_spans)
         self.replayed_spans = 0  # spans read back from the persistent queue at start
