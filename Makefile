@@ -23,6 +23,7 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check --no-cache otel_tracefence tests bench
+	$(VENV)/bin/mypy otel_tracefence
 	$(PY) -m pytest
 
 # Regenerate the committed code from proto/ (tests check it is up to date).

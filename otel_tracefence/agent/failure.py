@@ -43,7 +43,7 @@ _GRPC_CANCEL_CODES = frozenset({"CANCELLED"})
 def _qualified_name(cls: type) -> str:
     """``module.QualName`` of a class, bare for builtins: ``TimeoutError``, ``httpx.ReadTimeout``."""
     module = getattr(cls, "__module__", None)
-    name = getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "Exception")
+    name = str(getattr(cls, "__qualname__", None) or getattr(cls, "__name__", "Exception"))
     return name if module in (None, "builtins", "__main__") else f"{module}.{name}"
 
 

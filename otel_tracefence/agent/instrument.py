@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Literal, Mapping, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -204,7 +204,7 @@ class ToolCall:
         self._active.append(call)
         return call
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if self._active:
             self._active.pop()._finish(exc)
         return False  # never swallow: the exception propagates unchanged

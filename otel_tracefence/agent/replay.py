@@ -29,6 +29,10 @@ plan: only static inspection of the recorded steps. Steps are numbered from 1 in
 trace order (the plan's order), as the seed numbers them ("step 7"). The rules
 are in docs/DECISIONS.md, items 60 to 62.
 
+The parts: plans as the guard reads them (:mod:`.replay_steps`), the errors (:mod:`.replay_errors`), the check of a
+whole plan and its refusals (:mod:`.replay_check`), a trace file planned for the guard (:mod:`.replay_file`); every
+public name is importable from here.
+
 Plans are :class:`otel_tracefence.core.model.TracePlan` values, or the protobuf
 ``tracefence.v1.TracePlan`` / ``ReviewItem`` the CLI and the review store give.
 This module never calls a tool itself and never authorizes a write.
@@ -36,19 +40,20 @@ This module never calls a tool itself and never authorizes a write.
 
 from __future__ import annotations
 
-import enum
 import functools
 import inspect
 import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from otel_tracefence.core import reasons as rc
+from otel_tracefence.agent.replay_check import assert_dynamically_replayable, assert_replayable, refusal
+from otel_tracefence.agent.replay_errors import NonReplayableTraceError, ReplayDivergedError
+from otel_tracefence.agent.replay_file import check_recorded_class, plan_from_file
+from otel_tracefence.agent.replay_steps import PlanStep, ReplayMode, StepRef, parse_mode, plan_steps
 from otel_tracefence.core.canonical import canonicalize, parse_json_text, sha256_text
-from otel_tracefence.core.model import Decision, ReplayClass, TracePlan
-from otel_tracefence.core.schema import DECISION
+from otel_tracefence.core.model import Decision
 
 __all__ = [
     "Execute",
@@ -64,87 +69,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ReplayMode(str, enum.Enum):
-    """How a replay treats tool calls: re-execute all (``dynamic``) or inject recorded results of skipped steps (``injected``)."""
-
-    DYNAMIC = "dynamic"
-    INJECTED = "injected"
-
-
-@dataclass(frozen=True, slots=True)
-class StepRef:
-    """One step of the plan as the guard names it: ``index`` counts from 1 in trace order."""
-
-    index: int
-    call_id: str
-    tool: str
-    decision: str  # replay, skip, review, conflict
-    reasons: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        return f"step {self.index} ({self.call_id}) {self.tool!r} [{self.decision}: {', '.join(self.reasons) or '-'}]"
-
-
-class NonReplayableTraceError(RuntimeError):
-    """A trace, or one of its steps, that cannot be replayed in the mode asked for (seed 000).
-
-    ``step`` is the first step that breaks the mode (its ``index``, ``call_id``,
-    ``tool``, ``decision`` and ``reasons`` are also attributes of the error), or
-    ``None`` when the whole trace is refused: a partial plan (decided before its
-    trace was complete), whose missing steps nobody can vouch for; then ``index``
-    is 0 and the other attributes are empty. ``others`` the later steps that break it too; ``mode`` the mode asked for
-    (``None`` when a :class:`ReplayGuard` refused one call). The message says what
-    to do instead: static inspection, or injecting the recorded result, named by
-    call id.
-    """
-
-    def __init__(self, message: str, *, step: StepRef | None, mode: ReplayMode | None = None, others: Sequence[StepRef] = (), trace_id: str = "") -> None:
-        super().__init__(message)
-        self.step = step
-        self.mode = mode
-        self.others = tuple(others)
-        self.trace_id = trace_id
-
-    @property
-    def index(self) -> int:
-        return self.step.index if self.step is not None else 0
-
-    @property
-    def call_id(self) -> str:
-        return self.step.call_id if self.step is not None else ""
-
-    @property
-    def tool(self) -> str:
-        return self.step.tool if self.step is not None else ""
-
-    @property
-    def decision(self) -> str:
-        return self.step.decision if self.step is not None else ""
-
-    @property
-    def reasons(self) -> tuple[str, ...]:
-        return self.step.reasons if self.step is not None else ()
-
-
-class ReplayDivergedError(RuntimeError):
-    """The replayed agent made a call the trace does not have at that point (seed 000: a divergent reconstruction).
-
-    ``call_number`` counts the replay's calls from 1; ``tool`` and
-    ``arguments_sha256`` are the call's (the hash of its RFC 8785 canonical
-    arguments); ``expected`` is the step the trace
-    has there (``None`` past its last step); ``why`` is ``"tool"``,
-    ``"arguments"`` or ``"count"`` (one call too many).
-    """
-
-    def __init__(self, message: str, *, call_number: int, tool: str, arguments_sha256: str, expected: StepRef | None, why: str) -> None:
-        super().__init__(message)
-        self.call_number = call_number
-        self.tool = tool
-        self.arguments_sha256 = arguments_sha256
-        self.expected = expected
-        self.why = why
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,147 +121,6 @@ class ReplaySummary:
         )
 
 
-# -- plans as the guard reads them ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    ref: StepRef
-    decision: Decision
-    arguments_sha256: str | None
-    result_recorded: bool
-    result_sha256: str | None
-    result_value: str | None
-    related: tuple[str, ...] = ()
-
-
-_PB_DECISIONS = {number: decision for decision, number in DECISION.items()}  # tracefence.v1.Decision -> Decision
-
-
-def _plan_steps(plan: Any) -> tuple[str, list[_Step], bool]:
-    """(trace id, steps in trace order, partial) of a model plan, a protobuf ``TracePlan`` or a ``ReviewItem``."""
-    if hasattr(plan, "plan") and hasattr(plan, "resolved_by"):  # tracefence.v1.ReviewItem
-        plan = plan.plan
-    steps: list[_Step] = []
-    if isinstance(plan, TracePlan):
-        for i, d in enumerate(plan.steps, 1):
-            s = d.step
-            ref = StepRef(i, s.call_id, s.tool, d.decision.value, tuple(d.reasons))
-            steps.append(_Step(ref, d.decision, s.arguments_sha256, s.result_recorded, s.result_sha256, s.result_value, tuple(d.related_call_ids)))
-        return plan.trace_id, steps, bool(plan.partial)
-    if hasattr(plan, "steps") and hasattr(plan, "replay_class"):  # tracefence.v1.TracePlan
-        for i, d in enumerate(plan.steps, 1):
-            s = d.step
-            decision = _PB_DECISIONS.get(d.decision, Decision.REVIEW)  # an unknown decision is never replayed
-            ref = StepRef(i, s.call_id, s.tool, decision.value, tuple(d.reasons))
-            steps.append(
-                _Step(
-                    ref, decision, s.arguments_sha256 or None, s.result_recorded, s.result_sha256 or None,
-                    s.result_value if s.result_value else None, tuple(d.related_call_ids),
-                )
-            )
-        return plan.trace_id, steps, bool(plan.partial)
-    raise TypeError(f"not a plan: {type(plan).__name__} (expected a TracePlan or a tracefence.v1 TracePlan / ReviewItem)")
-
-
-def _mode(mode: ReplayMode | str) -> ReplayMode:
-    try:
-        return ReplayMode(mode)
-    except ValueError:
-        raise ValueError(f"mode must be 'dynamic' or 'injected', not {mode!r}") from None
-
-
-def _breaks(step: _Step, mode: ReplayMode) -> bool:
-    if step.decision is Decision.REPLAY:
-        return False
-    if mode is ReplayMode.DYNAMIC:
-        return True
-    return step.decision is not Decision.SKIP or not step.result_recorded
-
-
-def _flow(step: _Step) -> str:
-    """What the data-flow notes say of the step's result, as a sentence (empty when nothing)."""
-    if rc.RESULT_CONSUMED_BY in step.ref.reasons:
-        return f" Its result was used by a later call ({', '.join(step.related)}): a regenerated value would make the replay diverge."
-    if rc.UNRECORDED_RESULT_MAY_BE_CONSUMED in step.ref.reasons:
-        return f" A later call ({', '.join(step.related)}) used an id no recorded value explains: it may have come from this result."
-    return ""
-
-
-def _advice(step: _Step, mode: ReplayMode | None) -> str:
-    """Why the step cannot be re-executed (or injected), and what to do instead."""
-    ref = step.ref
-    head = f"step {ref.index}: tool {ref.tool!r} (call {ref.call_id})"
-    why = ", ".join(ref.reasons) or ref.decision
-    if step.decision in (Decision.REVIEW, Decision.CONFLICT):
-        return (
-            f"{head} is held for {ref.decision} ({why}): the trace cannot show what this call did to the world. "
-            f"Reconcile it with the owning system; until then use static inspection of the recorded steps. "
-            f"Neither dynamic nor injected replay is allowed."
-        )
-    if step.decision is Decision.SKIP and not step.result_recorded:
-        what = "a committed write" if rc.WRITE_COMMITTED in ref.reasons else "a read whose results are not stable"
-        return (
-            f"{head} is {what} whose result was not recorded ({why}): a replay would have to re-execute it "
-            f"to give the agent its input, firing it again or regenerating a handle the agent may branch on."
-            f"{_flow(step)} Use static inspection of the recorded steps."
-        )
-    if rc.UNSTABLE_RESULT in ref.reasons:
-        return (
-            f"{head} returns results that differ between executions ({why}): re-execution would regenerate the "
-            f"value the agent branched on and the replay would diverge.{_flow(step)} Use static inspection, or injected "
-            f"replay with the recorded result of call {ref.call_id}."
-        )
-    return (
-        f"{head} is a committed write ({why}): re-execution would commit a second side effect.{_flow(step)} "
-        f"Use static inspection, or injected replay with the recorded result of call {ref.call_id}."
-    )
-
-
-def _refusal(trace_id: str, broken: list[_Step], mode: ReplayMode | None) -> NonReplayableTraceError:
-    first, others = broken[0], broken[1:]
-    message = _advice(first, mode)
-    if mode is not None:
-        message = f"{mode.value} replay refused: " + message
-    if others:
-        listed = "; ".join(str(o.ref) for o in others[:10]) + ("; ..." if len(others) > 10 else "")
-        message += f" {len(others)} other step(s) also break {mode.value if mode else 'this'} replay: {listed}."
-    return NonReplayableTraceError(message, step=first.ref, mode=mode, others=[o.ref for o in others], trace_id=trace_id)
-
-
-def assert_replayable(plan: Any, mode: ReplayMode | str) -> bool:
-    """Refuse ``mode`` (``"dynamic"`` or ``"injected"``) unless every step of ``plan`` allows it; ``True`` if all do.
-
-    ``dynamic`` passes only when every step is ``replay`` (a declared read with
-    stable results); ``injected`` also accepts ``skip`` steps whose result was
-    recorded (committed writes, unstable reads), which are then injected. A plan
-    without tool steps passes both; a partial plan (``partial``: decided before its
-    trace was complete) passes neither, since steps may be missing. Raises :class:`NonReplayableTraceError` for the
-    first step in trace order that breaks the mode, listing the others in
-    ``others`` and in its message; :class:`ValueError` for another mode;
-    :class:`TypeError` for something that is not a plan. Source: seed 000's
-    ``assert_dynamically_replayable``, with the plan in place of fixed tool sets.
-    """
-    checked = _mode(mode)
-    trace_id, steps, partial = _plan_steps(plan)
-    broken = [s for s in steps if _breaks(s, checked)]
-    if broken:
-        raise _refusal(trace_id, broken, checked)
-    if partial:
-        raise NonReplayableTraceError(
-            f"{checked.value} replay refused: the plan of trace {trace_id} is partial (decided before the trace was complete: "
-            f"evicted, its wait ran out, or spans came after it was decided), so steps may be missing and nobody can vouch for them. Plan the complete trace "
-            f"again (tracefence plan on the exported spans), or use static inspection of the recorded steps.",
-            step=None, mode=checked, trace_id=trace_id,
-        )
-    return True
-
-
-def assert_dynamically_replayable(plan: Any) -> bool:
-    """Seed 000's name for :func:`assert_replayable` ``(plan, "dynamic")``: refuse re-execution unless every step is a stable read."""
-    return assert_replayable(plan, ReplayMode.DYNAMIC)
-
-
 # -- the guard -----------------------------------------------------------------------------------
 
 
@@ -354,27 +137,9 @@ def _arguments_hash(arguments: Any) -> str:
         canonical = canonicalize(arguments)
     except (TypeError, ValueError):
         canonical = canonicalize(json.loads(json.dumps(arguments, default=str)))
-    if canonical.text is None:
+    if canonical.text is None or canonical.sha256 is None:
         raise ValueError(f"arguments have no canonical JSON form ({canonical.unavailable})")
     return canonical.sha256
-
-
-def _one_trace_id(path: str | Path, given: str, trace_ids: Iterable[str]) -> str:
-    """The one of ``trace_ids`` (lower-case hex) that ``given`` names: itself in any letter case, or a prefix only
-    one has. Raises :class:`ValueError` for none, a prefix several have (naming up to 5), or a blank id."""
-    wanted = given.strip().lower()
-    if not wanted:
-        raise ValueError(f"{path}: an empty trace id names no trace; give the trace id or a prefix of it")
-    matches = sorted(t for t in trace_ids if t.lower().startswith(wanted))
-    exact = [t for t in matches if t.lower() == wanted]
-    if exact or len(matches) == 1:
-        return (exact or matches)[0]
-    if not matches:
-        raise ValueError(f"{path}: no trace {given} with tool steps")
-    raise ValueError(f"{path}: trace id prefix {given!r} matches {len(matches)} traces with tool steps: {', '.join(matches[:5])}{', ...' if len(matches) > 5 else ''}; give more of the id")
-
-
-_ALLOWS = {ReplayMode.DYNAMIC: ReplayClass.DYNAMIC, ReplayMode.INJECTED: ReplayClass.INJECTED}  # the most restrictive class a mode takes
 
 
 class ReplayGuard:
@@ -414,9 +179,9 @@ class ReplayGuard:
     ) -> None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ValueError(f"window must be an integer of at least 1, not {window!r}")
-        self.mode = _mode(mode)
+        self.mode = parse_mode(mode)
         self.window = window
-        self.trace_id, self._steps, _ = _plan_steps(plan)
+        self.trace_id, self._steps, _ = plan_steps(plan)
         if check:
             assert_replayable(plan, self.mode)
         self._results = dict(results) if results is not None else {}
@@ -464,32 +229,10 @@ class ReplayGuard:
         cannot be read; :class:`NonReplayableTraceError` as the constructor.
         ``mode``, ``check`` and ``window`` are the constructor's.
         """
-        from otel_tracefence.pipeline.documents import plan_text
-        from otel_tracefence.core.config import TraceFenceConfig
-        from otel_tracefence.core.redact import Redaction
-
-        base = config if config is not None else TraceFenceConfig()
-        raw = base.model_copy(update={"store_raw_values": True, "redaction": Redaction(keys=[], card_numbers=False, bearer_tokens=False)})
-        text = Path(path).read_bytes().decode("utf-8")
-        plans, _ = plan_text(text, "auto", raw)
-        with_steps = {p.trace_id: p for p in plans if p.steps}
-        if trace_id is None:
-            if len(with_steps) != 1:
-                raise ValueError(f"{path}: {len(with_steps)} traces with tool steps ({', '.join(sorted(with_steps)) or 'none'}): name one")
-            (plan,) = with_steps.values()
-        else:
-            plan = with_steps[_one_trace_id(path, trace_id, with_steps)]
+        plan = plan_from_file(path, trace_id, config)
         guard = cls(plan, mode=mode, check=check, window=window)  # the re-plan's own refusals first: they name the step
-        if check and plan.replay_class is not None and plan.replay_class.rank > _ALLOWS[guard.mode].rank:
-            # Only the class its spans record puts a plan past what its steps allow (pipeline.documents.recorded_class).
-            raise NonReplayableTraceError(
-                f"{guard.mode.value} replay refused: trace {plan.trace_id} is planned {plan.replay_class.value}, more restrictive "
-                f"than the {guard.mode.value} replay mode takes, though its steps in this file allow it: its spans record that class "
-                f"(tracefence.replay.class, or a tracefence.plan.schema_version this version does not know). The door that wrote "
-                f"this file planned it with what the file may not hold (spans it refused, late spans, a review item). "
-                f"See its review item (tracefence review show {plan.trace_id}).",
-                step=None, mode=guard.mode, trace_id=plan.trace_id,
-            )
+        if check:
+            check_recorded_class(plan, guard.mode)
         return guard
 
     @classmethod
@@ -562,12 +305,12 @@ class ReplayGuard:
         self._pending.remove(position)
         return answer
 
-    def _decide(self, step: _Step) -> Execute | Inject:
+    def _decide(self, step: PlanStep) -> Execute | Inject:
         ref = step.ref
         if step.decision is Decision.REPLAY:
             return Execute(ref)
         if step.decision is not Decision.SKIP or self.mode is ReplayMode.DYNAMIC or not step.result_recorded:
-            raise _refusal(self.trace_id, [step], None)
+            raise refusal(self.trace_id, [step], None)
         if step.arguments_sha256 is None:
             raise NonReplayableTraceError(
                 f"step {ref.index}: tool {ref.tool!r} (call {ref.call_id}) has no recorded arguments, so the guard cannot tell "

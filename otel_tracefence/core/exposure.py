@@ -21,7 +21,7 @@ def is_loopback(address: str) -> bool:
 def exposure_problem(address: str, token: str, *, what: str, token_setting: str) -> str | None:
     """Why a listener that can resolve review items is exposed: ``what`` (e.g. ``the review API``) at
     ``address`` beyond loopback with no ``token``; ``None`` when it is on loopback or has a token.
-    The one rule behind :func:`otel_tracefence.service.server.check_review_exposure` and ``tracefence ui``'s check."""
+    The one rule behind :func:`otel_tracefence.service.serve_settings.check_review_exposure` and ``tracefence ui``'s check."""
     if token or is_loopback(address):
         return None
     return f"{what} would listen on {address}, beyond loopback, with no {token_setting}: anyone who reaches it could resolve review items"

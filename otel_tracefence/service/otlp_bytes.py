@@ -30,12 +30,14 @@ repeated field's elements are appended) make annotating a span a concatenation:
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _PACKAGE = "tracefence.internal.lazy"
 
 
-def _message_classes() -> dict[str, type]:
+def _message_classes() -> dict[str, Any]:  # protobuf message classes made at run time
     F = descriptor_pb2.FieldDescriptorProto
     lazy = descriptor_pb2.FileDescriptorProto(name="tracefence_lazy_otlp.proto", package=_PACKAGE, syntax="proto2")
 

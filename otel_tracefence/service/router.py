@@ -53,7 +53,9 @@ from otel_tracefence.service.intake import Intake, IntakeRefusal, Reservation
 from otel_tracefence.service.otlp_spans import Orphan, OtlpItem, carrying_fault, invalid_reason, orphan_span, request_span_count
 from otel_tracefence.service.operations_http import Operations
 from otel_tracefence.service.self_metrics import ServiceMetrics, meter_provider as own_meter_provider
-from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService, check_review_exposure, serves_prometheus
+from otel_tracefence.service.serve_settings import check_review_exposure, serves_prometheus
+from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.shutdown import STOP_OVERRUN_S
 from otel_tracefence.service.sharding import split_items, split_request, worker_of
 from otel_tracefence.service.workers import EXIT_S, WorkerPool, sum_stop_summaries, worker_socket, write_stop_deadline
 from otel_tracefence.core.telemetry import instrument

@@ -3,22 +3,26 @@
 One process decides whole traces, so every span of a trace must reach the same
 process (past one machine, the Collector's ``loadbalancing`` exporter routes by
 trace id; see ``deploy/``).
+
+This module wires the parts and keeps their start and stop in order; the parts: the gRPC listeners
+(:mod:`.grpc_listeners`), what the settings say before the start (:mod:`.serve_settings`), when the forward queues
+refuse (:mod:`.backpressure`), the persistent queue read back at start (:mod:`.persistent_replay`), and the time of a
+stop (:mod:`.shutdown`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from concurrent import futures
 from typing import Any, Callable
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 
-from otel_tracefence.core.exposure import exposure_problem
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2_grpc as review_grpc
-from otel_tracefence.core.config import ConfigError, TraceFenceConfig
+from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.pipeline.fence import Fence
 from otel_tracefence.service.asgi_server import AsgiServer
 from otel_tracefence.service.auth import BearerToken
@@ -28,8 +32,9 @@ from otel_tracefence.review.targets import display_target, is_postgres_url
 from otel_tracefence.service.forward import Forwarder
 from otel_tracefence.service.targets import FileTarget
 from otel_tracefence.service.upstream_http import upstream_target
-from otel_tracefence.service.intake import Intake, IntakeRefusal
-from otel_tracefence.service.grpc_connections import GRPC_RPCS_PER_WORKER, grpc_connection_options
+from otel_tracefence.service.intake import Intake
+from otel_tracefence.service.backpressure import forward_refusal
+from otel_tracefence.service.grpc_listeners import REVIEW_SERVICE, bind, grpc_server
 from otel_tracefence.service.http_connections import CAP_FLOOR, ConnectionGuard, connection_cap, guarded_h11_protocol, tls_context
 from otel_tracefence.service.otlp_http import OtlpHttpReceiver
 from otel_tracefence.service.operations_http import Operations
@@ -38,114 +43,16 @@ from otel_tracefence.service.persistent_queue import PersistentQueue
 from otel_tracefence.service.review_refusals import ReviewRefusals
 from otel_tracefence.ui.app import app_for
 from otel_tracefence.ui.security import check_ui_exposure
-from otel_tracefence.service.otlp_bytes import span_key
-from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, read_request, to_request, wire_planning_view
+from otel_tracefence.service.otlp_spans import OtlpItem, annotate_item, planning_view, to_request, wire_planning_view
+from otel_tracefence.service.persistent_replay import replay_persistent
 from otel_tracefence.service.receiver import TraceReceiver
 from otel_tracefence.service.review_api import ReviewService
+from otel_tracefence.service.serve_settings import check_review_exposure, input_limits, serves_prometheus
+from otel_tracefence.service.shutdown import PLAN_SHARE, READ_SHARE, REVIEW_SHARE, STOP_FORWARD_S, drain_forwarders, log_owed_reviews, stop_clock, unread_by_trace
 from otel_tracefence.service.write_index_setup import store_write_index
 
 _log = logging.getLogger("otel_tracefence.service")
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
-REVIEW_SERVICE = "tracefence.v1.ReviewService"
-_HEALTH_PREFIX = "/grpc.health.v1.Health/"
-_REVIEW_PREFIX = f"/{REVIEW_SERVICE}/"
-# A stop's time (DECISIONS 195): READ_SHARE of it to read what the intake holds, then PLAN_SHARE of what is left to
-# plan what is held; the rest is handed on without a plan (review), cheaply; the forward queues send all along, and
-# their drain has at least STOP_FORWARD_S or a quarter of that time, meanwhile the review items of the traces not
-# planned are written.
-# Acknowledging stops (UNAVAILABLE, retried) while what is acknowledged and not forwarded would take an upstream
-# more than STOP_SEND_SHARE of drain_timeout_s to take at its measured rate (a stop hands it on beside its other
-# work, about three times slower than sending alone, measured): a stop can hand all of it on.
-STOP_SEND_SHARE = 0.125
-STOP_SEND_FLOOR = 8192  # ... and past one forward batch (MAX_BATCH_SPANS): less is never refused so
-READ_SHARE = 0.3
-PLAN_SHARE = 0.5
-REVIEW_SHARE = 0.75  # ... the review items of what was not planned are written until then (or STOP_FORWARD_S before the end)
-STOP_FORWARD_S = 1.5
-STOP_OVERRUN_S = 2.0  # stop() returns within drain_timeout_s and at most this more (a call under way at the deadline)
-
-
-class BearerTokenInterceptor(grpc.ServerInterceptor):
-    """Calls must carry ``authorization: Bearer <token>``: OTLP Export the ingest token (``bearer_token``), the
-    review API its own token (``review_token``); the one never opens the other. Health checks need none. A
-    service without a token is open. Compared in constant time (``hmac.compare_digest``); a missing or wrong
-    token gets ``UNAUTHENTICATED``."""
-
-    def __init__(self, token: str = "", review_token: str = "") -> None:
-        self._ingest = BearerToken(token)
-        self._review = BearerToken(review_token)
-
-    def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method
-        if method.startswith(_HEALTH_PREFIX):
-            return continuation(handler_call_details)
-        token = self._review if method.startswith(_REVIEW_PREFIX) else self._ingest
-        if token.allows(dict(handler_call_details.invocation_metadata or ()).get("authorization", "")):
-            return continuation(handler_call_details)
-
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
-
-        return grpc.unary_unary_rpc_method_handler(deny)
-
-
-def check_review_exposure(config: TraceFenceConfig) -> str | None:
-    """Fail closed: raise :class:`ConfigError` when the review API would listen beyond loopback with no review
-    token and no ``insecure_review_api``; with that flag, return the warning to log. None when all is well."""
-    settings = config.service
-    if not config.review_db:
-        return None  # no review queue, no review API
-    address = settings.review_endpoint or settings.endpoint
-    problem = exposure_problem(address, settings.review_token, what="the review API", token_setting="service.review_token")
-    if problem is None:
-        return None
-    if not settings.insecure_review_api:
-        raise ConfigError(
-            f"tracefence serve: refusing to start: {problem}. Set service.review_token (OTEL_TRACEFENCE_SERVICE__REVIEW_TOKEN), "
-            "or put the review API on loopback (service.review_endpoint, e.g. 127.0.0.1:4319), "
-            "or accept the exposure with --insecure-review-api (service.insecure_review_api)",
-            ("service",),
-        )
-    return f"{problem} (allowed by insecure_review_api)"
-
-
-def input_limits(config: TraceFenceConfig) -> dict[str, int]:
-    """Every bound on what the service reads and holds, as reported in the ``listening`` log line."""
-    settings = config.service
-    return {
-        "max_message_bytes": settings.max_message_bytes,
-        "max_attributes_per_span": config.limits.max_attributes_per_span,
-        "max_argument_bytes": config.limits.max_argument_bytes,
-        "max_argument_depth": config.limits.max_argument_depth,
-        "max_related_call_ids": config.limits.max_related_call_ids,
-        "max_tokens_per_value": config.limits.max_tokens_per_value,
-        "max_traces": config.max_traces,
-        "max_spans_per_trace": config.max_spans_per_trace,
-        "decided_cache_size": config.decided_cache_size,
-        "intake_queue_spans": settings.intake_queue_spans,
-        "intake_queue_bytes": settings.intake_queue_bytes,
-        "forward_queue_spans": settings.forward_queue_spans,
-    }
-
-
-def serves_prometheus(config: TraceFenceConfig, worker: int | None = None) -> bool:
-    """Whether this process serves ``/metrics``: ``service.prometheus_metrics``, somewhere to serve it (the OTLP/HTTP
-    port or ``service.metrics_endpoint``), and not a worker of ``serve --workers N`` (its router serves it)."""
-    settings = config.service
-    return settings.prometheus_metrics and worker is None and bool(settings.operations_endpoint(settings.http_endpoint))
-
-
-def unread_by_trace(items: list[OtlpItem]) -> dict[str, list[tuple[None, OtlpItem]]]:
-    """Spans acknowledged and never read, by trace id (hex), as the fence hands them on unplanned (no view). A span
-    whose trace id does not read (the receiver checked it: it cannot happen) goes under ``""``, still handed on."""
-    out: dict[str, list[tuple[None, OtlpItem]]] = {}
-    for item in items:
-        try:
-            trace_id = span_key(item.span)[:16].hex()
-        except Exception:  # noqa: BLE001 - handed on all the same, as review
-            trace_id = ""
-        out.setdefault(trace_id, []).append((None, item))
-    return out
 
 
 class TraceFenceService:
@@ -184,7 +91,7 @@ class TraceFenceService:
                 settings.forward_queue_spans,
                 on_drop=own.on_drop(index, target.name),
                 on_failure=own.on_failure(target.name),
-                on_settled=(lambda spans, i=index: persistent.settle(i, spans)) if persistent is not None else None,
+                on_settled=functools.partial(persistent.settle, index) if persistent is not None else None,
                 batch_wait_s=settings.forward_batch_wait_ms / 1000.0,
             )
             for index, target in enumerate(targets)
@@ -198,7 +105,7 @@ class TraceFenceService:
         self.fence: Fence[OtlpItem] = Fence(
             config,
             emit=self._emit,
-            annotate_span=annotate_item,
+            annotate_span=annotate_item,  # type: ignore[arg-type]  # None in, None out: Fence types it P -> P
             read_view=wire_planning_view if settings.span_reader == "wire" else planning_view,
             service_name=lambda item: item.origin.service_name if item is not None else "",
             component="service",
@@ -213,8 +120,10 @@ class TraceFenceService:
         self._review_refusals = ReviewRefusals(own.meter, attributes=own.attributes)
         if self.store is not None:  # the file deleted or replaced while running: counted as an internal error
             telemetry = self.fence.telemetry
-            self.store.on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})
-            self.fence.buffer.write_index = store_write_index(config, telemetry)  # every worker and replica: one index
+            on_error = lambda kind: telemetry.errors.add(1, {**telemetry.attributes, "error.type": kind})  # noqa: E731
+            self.store.on_error = on_error  # type: ignore[attr-defined]  # both stores have it; ReviewStore does not declare it
+            # every worker and replica: one index (the buffer's attribute is typed as its default, the memory index)
+            self.fence.buffer.write_index = store_write_index(config, telemetry)  # type: ignore[assignment]
         self.intake = Intake(self.fence, settings.intake_queue_spans, settings.intake_queue_bytes, self.persistent)
         own.watch_intake(lambda: self.intake.depth, settings.intake_queue_spans)
         self.replayed_spans = 0  # spans read back from the persistent queue at start
@@ -262,22 +171,10 @@ class TraceFenceService:
             return self._review_refusals.refused(self.fence.pending_reviews(), self.config.max_traces)
         if self.router_stopping:
             return None
-        limit = self.config.service.backpressure_ratio
         # Spans read and not yet forwarded: held or being decided, then queued to forward (the intake queue has
         # bounds of its own, and what it still holds at a stop is handed on unplanned).
         backlog = max(0, self.intake.handed_spans - self.emitted_spans)
-        within = self.config.service.drain_timeout_s * STOP_SEND_SHARE
-        for forwarder in self.forwarders:
-            if forwarder.depth >= limit * forwarder.max_spans:
-                return f"forward queue for {forwarder.target.name} is {forwarder.depth}/{forwarder.max_spans} spans full; retry later"
-            rate = forwarder.send_rate  # None until a send succeeded
-            if backlog + forwarder.depth > max(STOP_SEND_FLOOR, (rate or 0.0) * within):
-                measured = f"at its measured {rate:.0f} spans/s" if rate is not None else "(no send measured yet)"
-                return (
-                    f"{backlog + forwarder.depth} spans read wait to be forwarded to {forwarder.target.name}, more than {STOP_SEND_FLOOR} "
-                    f"and than it takes in {within:g}s (an eighth of service.drain_timeout_s) {measured}: more than a stop could hand on; retry later"
-                )
-        return None
+        return forward_refusal(self.forwarders, backlog, self.config.service.backpressure_ratio, self.config.service.drain_timeout_s)
 
     def _export(self, transport: str) -> TraceExport:
         """The one Export path, its refusals counted with ``transport`` (``grpc`` or ``http``)."""
@@ -293,42 +190,12 @@ class TraceFenceService:
 
     # -- lifecycle -------------------------------------------------------------------
     def _server(self, max_connections: int) -> grpc.Server:
-        settings = self.config.service
-        options = [
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
-            ("grpc.so_reuseport", 0),  # a second server on a taken port must fail, not share it
-            *grpc_connection_options(settings, max_connections),
-        ]
-        tokens = (settings.bearer_token, settings.review_token)
-        interceptors = [BearerTokenInterceptor(*tokens)] if any(tokens) else []
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=settings.max_workers), options=options, interceptors=interceptors,
-            maximum_concurrent_rpcs=settings.grpc_max_concurrent_rpcs or GRPC_RPCS_PER_WORKER * settings.max_workers,
-        )  # fmt: skip
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        server = grpc_server(self.config.service, self.health, max_connections)
         self._servers.append(server)
         return server
 
     def _bind(self, server: grpc.Server, address: str) -> int:
-        settings = self.config.service
-        if bool(settings.tls_certificate_file) != bool(settings.tls_key_file):
-            # Fail closed: one of the two alone must not fall back to plaintext.
-            given, missing = ("tls_certificate_file", "tls_key_file") if settings.tls_certificate_file else ("tls_key_file", "tls_certificate_file")
-            raise OSError(f"cannot listen on {address} with TLS: {given} is set but {missing} is not")
-        if settings.tls_certificate_file and settings.tls_key_file:
-            with open(settings.tls_key_file, "rb") as key, open(settings.tls_certificate_file, "rb") as chain:
-                credentials = grpc.ssl_server_credentials([(key.read(), chain.read())])
-            bind = lambda: server.add_secure_port(address, credentials)  # noqa: E731
-        else:
-            bind = lambda: server.add_insecure_port(address)  # noqa: E731
-        try:
-            port = bind()
-        except RuntimeError as exc:  # grpc says "Failed to bind": the address is taken or invalid
-            raise OSError(f"cannot listen on {address}: {exc}") from None
-        if port == 0:
-            raise OSError(f"cannot listen on {address}")
-        return port
+        return bind(server, address, self.config.service)
 
     def start(self) -> None:
         """Bind the receiver (and the review API) and start serving. Raises ``OSError`` if an address is taken."""
@@ -421,30 +288,9 @@ class TraceFenceService:
 
     def _replay(self) -> None:
         """Hand the requests left in the persistent queue to the intake, as received, within its bounds."""
-        requests = spans = 0
-        try:
-            for request, count in self.persistent.replay():  # type: ignore[union-attr]
-                items, _ = read_request(request, wire=self.config.service.span_reader == "wire")
-                reservation = None
-                while self._accepting and reservation is None:
-                    try:
-                        reservation = self.intake.reserve(len(items), request.ByteSize())
-                    except IntakeRefusal as refusal:
-                        if refusal.permanent:  # larger than the bound set now: taken as it is
-                            break
-                        time.sleep(0.05)
-                if not self._accepting:
-                    if reservation is not None:
-                        self.intake.release(reservation)
-                    break  # the rest stays on disk for the next start
-                self.intake.put(items, reservation, source="persistent-queue", persisted=True)
-                requests += 1
-                spans += count
-        except Exception as exc:  # noqa: BLE001 - what is not replayed stays on disk
-            _log.error("persistent queue: replay stopped: %r; what is left is tried at the next start", exc)
-        self.replayed_spans = spans
-        if requests:
-            _log.info("persistent queue: replayed what an earlier run acknowledged", extra={"requests": requests, "spans": spans})
+        if self.persistent is not None:
+            wire = self.config.service.span_reader == "wire"
+            self.replayed_spans = replay_persistent(self.persistent, self.intake, lambda: self._accepting, wire=wire)
 
     def stop(self, grace_s: float = 5.0, budget_s: float | None = None) -> None:
         """Stop accepting, decide everything held, drain the forward queues, close the store. Idempotent.
@@ -481,7 +327,7 @@ class TraceFenceService:
         decider.join(timeout=deciding + 0.2)
         undecided = len(self.fence.buffer) if decider.is_alive() else 0
         if decider.is_alive():
-            _log_owed_reviews(self.fence.owed_at_stop())
+            log_owed_reviews(self.fence.owed_at_stop())
         if unread:
             _log.warning(
                 "shutdown: %d acknowledged spans (%d traces) were not read before the deadline; handed on unplanned, as review",
@@ -528,41 +374,12 @@ class TraceFenceService:
         """The shutdown's budget (``budget_s``, by default ``service.drain_timeout_s``; seconds) from now, and a
         function giving the seconds left of it."""
         budget = self.config.service.drain_timeout_s if budget_s is None else max(0.0, budget_s)
-        deadline = time.monotonic() + budget
-        return budget, lambda: max(0.0, deadline - time.monotonic())
+        return budget, stop_clock(budget)
 
     def _drain_forwarders(self, seconds: float, wait_s: float) -> list[bool]:
-        """Drain every forward queue at once, each for at most ``seconds``, waiting at most ``wait_s`` in all;
-        whether each queue was emptied (``False`` for one still draining)."""
-        results = [False] * len(self.forwarders)
-
-        def drain(index: int, forwarder: Forwarder) -> None:
-            results[index] = forwarder.drain(seconds)
-
-        threads = [threading.Thread(target=drain, args=(i, f), daemon=True) for i, f in enumerate(self.forwarders)]
-        for thread in threads:
-            thread.start()
-        until = time.monotonic() + wait_s
-        for thread in threads:
-            thread.join(timeout=max(0.0, until - time.monotonic()))
-        return results
+        """Drain every forward queue at once (:func:`~otel_tracefence.service.shutdown.drain_forwarders`)."""
+        return drain_forwarders(self.forwarders, seconds, wait_s)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
-
-
-OWED_SHOWN = 100  # trace ids a log line names at most
-
-
-def _log_owed_reviews(owed: list[str]) -> None:
-    """One error line for the review items a stop could not write in its time (the shutdown thread still inside a
-    write, e.g. waiting on a locked SQLite database, or short of the traces it had yet to reach): how many, and the
-    first ``OWED_SHOWN`` trace ids. They are lost: the thread is abandoned with the process (DECISIONS 209)."""
-    if not owed:
-        return
-    shown = ", ".join(owed[:OWED_SHOWN]) + (f" and {len(owed) - OWED_SHOWN} more" if len(owed) > OWED_SHOWN else "")
-    _log.error(
-        "shutdown: %d review item(s) were not written when the time ran out (the review store did not answer in time: "
-        "a database locked by another process?); they are lost: traces %s", len(owed), shown,
-    )  # fmt: skip
 

@@ -26,7 +26,7 @@ from otel_tracefence.readers.errors import InputError
 from otel_tracefence.service.otlp_bytes import LazyRequest, LazyResourceSpans, LazyScopeSpans
 
 
-def _span_ids_class() -> type:
+def _span_ids_class() -> Any:  # a protobuf message class made at run time
     F = descriptor_pb2.FieldDescriptorProto
     proto = descriptor_pb2.FileDescriptorProto(name="tracefence_lazy_span_ids.proto", package="tracefence.internal.lazy", syntax="proto3")
     ids = proto.message_type.add(name="SpanIds")

@@ -151,7 +151,7 @@ def token_matches(given: str, expected: str) -> bool:
 
 
 def check_ui_exposure(listen: str, config: TraceFenceConfig) -> str | None:
-    """Fail closed, as the review API does (:func:`~otel_tracefence.service.server.check_review_exposure`):
+    """Fail closed, as the review API does (:func:`~otel_tracefence.service.serve_settings.check_review_exposure`):
     raise :class:`~otel_tracefence.core.config.ConfigError` when the page would listen on ``listen`` beyond
     loopback with no ``service.review_token`` and no ``ui.insecure``; with that flag, return the warning
     to log. ``None`` when all is well."""

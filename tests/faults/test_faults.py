@@ -57,7 +57,8 @@ from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service import forward as forward_module
 from otel_tracefence.service.forward import PAUSE_AFTER_FAILURE_S, Forwarder, UpstreamTarget
 from otel_tracefence.service.otlp_spans import request_span_count
-from otel_tracefence.service.server import STOP_OVERRUN_S, TraceFenceService
+from otel_tracefence.service.server import TraceFenceService
+from otel_tracefence.service.shutdown import STOP_OVERRUN_S
 from service_helpers import BIG, Client, RecordingUpstream, ServeProcess, agent_trace, free_port, raw_request, raw_span, raw_tool_span, trace_stub, wait_for
 
 OK = SpanExportResult.SUCCESS

@@ -147,7 +147,7 @@ def test_configmap_config_loads_with_no_unknown_setting(tmp_path):
     config = load_config(path)
     assert config.service.endpoint == "0.0.0.0:4317"
     # Loaded as a service would be: the review API on loopback, so it starts without a review token.
-    from otel_tracefence.service.server import check_review_exposure
+    from otel_tracefence.service.serve_settings import check_review_exposure
 
     assert config.service.review_endpoint.startswith("127.0.0.1:") and check_review_exposure(config) is None
     assert [u.endpoint for u in config.service.upstreams] == ["http://tempo.observability.svc.cluster.local:4317"]
@@ -269,7 +269,7 @@ def test_kubernetes_manifests_agree(tmp_path):
     assert str(pod["spec"]["securityContext"]["runAsUser"]) == uid and pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
     # Time to stop on SIGTERM: preStop sleep + drain_timeout_s (the whole of TraceFenceService.stop) + its overrun.
-    from otel_tracefence.service.server import STOP_OVERRUN_S
+    from otel_tracefence.service.shutdown import STOP_OVERRUN_S
 
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
