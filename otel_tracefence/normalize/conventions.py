@@ -300,22 +300,29 @@ PRODUCER_RESULT_DEFAULTS = (
 
 # Producer paths whose span status is known not to carry a failure: a write's ok (or unset) status is evidence of
 # commit only where the producer's path ends a failed call's span ERROR (docs/DECISIONS.md 780). One entry per path:
-# (path, the attributes (key, value) every span of the producer carries, the path's marker, whether that marker is
-# the path that reports failures (True: every other span of the producer is held) or the path that drops them (False:
-# the marked spans are held), where it was read). A marker is an attribute key present on the span, or
-# ``RESULT_PART_MARKER``: the recorded result is an MCP content part (a JSON object whose ``type`` is one of
-# ``MCP_CONTENT_PART_TYPES``) or a list of them. A write on a held path is ``write_outcome_unrecorded``.
-RESULT_PART_MARKER = "result: an MCP content part"
-MCP_CONTENT_PART_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+# (path, the attributes (key, value) every span of the producer carries, the path's marker: an attribute key present
+# on the span, whether that marker is the path that reports failures (True: every other span of the producer is
+# held) or the path that drops them (False: the marked spans are held), where it was read). A write on a held path is
+# ``write_outcome_unrecorded``.
 STATUS_EVIDENCE_PATHS = (
     ("autogen BaseTool.run_json (FunctionTool)", (("gen_ai.system", "autogen"),), "gen_ai.tool.description", True,
      "microsoft/autogen autogen-core 0.7.5 tools/_base.py run_json: trace_tool_span with the tool's description, an exception "
      "ends it ERROR; autogen-ext McpWorkbench.call_tool opens the same span without one and catches isError and every "
      "exception inside it (autogen_ext/tools/mcp/_workbench.py)"),
-    ("openai-agents (JS) MCP tool", (("openinference.span.kind", "TOOL"), ("llm.system", "openai")), RESULT_PART_MARKER, False,
-     "openai/openai-agents-js agents-core 0.20 mcp.ts: an MCP tool's output is its content parts alone, CallToolResult.isError "
-     "dropped; @arizeai/openinference-instrumentation-openai-agents ends the TOOL span OK with them as output.value"),
 )
+
+# A recorded result that is MCP content parts alone (a JSON object whose ``type`` is one of these, or a non-empty list
+# of them) is a CallToolResult whose ``isError`` was dropped: the MCP specification (Tools, "Error Handling") reports
+# a tool's failure inside an ordinary result, ``isError: true``, so a producer that keeps the content alone cannot
+# end a failed call's span in error, whoever it is (the OpenAI Agents SDK for Python under OpenLLMetry and for
+# JavaScript under OpenInference were seen doing it). An ok write whose result has that shape is
+# ``write_outcome_unrecorded`` unless the MCP server's own span of the call says ok (``MCP_SERVER_REPORTS_IS_ERROR``;
+# docs/DECISIONS.md 800).
+MCP_CONTENT_PART_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+# The MCP server span of a tools/call (span kind SERVER, ``mcp.method.name`` tools/call) records isError as error.type
+# ``tool_error`` with status ERROR (MCP semantic conventions; the MCP Python SDK 2.1.1 does, tests/frameworks/
+# test_framework_mcp.py): an ok one below a write's step is evidence its call was no tool error (DECISIONS 800).
+MCP_SERVER_REPORTS_IS_ERROR = ("server", "tools/call")
 
 # Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
 # (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets

@@ -8,8 +8,9 @@ besides the conventions the normalizer reads.
 * :func:`producer_of`: which producer recorded a tool span and whether it records results by default
   (``conventions.PRODUCER_RESULT_DEFAULTS``): the planner asks it of a write with no result
   (``write_outcome_unrecorded``, ``planner/rules.py``).
-* :func:`status_blind_path`: a producer path known to end a failed call's span ok (``conventions.STATUS_EVIDENCE_PATHS``):
-  there a write's ok status is no evidence of commit (``write_outcome_unrecorded``, docs/DECISIONS.md 780).
+* :func:`status_blind_path`: a producer path known to end a failed call's span ok (``conventions.STATUS_EVIDENCE_PATHS``),
+  or a result of MCP content parts alone (``isError`` dropped, any producer): there a write's ok status is no evidence
+  of commit (``write_outcome_unrecorded``, docs/DECISIONS.md 780, 800).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_TYPES, PRODUCER_RESULT_DEFAULTS, READ_KEYS, RESULT_PART_MARKER,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_TYPES, PRODUCER_RESULT_DEFAULTS, READ_KEYS,
     STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES,
     SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
 )
@@ -131,7 +132,7 @@ OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
 
 def _is_content_parts(value: str | None) -> bool:
     """True when a recorded result (canonical JSON or text) is an MCP content part or a non-empty list of them."""
-    if not value or value[0] not in "{[":
+    if not value or value[0] not in "{[" or '"type"' not in value:  # canonical JSON: every part has a "type" key
         return False
     try:
         parsed = json.loads(value)
@@ -144,11 +145,22 @@ def _is_content_parts(value: str | None) -> bool:
     return True
 
 
+MCP_PARTS_ALONE = "a result of MCP content parts alone, the CallToolResult without its isError"
+"""The start of the message :func:`status_blind_path` gives a result of MCP content parts: ``normalize/trace.py``
+lifts it when the MCP server's own span of the call says ok (docs/DECISIONS.md 800)."""
+
+
 def status_blind_path(attributes: Mapping[str, Any], result_value: str | None) -> str | None:
-    """What makes a tool span's status no evidence of its outcome (``conventions.STATUS_EVIDENCE_PATHS``), or ``None``:
-    the status is read as before. Under an entry marking the path that reports failures, a span of that producer
-    without the marker is on another path; under an entry marking a path that drops them, a marked span is on it
-    (docs/DECISIONS.md 780). Asked of ok write steps only: a read replays whatever its outcome."""
+    """What makes a tool span's status no evidence of its outcome, or ``None``: the status is read as before.
+
+    A recorded result of MCP content parts alone (``conventions.MCP_CONTENT_PART_TYPES``), whoever recorded it: the
+    CallToolResult's ``isError`` was dropped, and with it the call's failure (MCP specification, Tools, "Error
+    Handling"; docs/DECISIONS.md 800). Else a producer path of ``conventions.STATUS_EVIDENCE_PATHS``: under an entry
+    marking the path that reports failures, a span of that producer without the marker is on another path; under an
+    entry marking a path that drops them, a marked span is on it (docs/DECISIONS.md 780). Asked of ok write steps
+    only: a read replays whatever its outcome."""
+    if _is_content_parts(result_value):
+        return f"{MCP_PARTS_ALONE} (MCP reports a tool's failure as a result with isError true)"
     for path, producer, marker, reports, _ in STATUS_EVIDENCE_PATHS:
         matched = True
         for key, value in producer:
@@ -157,7 +169,7 @@ def status_blind_path(attributes: Mapping[str, Any], result_value: str | None) -
                 break
         if not matched:
             continue
-        marked = _is_content_parts(result_value) if marker == RESULT_PART_MARKER else marker in attributes
+        marked = marker in attributes
         if reports and not marked:
             return f"a span of {path}'s producer without {marker}: not that path, the one whose failures end the span ERROR"
         if marked and not reports:

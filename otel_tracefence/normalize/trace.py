@@ -15,13 +15,14 @@ from otel_tracefence.core.model import (
     step_order,
 )
 from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, HANDOFF_TOOL_PREFIX, MCP_METHOD_KEY, OUTPUT_TOOLS_KEY, RPC_METHOD, TOOL_MARKER_KEYS, agent_name,
+    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, HANDOFF_TOOL_PREFIX, MCP_METHOD_KEY, MCP_SERVER_REPORTS_IS_ERROR, OUTPUT_TOOLS_KEY, RPC_METHOD, TOOL_MARKER_KEYS, agent_name,
     call_id as tool_call_id,
     is_agent_boundary, is_tool_invoker, misread_message, misread_own_key, tool_name,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.effect import resolve_effect
+from otel_tracefence.normalize.evidence import MCP_PARTS_ALONE
 from otel_tracefence.normalize.requested import (
     REQUEST_KEYS as REQUESTED_KEYS, RequestedCall, Unread, has_indexed_call_keys, output_tools, recorded_output, requested_calls,
 )
@@ -73,11 +74,15 @@ def _other_tool(inner: ToolStep, outer: ToolStep, inner_span: SpanView) -> bool:
     return outer.effect is READ or inner_span.attributes.get("mcp.method.name") != "tools/call"
 
 
-def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str]) -> ToolStep:
+def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[str], chain_of: dict[str, str], by_id: dict[str, SpanView]) -> ToolStep:
     """Fields the outer step did not record, taken from its first attempt that did. ``attempts`` are
     in trace order; ``sent_ids`` are the span ids of the innermost ones, the calls actually sent;
     ``chain_of`` maps each attempt to the attempt right below the step that holds it (one dispatch:
-    a client span and the server span it reached).
+    a client span and the server span it reached); ``by_id`` holds the trace's spans.
+
+    A step held because its result is MCP content parts alone (``evidence.MCP_PARTS_ALONE``) is not held for it
+    when the last dispatch reached an MCP server whose span of the call is in the trace: that span records ``isError``
+    (``conventions.MCP_SERVER_REPORTS_IS_ERROR``, docs/DECISIONS.md 800).
 
     An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
     never dropped because its span is an attempt rather than a step. An attempt that names
@@ -92,6 +97,11 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
         # handler's span ended unset): where two records disagree, the fencing one wins. An earlier
         # dispatch that failed and was retried shows as the second dispatch instead.
         changes.update(status=failed[-1].status, notes=step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,))
+    own = step.malformed
+    if any(_reports_is_error(by_id.get(a.span_id)) for a in last):
+        own = tuple(m for m in own if not m.message.startswith(MCP_PARTS_ALONE))
+        if len(own) != len(step.malformed):
+            changes["malformed"] = own
     bad = tuple(
         replace(m, message=f"dispatch attempt {attempt.span_id}: {m.message}")
         for attempt in attempts
@@ -99,7 +109,7 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
         if not (m.field == "tool" and step.tool)  # the step names the tool its attempts send
     )
     if bad:
-        changes["malformed"] = step.malformed + bad
+        changes["malformed"] = own + bad
     for attempt in attempts:
         if step.arguments_sha256 is None and attempt.arguments_sha256 is not None and "arguments_sha256" not in changes:
             changes.update(arguments_json=attempt.arguments_json, arguments_sha256=attempt.arguments_sha256, arguments_unavailable=None, argument_tokens=attempt.argument_tokens)
@@ -112,6 +122,12 @@ def _fill_from_attempts(step: ToolStep, attempts: list[ToolStep], sent_ids: set[
         elif attempt.effect is WRITE and step.effect is READ and attempt.effect_source is not SOURCE_NONE:
             changes.update(effect=WRITE, effect_source=attempt.effect_source)  # a label that says write wins over one that says read
     return replace(step, **changes)
+
+
+def _reports_is_error(span: SpanView | None) -> bool:
+    """True for an MCP server's span of a tools/call (``conventions.MCP_SERVER_REPORTS_IS_ERROR``)."""
+    kind, method = MCP_SERVER_REPORTS_IS_ERROR
+    return span is not None and span.kind == kind and span.attributes.get(MCP_METHOD_KEY) == method
 
 
 def _chains(attempts: list[ToolStep], nearest: dict[str, str | None], step_id: str) -> dict[str, str]:
@@ -706,7 +722,7 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
         inner = sorted(attempts.get(sid, []), key=step_order)
         if inner:
             sent_ids = {a.span_id for a in inner if a.span_id not in has_inner}
-            root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid))
+            root_steps[sid] = _fill_from_attempts(step, inner, sent_ids, _chains(inner, nearest, sid), by_id)
         else:
             root_steps[sid] = step
     if root_steps and talking:  # HTTP requests are in spans that are not quiet

@@ -793,9 +793,9 @@ CELLS: list[Cell] = [
     cell(
         "openai_agents", "mcp_is_error", "review", (("charge_card", "review", ("write_error", "dispatch_attempt_failed")),),
         "MCPServerStdio against the billing server (FastMCP, isError): the SDK drops isError (its tool span is OK, the "
-        "result the text part alone; pinned in test_framework_openai_agents.py), so the agent's spans alone read as committed. "
-        "The MCP server's span (error.type tool_error), in the trace by the MCP SDK's context propagation, shows the "
-        "failed attempt. Without it the SDK would have to end the tool span ERROR on isError",
+        "result the text part alone; pinned in test_framework_openai_agents.py), so from the agent's spans alone the write "
+        "is held as write_outcome_unrecorded (DECISIONS 800). The MCP server's span (error.type tool_error), in the trace "
+        "by the MCP SDK's context propagation, shows the failed attempt. The SDK would have to end the tool span ERROR on isError",
     ),
     # pydantic-ai, native
     cell("pydantic_ai", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),

@@ -303,18 +303,19 @@ def test_openai_agents_calling_mcp_tools(agents_over_mcp, which):
     views = client_views if which == "client" else client_views + server_views
     planned = plan_spans(trace_id, views, MCP_RULES if which == "client" else TraceFenceConfig())
     plan = planned.plan
-    charge = (
-        # A FAIL-OPEN FINDING, pinned (issue 24, DECISIONS 790-793): nothing in the agent process's spans says the
-        # charge failed (see the test above), so from them alone it plans as a committed write; only the server's span
-        # tells. The one mark of the MCP path here is the dispatch through an "MCP send tools/call" client span (the
-        # attempt_of pairs below): a rule holding such writes of this producer is a trace-level rule, not yet built.
-        ("charge_card", ToolStatus.OK, Decision.SKIP, ("write_committed",))
+    # From the agent process's spans alone nothing says the charge failed (see the test above): the SDK keeps the MCP
+    # content parts and drops isError, so neither write's ok status is evidence it committed (DECISIONS 800), and
+    # both are held. With the MCP server's spans in the trace, each call's server span says what became of it.
+    invoice, charge = (
+        (("create_invoice", ToolStatus.OK, Decision.REVIEW, ("write_outcome_unrecorded",)),
+         ("charge_card", ToolStatus.OK, Decision.REVIEW, ("write_outcome_unrecorded",)))
         if which == "client"
-        else ("charge_card", ToolStatus.ERROR, Decision.REVIEW, ("write_error", "dispatch_attempt_failed"))
+        else (("create_invoice", ToolStatus.OK, Decision.SKIP, ("write_committed",)),
+              ("charge_card", ToolStatus.ERROR, Decision.REVIEW, ("write_error", "dispatch_attempt_failed")))
     )
     assert table(plan) == [
         ("lookup_customer", ToolStatus.OK, Decision.REPLAY, ("declared_read",)),
-        ("create_invoice", ToolStatus.OK, Decision.SKIP, ("write_committed",)),
+        invoice,
         charge,
     ]
     write = plan.steps[1].step
@@ -326,4 +327,4 @@ def test_openai_agents_calling_mcp_tools(agents_over_mcp, which):
         [(f"MCP send tools/call {t}", t) for t in ("lookup_customer", "create_invoice", "charge_card")]
         + ([(f"tools/call {t}", t) for t in ("lookup_customer", "create_invoice", "charge_card")] if which == "both" else [])
     )
-    assert plan.replay_class is (ReplayClass.INJECTED if which == "client" else ReplayClass.REVIEW)
+    assert plan.replay_class is ReplayClass.REVIEW

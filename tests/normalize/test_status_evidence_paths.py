@@ -1,8 +1,8 @@
 """A write's ok (or unset) status is evidence of commit only where its producer's path ends a failed call's span
 ERROR (``conventions.STATUS_EVIDENCE_PATHS``, docs/DECISIONS.md 780): AutoGen's McpWorkbench spans (no
-``gen_ai.tool.description``, the FunctionTool path's marker) and the OpenAI Agents SDK's MCP tool spans under
-OpenInference (a result of MCP content parts, ``isError`` dropped) hold the write, ``write_outcome_unrecorded``
-naming the path; reads and every other path read as before. The spans are the frameworks' own, as the matrix's
+``gen_ai.tool.description``, the FunctionTool path's marker) hold the write, and so does a result of MCP content
+parts alone from any producer (``isError`` dropped, DECISIONS 800) unless the MCP server's span of the call says ok;
+``write_outcome_unrecorded`` naming what was not seen; reads and every other path read as before. The spans are the frameworks' own, as the matrix's
 runners record them (tests/frameworks/test_autogen_mcp_spans.py runs AutoGen's)."""
 
 from __future__ import annotations
@@ -58,10 +58,55 @@ def test_an_agents_sdk_function_tool_write_ended_ok_commits(output):
     assert plan_of({**AGENTS_JS, "output.value": output}, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
 
 
-def test_a_content_part_from_another_producer_commits():
-    """The marker is the Agents SDK's path: an MCP text part recorded by another producer keeps its status."""
-    other = {"openinference.span.kind": "TOOL", "tool.name": "charge_card", "input.value": '{"customer":"a"}', "output.value": PART}
-    assert plan_of(other, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+@pytest.mark.parametrize("attributes", [
+    {"openinference.span.kind": "TOOL", "tool.name": "charge_card", "input.value": '{"customer":"a"}', "output.value": PART},
+    {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}',
+     "gen_ai.tool.call.result": PART},
+    {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": f"[{PART}]"},
+], ids=["openinference", "openllmetry", "genai"])
+def test_a_content_part_from_any_producer_holds_an_ok_write(attributes):
+    """The shape is the mark, not the producer: content parts alone are a CallToolResult whose isError was dropped."""
+    assert plan_of(attributes, 1) == ("review", [("charge_card", "review", ("write_outcome_unrecorded",))])
+
+
+def test_a_content_part_read_replays():
+    other = {"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": '{"customer":"a"}', "output.value": PART}
+    assert plan_of(other, 1, "read") == ("dynamic", [("lookup", "replay", ("declared_read",))])
+
+
+def _mcp_dispatch(server_code: int | None) -> tuple[str, list]:
+    """A content-part write step (the Agents SDK's record), its MCP client span below, and the MCP server's span of
+    the call below that with status ``server_code`` (``None``: the server's spans are not in the trace)."""
+    root = json_span(TRACE, ROOT, "Agent Workflow")
+    step = json_span(TRACE, "c1" * 8, "charge_card.tool", ROOT, **{"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool",
+                     "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": PART,
+                     "tracefence.effect": "write"})
+    step["status"] = {"code": 1}
+    client = json_span(TRACE, "c2" * 8, "MCP send tools/call charge_card", "c1" * 8, **{"mcp.method.name": "tools/call", "jsonrpc.request.id": "7"})
+    client["kind"] = 3
+    spans = [root, step, client]
+    if server_code is not None:
+        server = json_span(TRACE, "c3" * 8, "tools/call charge_card", "c2" * 8, **{"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                           "gen_ai.tool.name": "charge_card", "tracefence.effect": "write", **({"error.type": "tool_error"} if server_code == 2 else {})})
+        server["kind"] = 2
+        server["status"] = {"code": server_code}
+        spans.append(server)
+    document = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"}, "spans": spans}]}]})
+    (trace,), _ = plan_text(document, "otlp-json", TraceFenceConfig())
+    return trace.replay_class.value, [(d.step.tool, d.decision.value, d.reasons) for d in trace.steps]
+
+
+def test_an_mcp_dispatched_content_part_write_without_the_server_span_is_held():
+    assert _mcp_dispatch(None) == ("review", [("charge_card", "review", ("write_outcome_unrecorded",))])
+
+
+@pytest.mark.parametrize("code", [0, 1], ids=["unset", "ok"])
+def test_the_mcp_servers_ok_span_of_the_call_is_the_evidence_it_committed(code):
+    assert _mcp_dispatch(code) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
+def test_the_mcp_servers_tool_error_fails_the_write():
+    assert _mcp_dispatch(2) == ("review", [("charge_card", "review", ("write_error", "dispatch_attempt_failed"))])
 
 
 def test_the_reason_names_the_path():
@@ -70,6 +115,6 @@ def test_the_reason_names_the_path():
         "the one whose failures end the span ERROR"
     )
     assert status_blind_path(AGENTS_JS, '{"text":"card declined","type":"text"}') == (
-        "openai-agents (JS) MCP tool (result: an MCP content part), which ends a failed call's span ok"
+        "a result of MCP content parts alone, the CallToolResult without its isError (MCP reports a tool's failure as a result with isError true)"
     )
     assert status_blind_path(AGENTS_JS, '"charged"') is None
