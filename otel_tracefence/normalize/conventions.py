@@ -319,6 +319,13 @@ STATUS_EVIDENCE_PATHS = (
 # ``write_outcome_unrecorded`` unless the MCP server's own span of the call says ok (``MCP_SERVER_REPORTS_IS_ERROR``;
 # docs/DECISIONS.md 800).
 MCP_CONTENT_PART_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+# The same parts recorded as the MCP Python SDK's own repr of its models (``str()`` of ``CallToolResult.content``, or
+# of a framework's wrapper holding them): ``TextContent(type='text', text='card declined', annotations=None,
+# meta=None)``, pydantic's repr of mcp.types (mcp 1.x and 2.x). Semantic Kernel 1.45's MCPStdioPlugin records its
+# function result so (``[TextContent(inner_content=TextContent(type='text', ...), ...)]``, tests/frameworks/isolated/
+# semantic_kernel). Held as the JSON parts are, unless the text holds the flag itself as false.
+MCP_CONTENT_PART_REPR = re.compile(r"\b(?:Text|Image|Audio)Content\(type='(?:text|image|audio)'|\b(?:EmbeddedResource\(type='resource'|ResourceLink\(type='resource_link')")
+MCP_IS_ERROR_FALSE_REPR = ("isError=False", "is_error=False")
 # The MCP server span of a tools/call (span kind SERVER, ``mcp.method.name`` tools/call) records isError as error.type
 # ``tool_error`` with status ERROR (MCP semantic conventions; the MCP Python SDK 2.1.1 does, tests/frameworks/
 # test_framework_mcp.py): an ok one below a write's step is evidence its call was no tool error (DECISIONS 800).

@@ -26,7 +26,8 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_TYPES, PRODUCER_RESULT_DEFAULTS, READ_KEYS,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES,
+    MCP_IS_ERROR_FALSE_REPR, PRODUCER_RESULT_DEFAULTS, READ_KEYS,
     STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES,
     SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
 )
@@ -131,8 +132,13 @@ OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
 
 
 def _is_content_parts(value: str | None) -> bool:
-    """True when a recorded result (canonical JSON or text) is an MCP content part or a non-empty list of them."""
-    if not value or value[0] not in "{[" or '"type"' not in value:  # canonical JSON: every part has a "type" key
+    """True when a recorded result (canonical JSON or text) is an MCP content part or a non-empty list of them, or
+    text holding the MCP Python SDK's repr of one (``conventions.MCP_CONTENT_PART_REPR``) and no ``isError=False``."""
+    if not value:
+        return False
+    if "Content(type='" in value or "(type='resource" in value:  # the repr's prefilter: one scan, no regex on other text
+        return MCP_CONTENT_PART_REPR.search(value) is not None and not any(flag in value for flag in MCP_IS_ERROR_FALSE_REPR)
+    if value[0] not in "{[" or '"type"' not in value:  # canonical JSON: every part has a "type" key
         return False
     try:
         parsed = json.loads(value)

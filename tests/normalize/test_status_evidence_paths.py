@@ -1,7 +1,7 @@
 """A write's ok (or unset) status is evidence of commit only where its producer's path ends a failed call's span
 ERROR (``conventions.STATUS_EVIDENCE_PATHS``, docs/DECISIONS.md 780): AutoGen's McpWorkbench spans (no
 ``gen_ai.tool.description``, the FunctionTool path's marker) hold the write, and so does a result of MCP content
-parts alone from any producer (``isError`` dropped, DECISIONS 800) unless the MCP server's span of the call says ok;
+parts alone from any producer (``isError`` dropped, DECISIONS 800; or the MCP Python SDK's repr of them, 801) unless the MCP server's span of the call says ok;
 ``write_outcome_unrecorded`` naming what was not seen; reads and every other path read as before. The spans are the frameworks' own, as the matrix's
 runners record them (tests/frameworks/test_autogen_mcp_spans.py runs AutoGen's)."""
 
@@ -118,3 +118,39 @@ def test_the_reason_names_the_path():
         "a result of MCP content parts alone, the CallToolResult without its isError (MCP reports a tool's failure as a result with isError true)"
     )
     assert status_blind_path(AGENTS_JS, '"charged"') is None
+
+
+REPR = "TextContent(type='text', text='card declined', annotations=None, meta=None)"
+SK_REPR = f"[TextContent(inner_content={REPR}, ai_model_id=None, metadata={{}}, text='card declined')]"
+
+
+@pytest.mark.parametrize("output", [REPR, "ImageContent(type='image', data='AA==', mimeType='image/png')",
+                                    "EmbeddedResource(type='resource', resource=TextResourceContents(uri='file:///a', text='a'))"],
+                         ids=["text", "image", "resource"])
+def test_the_mcp_sdks_repr_of_a_content_part_holds_an_ok_write(output):
+    """Text holding the MCP Python SDK's own repr of its content models is the same record as the JSON parts (DECISIONS 801)."""
+    genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": output}
+    assert plan_of(genai, 1) == ("review", [("charge_card", "review", ("write_outcome_unrecorded",))])
+
+
+def test_semantic_kernels_wrapped_repr_is_held_and_named():
+    """Semantic Kernel's list repr does not parse as the JSON it opens like: truncated (DECISIONS 340), and unrecorded (801)."""
+    genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": SK_REPR}
+    assert plan_of(genai, 1) == ("review", [("charge_card", "review", ("result_truncated", "write_outcome_unrecorded"))])
+
+
+def test_a_repr_holding_is_error_false_is_not_held_by_it():
+    recorded = f"meta=None content=[{REPR}] structuredContent=None isError=False"
+    genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": recorded}
+    assert plan_of(genai, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
+@pytest.mark.parametrize("output", ["the type='text' of TextContent", "Content(type='text')", "charged ch_1"])
+def test_text_that_only_looks_like_the_repr_commits(output):
+    genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": output}
+    assert plan_of(genai, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
+def test_a_repr_read_replays():
+    genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": REPR}
+    assert plan_of(genai, 1, "read") == ("dynamic", [("lookup", "replay", ("declared_read",))])

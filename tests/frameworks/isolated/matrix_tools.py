@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from pathlib import Path
 from typing import Any, Callable
 
 from opentelemetry import trace
@@ -25,6 +26,8 @@ CHARGE = {"customer": "a", "amount_cents": 500}
 PAYMENT = {"customer": "a", "amount_cents": 700}
 REFUND = {"order": "o-7", "amount_cents": 300}
 CUSTOMER = {"customer": "a"}
+# The billing tools as an MCP server (mcp 1.x FastMCP, over stdio) for the runners whose framework calls MCP tools.
+MCP_BILLING_SERVER = Path(__file__).resolve().with_name("mcp_billing_server.py")
 STATE: dict[str, Any] = {}  # per scenario: how often each tool ran, and how the flaky ones behave
 
 

@@ -1,6 +1,6 @@
 """Google ADK (its native OpenTelemetry tracing) in the conformance matrix: its own environment, its cells."""
 
-from tests.frameworks.matrix_table import COMMITTED, NO_MCP, READ_OK, Framework, cannot, cell
+from tests.frameworks.matrix_table import COMMITTED, READ_OK, Framework, cell
 
 FRAMEWORK = Framework(
     "google_adk", "Google ADK", "google-adk", "native (telemetry schema v2, content on spans)", None, module="", isolated="python",
@@ -41,8 +41,15 @@ CELLS = [
         "require_confirmation, confirmed in the next run (adk_request_confirmation answered): the gate's pending span is "
         "superseded by the confirmed run of the same call id, which ran once, committed (DECISIONS 600)",
     ),
-    cannot(K, "mcp_is_error", NO_MCP),
+    cell(
+        K, "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),
+        "McpToolset (ADK's own MCP client, stdio) against the billing server (FastMCP, isError): ADK reads isError from the "
+        "CallToolResult and ends the execute_tool span ERROR (error.type MCP_TOOL_ERROR); the body runs in the server, so the "
+        "effect is the operator's tool rule",
+    ),
 ]
+# The MCP tool's body runs in the server process: nothing labels ADK's span of it, so the operator's rule names it.
+TOOL_RULES = [dict(match="charge_card", effect="write")]
 NOT_IN_MATRIX = [
     (
         "Google ADK, telemetry schema v1 (ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1: call_llm spans, gcp.vertex.agent.* content)",

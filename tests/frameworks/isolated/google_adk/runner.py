@@ -8,13 +8,15 @@ runner_common sets. ADK 2.x's default telemetry schema (v2, semconv-aligned: ``i
 ``generate_content``, ``execute_tool <name>``) records tool arguments and results only when content
 capture puts content on spans: the runner sets ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` to
 ``SPAN_AND_EVENT`` as a user who wants to see calls does (the matrix test removes every OTEL_ variable
-from the runner's environment, so this is the only setting).
+from the runner's environment, so this is the only setting). mcp_is_error runs the billing MCP server
+(``matrix_tools.MCP_BILLING_SERVER``, FastMCP over stdio) through ADK's own ``McpToolset``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_AND_EVENT"
 os.environ.setdefault("GOOGLE_API_KEY", "offline-fake-key")  # never used: the model is scripted
@@ -22,6 +24,7 @@ os.environ["ADK_DISABLE_TELEMETRY_UPLOAD"] = "1"
 
 from matrix_tools import (  # noqa: E402 - after the environment lines
     CHARGE,
+    MCP_BILLING_SERVER,
     PAYMENT,
     REFUND,
     STATE,
@@ -43,10 +46,10 @@ from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.plugins.reflect_retry_tool_plugin import ReflectAndRetryToolPlugin  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.adk.tools import FunctionTool  # noqa: E402
+from google.adk.tools.mcp_tool.mcp_session_manager import StdioConnectionParams  # noqa: E402
+from google.adk.tools.mcp_tool.mcp_toolset import McpToolset  # noqa: E402
+from mcp import StdioServerParameters  # noqa: E402
 from google.genai import types  # noqa: E402
-
-NO_MCP = "not scripted yet: this framework calls no MCP server in the matrix (isError is the MCP SDK's row; the agent-over-MCP traces are in its own test file)"
-
 
 class ScriptedModel(BaseLlm):
     """Answers each model turn from ``script``: a list of calls ``(id, name, args)`` or a text."""
@@ -88,6 +91,8 @@ def _run(turns: list, tools: list, *, callbacks: dict | None = None, plugins: li
             async for _ in runner.run_async(user_id="u1", session_id=s.id, new_message=answer):
                 pass
         STATE["confirmations"] = confirmations
+        for toolset in [t for t in tools if isinstance(t, McpToolset)]:
+            await toolset.close()  # the server process ends with its session
 
     asyncio.run(go())
 
@@ -120,7 +125,9 @@ def run(scenario: str) -> None:
         resume = scenario == "approval_interrupt_resume"
         turns = [[write_call()], "done"]
     elif scenario == "mcp_is_error":
-        raise CannotProduce(NO_MCP)
+        server = StdioServerParameters(command=sys.executable, args=[str(MCP_BILLING_SERVER)])
+        tools = {"mcp": McpToolset(connection_params=StdioConnectionParams(server_params=server, timeout=30), tool_filter=["charge_card"])}
+        turns = [[("call_c1", "charge_card", CHARGE)], "done"]
     else:
         raise CannotProduce(scenario)
     if resume:

@@ -1,4 +1,4 @@
-"""langchain-mcp-adapters in a LangGraph agent, calling a small MCP server (server.py, FastMCP over stdio),
+"""langchain-mcp-adapters in a LangGraph agent, calling a small MCP server (../mcp_billing_server.py, FastMCP over stdio),
 under OpenInference's LangChain instrumentation, offline (langchain-core's fake chat model, scripted).
 
 Each scenario opens one MCP session (``MultiServerMCPClient.session``: one server process) and loads its
@@ -15,11 +15,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import warnings
-from pathlib import Path
 
 from langchain_scripted import ASK, hand_built, model, turn
 from openinference.instrumentation.langchain import LangChainInstrumentor
-from matrix_tools import CHARGE, PAYMENT, REFUND, STATE, CannotProduce, read_call, write_call
+from matrix_tools import CHARGE, MCP_BILLING_SERVER, PAYMENT, REFUND, STATE, CannotProduce, read_call, write_call
 from runner_common import PROVIDER, main, session
 
 from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -32,11 +31,10 @@ from langchain_core.tools import ToolException
 
 warnings.filterwarnings("ignore", message="create_react_agent has been moved")
 LangChainInstrumentor().instrument(tracer_provider=PROVIDER)
-SERVER = Path(__file__).resolve().parent / "server.py"
 
 
 def client(**env: str) -> MultiServerMCPClient:
-    connection = {"transport": "stdio", "command": sys.executable, "args": [str(SERVER)], "env": {"TRACEFENCE_TEST_SLOW_S": "3.0", **env}}
+    connection = {"transport": "stdio", "command": sys.executable, "args": [str(MCP_BILLING_SERVER)], "env": {"TRACEFENCE_TEST_SLOW_S": "3.0", **env}}
     return MultiServerMCPClient({"billing": connection})
 
 

@@ -50,5 +50,14 @@ CELLS = [
         "semantic_kernel", "approval_interrupt_resume", "injected", (sk(COMMITTED),),
         "the auto function invocation filter approves (SK's human-in-the-loop hook; blocking, no resume needed): the write ran once",
     ),
-    cannot("semantic_kernel", "mcp_is_error", "not scripted yet: SK's MCP plugin (semantic_kernel.connectors.mcp) needs the mcp package and a server in the env"),
+    cell(
+        "semantic_kernel", "mcp_is_error", "review", (("billing-charge_card", "review", ("result_truncated", "write_outcome_unrecorded")),),
+        "MCPStdioPlugin (SK's own MCP client) against the billing server (FastMCP, isError): SK keeps the content parts and "
+        "drops isError (its execute_tool span UNSET, the result its Python repr of the parts, [TextContent(...)]), so the "
+        "write is held as write_outcome_unrecorded (DECISIONS 800 and 801); the repr starts as a JSON array and does not "
+        "parse, read as cut off (DECISIONS 340). SK would have to end the span ERROR on isError",
+    ),
 ]
+# The MCP tool's body runs in the server process: nothing labels SK's span of it, so the operator's rule names it
+# (SK names a function <plugin>-<function>).
+TOOL_RULES = [dict(match="billing-charge_card", effect="write")]

@@ -4,6 +4,8 @@ The model is a ``ChatCompletionClientBase`` subclass returning ``FunctionCallCon
 ``_inner_get_chat_message_contents`` wrapped in SK's own ``trace_chat_completion`` (as every SK connector's is),
 so the chat spans are the ones an OpenAI connector would make. SK's diagnostics are switched on by its own
 environment variables (read when semantic_kernel is first imported), with content ("sensitive") capture on.
+mcp_is_error runs the billing MCP server (``matrix_tools.MCP_BILLING_SERVER``, FastMCP over stdio) as SK's own
+``MCPStdioPlugin``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE"
 
 import asyncio  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 from typing import Any, ClassVar  # noqa: E402
 
 from matrix_tools import (  # noqa: E402
+    CHARGE,
+    MCP_BILLING_SERVER,
     PAYMENT,
     REFUND,
     STATE,
@@ -35,6 +40,7 @@ from semantic_kernel.agents import ChatCompletionAgent  # noqa: E402
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase  # noqa: E402
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior  # noqa: E402
 from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings  # noqa: E402
+from semantic_kernel.connectors.mcp import MCPStdioPlugin  # noqa: E402
 from semantic_kernel.contents import ChatMessageContent, FunctionCallContent  # noqa: E402
 from semantic_kernel.contents.utils.author_role import AuthorRole  # noqa: E402
 from semantic_kernel.contents.utils.finish_reason import FinishReason  # noqa: E402
@@ -99,16 +105,21 @@ def approval_filter(approve: bool):
     return ask
 
 
-async def one_run(turns: list, approve: bool | None = None) -> None:
+async def one_run(turns: list, approve: bool | None = None, mcp: bool = False) -> None:
     SCRIPT[:] = turns
     with session():
         kernel = Kernel()
-        kernel.add_plugin(Billing(), plugin_name=PLUGIN)
         if approve is not None:
             kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, approval_filter(approve))
         settings = PromptExecutionSettings(function_choice_behavior=FunctionChoiceBehavior.Auto())
         agent = ChatCompletionAgent(service=ScriptedChat(ai_model_id="scripted-model"), kernel=kernel, name="billing", arguments=KernelArguments(settings=settings))
-        await agent.get_response(messages="bill customer a")
+        if not mcp:
+            kernel.add_plugin(Billing(), plugin_name=PLUGIN)
+            await agent.get_response(messages="bill customer a")
+            return
+        async with MCPStdioPlugin(name=PLUGIN, command=sys.executable, args=[str(MCP_BILLING_SERVER)]) as billing:
+            kernel.add_plugin(billing)
+            await agent.get_response(messages="bill customer a")
 
 
 def run(scenario: str) -> None:
@@ -132,8 +143,11 @@ def run(scenario: str) -> None:
         turns, approve = [[write_call()]], False
     elif scenario == "approval_interrupt_resume":
         turns, approve = [[write_call()]], True
+    elif scenario == "mcp_is_error":
+        asyncio.run(one_run([[("call_c1", "charge_card", CHARGE)]], mcp=True))
+        return
     else:
-        raise CannotProduce(NO_MCP)
+        raise CannotProduce(scenario)
     asyncio.run(one_run(turns, approve))
 
 
@@ -141,7 +155,6 @@ WRITE_RAISES = (
     "SK's auto function invocation catches every function exception and hands it to the model as the call's result "
     "(FunctionResultContent \"An error occurred while invoking the function ...\"): tool_error_to_model is that path"
 )
-NO_MCP = "not scripted yet: SK's MCP plugin (semantic_kernel.connectors.mcp) needs the mcp package and a server in the env"
 
 if __name__ == "__main__":
     raise SystemExit(main(run))

@@ -1,4 +1,5 @@
-"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP), run over stdio by runner.py.
+"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP), run over stdio by the runners
+of langchain_mcp and google_adk (``matrix_tools.MCP_BILLING_SERVER``).
 
 ``TRACEFENCE_TEST_FLAKY=1``: the first ``create_invoice`` of the session fails (an ``isError`` result).
 ``TRACEFENCE_TEST_SLOW_S``: how long ``send_payment`` takes (default 2 s, past the client's timeout).
