@@ -32,7 +32,6 @@ from tests.frameworks.matrix_table import (  # noqa: E402 - after the sys.path l
     COMMITTED,
     FINAL,
     NA,
-    NO_MCP,
     NO_MODEL,
     READ_OK,
     RETRIED,
@@ -480,17 +479,54 @@ def _setup_strands() -> Callable[[], None]:
 # -- Haystack (its own tracer, opentelemetry-haystack) -------------------------------------------------------------------
 
 
-def _run_haystack(scenario: str) -> list:
+def _haystack_asks(*calls: tuple[str, str, dict]):
+    """A scripted model reply asking for ``calls`` ((call id, tool, arguments) each)."""
+    from haystack.dataclasses import ChatMessage, ToolCall
+
+    return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name=name, arguments=args, id=cid) for cid, name, args in calls])
+
+
+def _haystack_agent(tools: list, replies: list, **agent_kwargs: Any) -> None:
+    """One Agent run with ``tools``, its MockChatGenerator answering ``replies`` then "done", traced (content
+    included) by Haystack's OpenTelemetry tracer onto the global provider."""
     from haystack import tracing
     from haystack.components.agents import Agent
     from haystack.components.generators.chat import MockChatGenerator
-    from haystack.dataclasses import ChatMessage, ToolCall
-    from haystack.tools import create_tool_from_function
+    from haystack.dataclasses import ChatMessage
     from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
 
-    def asks(*calls):
-        return ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name=name, arguments=args, id=cid) for cid, name, args in calls])
+    content = tracing.tracer.is_content_tracing_enabled
+    tracing.enable_tracing(OpenTelemetryTracer(_provider().get_tracer("haystack")))
+    tracing.tracer.is_content_tracing_enabled = True
+    try:
+        agent = Agent(chat_generator=MockChatGenerator(responses=[*replies, "done"]), tools=tools, **agent_kwargs)
+        try:
+            agent.run(messages=[ChatMessage.from_user("bill customer a")])
+        except Exception as exc:  # raise_on_tool_invocation_failure: Haystack's ToolInvocationError
+            if type(exc).__module__.split(".")[0] != "haystack":
+                raise
+    finally:
+        tracing.disable_tracing()
+        tracing.tracer.is_content_tracing_enabled = content
 
+
+def _haystack_over_mcp(server: dict) -> None:
+    """The agent's tool is the billing MCP server's charge_card (mcp-haystack's MCPTool, stdio)."""
+    from haystack_integrations.tools.mcp import MCPTool, StdioServerInfo
+
+    charge = MCPTool(name="charge_card", server_info=StdioServerInfo(command=server["command"], args=server["args"], env=server["env"]))
+    try:
+        _haystack_agent([charge], [_haystack_asks(("call_c1", "charge_card", CHARGE))])
+    finally:
+        charge.close()
+
+
+def _run_haystack(scenario: str) -> list:
+    from haystack.tools import create_tool_from_function
+
+    asks = _haystack_asks
+    if scenario == "mcp_is_error":
+        return _over_mcp(_haystack_over_mcp)
     tools = {f.__name__: create_tool_from_function(f) for f in PLAIN_TOOLS}
     agent_kwargs: dict[str, Any] = {}
     if scenario == "read_ok":
@@ -525,20 +561,8 @@ def _run_haystack(scenario: str) -> list:
         replies = [asks(write_call())] if scenario == "approval_interrupt_resume" else [asks(("call_c1", "charge_card", CHARGE))]
     else:
         raise CannotProduce(scenario)
-    content = tracing.tracer.is_content_tracing_enabled
-    tracing.enable_tracing(OpenTelemetryTracer(_provider().get_tracer("haystack")))
-    tracing.tracer.is_content_tracing_enabled = True
-    try:
-        with Collector() as collected:
-            agent = Agent(chat_generator=MockChatGenerator(responses=[*replies, "done"]), tools=list(tools.values()), **agent_kwargs)
-            try:
-                agent.run(messages=[ChatMessage.from_user("bill customer a")])
-            except Exception as exc:  # raise_on_tool_invocation_failure: Haystack's ToolInvocationError
-                if type(exc).__module__.split(".")[0] != "haystack":
-                    raise
-    finally:
-        tracing.disable_tracing()
-        tracing.tracer.is_content_tracing_enabled = content
+    with Collector() as collected:
+        _haystack_agent(list(tools.values()), replies, **agent_kwargs)
     return collected.spans()
 
 
@@ -623,6 +647,8 @@ def _run_llama_index(scenario: str) -> list:
 
     from tests.frameworks.test_framework_llama_index import OneSpanPerTurnLLM, script
 
+    if scenario == "mcp_is_error":
+        return _over_mcp(_llama_index_over_mcp)
     tools = {f.__name__: FunctionTool.from_defaults(f) for f in PLAIN_TOOLS}
     run_kwargs: dict[str, Any] = {}
     if scenario == "read_ok":
@@ -659,6 +685,23 @@ def _run_llama_index(scenario: str) -> list:
     with Collector() as collected:
         asyncio.run(main())
     return collected.spans()
+
+
+def _llama_index_over_mcp(server: dict) -> None:
+    """FunctionAgent's tools are the billing MCP server's (llama-index-tools-mcp: McpToolSpec over BasicMCPClient,
+    stdio); the model asks for the charge, then stops."""
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
+
+    from tests.frameworks.test_framework_llama_index import OneSpanPerTurnLLM, script
+
+    async def main():
+        client = BasicMCPClient(server["command"], args=server["args"], env=server["env"])
+        tools = await McpToolSpec(client, allowed_tools=["charge_card"]).to_tool_list_async()
+        llm = OneSpanPerTurnLLM(response_generator=script([("call_c1", "charge_card", CHARGE)]), is_chat_model=True)
+        await FunctionAgent(tools=tools, llm=llm, streaming=False).run("charge customer a")
+
+    asyncio.run(main())
 
 
 # -- MCP Python SDK (native: the client's and the server's spans) ------------------------------------------------------------
@@ -844,7 +887,11 @@ CELLS: list[Cell] = [
     cell("haystack", "framework_retries", "review", RETRIED, "no tool retry in Haystack: the model asks again, one write dispatched twice"),
     cell("haystack", "requested_never_ran", "review", (("charge_card", "review", ("effect_unknown", "requested_not_recorded")),), "a human rejected the call (ConfirmationHook): only the model's request shows it"),
     cell("haystack", "approval_interrupt_resume", "injected", (COMMITTED,), "ConfirmationHook confirmed (blocking, no resume needed): the write ran once"),
-    cannot("haystack", "mcp_is_error", NO_MCP),
+    cell(
+        "haystack", "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),
+        "MCPTool (mcp-haystack, stdio) against the billing server: it raises MCPInvocationError on isError, the "
+        "failure becomes the tool's result with haystack.tool.error = true; the server's span says tool_error too",
+    ),
     # smolagents, OpenInference
     cell("smolagents", "read_ok", "dynamic", (oi(READ_OK), FINAL), "a declared read replays"),
     cell("smolagents", "write_commits", "injected", (oi(COMMITTED), FINAL), "OK span with a result: committed"),
@@ -855,7 +902,11 @@ CELLS: list[Cell] = [
     cell("smolagents", "framework_retries", "review", (*(oi(s) for s in RETRIED), FINAL), "no tool retry in smolagents: the model asks again, one write dispatched twice"),
     cell("smolagents", "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")), FINAL), "a call to a tool the agent lacks never runs (max_steps stops only between steps)"),
     cannot("smolagents", "approval_interrupt_resume", "no human-approval API in smolagents 1.26 (step callbacks can only interrupt the whole run)"),
-    cannot("smolagents", "mcp_is_error", NO_MCP),
+    cannot(
+        "smolagents", "mcp_is_error",
+        "not run here: smolagents' MCP client is mcpadapt, whose releases (0.1.19 on Python 3.11) import mcp 1.x's "
+        "streamablehttp_client, gone in the mcp 2.1.1 this environment's MCP rows run on",
+    ),
     # LlamaIndex, OpenInference
     cell("llama_index", "read_ok", "dynamic", (oi(READ_OK),), "a declared read replays"),
     cell("llama_index", "write_commits", "injected", (oi(COMMITTED),), "OK span with a result (is_error false): committed"),
@@ -866,7 +917,11 @@ CELLS: list[Cell] = [
     cell("llama_index", "framework_retries", "review", tuple(oi(s) for s in RETRIED), "no tool retry in FunctionAgent: the model asks again, one write dispatched twice"),
     cell("llama_index", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),), "max_iterations stops the workflow after the model's turn, before the call ran"),
     cannot("llama_index", "approval_interrupt_resume", "not scripted yet: LlamaIndex asks a human through workflow events (InputRequiredEvent / HumanResponseEvent) inside a tool, not before a call"),
-    cannot("llama_index", "mcp_is_error", NO_MCP),
+    cell(
+        "llama_index", "mcp_is_error", "review", (("charge_card", "review", ("write_error", U, "error_in_result")),),
+        "McpToolSpec (llama-index-tools-mcp, stdio) against the billing server: the TOOL span ends OK, its result the "
+        "CallToolResult with is_error=True, which reads as the error; the server's span below says tool_error too",
+    ),
     # MCP Python SDK, native (client and server spans)
     cell("mcp", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", NA)),), "the client span is the step, the server span (declared read) its attempt; the SDK records no arguments"),
     cell(

@@ -85,7 +85,6 @@ U = "arguments_unwrapped"  # OpenInference wraps a call's arguments (input.value
 READ_OK = ("lookup_customer", "replay", ("declared_read",))
 COMMITTED = ("create_invoice", "skip", ("write_committed",))
 RETRIED = (("create_invoice", "review", ("write_error", "repeated_later")), ("create_invoice", "review", ("repeats_earlier_write",)))
-NO_MCP = "not scripted yet: this framework calls no MCP server in the matrix (isError is the MCP SDK's row; the agent-over-MCP traces are in its own test file)"
 NO_MODEL = "the MCP SDK is no agent: there is no model to request, retry or hand an error to"
 
 

@@ -26,5 +26,9 @@ CELLS = [
         "the loop's step budget stops after the model asked: only gen_ai.completion.0.function_call.* on the loop's span shows the request",
     ),
     cannot(K, "approval_interrupt_resume", f"{AGENT_ONLY}: no approval or interrupt API (a loop's own approval step would be the loop's, not LiteLLM's)"),
-    cannot(K, "mcp_is_error", "not scripted yet: LiteLLM's MCP gateway is part of its proxy server, not the client library the matrix runs"),
+    cannot(
+        K, "mcp_is_error",
+        "LiteLLM's MCP client (litellm.mcp_client.call_openai_tool, the mcp extra) opens no span and hands the CallToolResult "
+        "to the caller: what a trace says of isError would be this loop's choice, not LiteLLM's (the MCP SDK's row has the SDK's spans)",
+    ),
 ]

@@ -43,7 +43,7 @@ litellm.callbacks = ["otel"]
 tracer = PROVIDER.get_tracer("billing-agent-loop")
 TOOLS = {f.__name__: f for f in PLAIN_TOOLS}
 SCHEMAS = [{"type": "function", "function": {"name": name, "description": (f.__doc__ or "").split("\n")[0], "parameters": {"type": "object"}}} for name, f in TOOLS.items()]
-NO_MCP = "not scripted yet: LiteLLM's MCP gateway is part of its proxy server, not the client library the matrix runs"
+NO_MCP = "LiteLLM's MCP client opens no span: isError would be this loop's record, not LiteLLM's (framework.py says more)"
 AGENT_ONLY = "LiteLLM is a model client with no agent loop of its own"
 
 
