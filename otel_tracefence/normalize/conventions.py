@@ -246,6 +246,13 @@ FRAMEWORK_ERROR_TEMPLATES = (
      "crewAIInc/crewAI src/crewai/translations/en.json, errors.tool_usage_error"),
     ("smolagents", ">= 1.0, execute_tool_call", r"Error executing tool '[^'\n]*' with arguments ",
      "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
+    # An MCP server's own text for a tool that raised, sent as the isError result's text part: a client that drops
+    # isError but keeps the text (or hands it to the model as the call's output) still shows the failure.
+    ("mcp (FastMCP / MCPServer)", "1.x and 2.x, Tool.run (ToolError / UnexpectedToolError)", r"Error executing tool [^\s'\n]+(?::\s|\s*$)",
+     "modelcontextprotocol/python-sdk src/mcp/server/fastmcp/tools/base.py (1.x), src/mcp/server/mcpserver/tools/base.py (2.x), Tool.run"),
+    ("autogen-agentchat", "read in 0.7.5, AssistantAgent._execute_tool_call, a tool the agent lacks (is_error=True)",
+     r"Error: tool '[^'\n]*' not found in any workbench\s*$",
+     "microsoft/autogen python/packages/autogen-agentchat/src/autogen_agentchat/agents/_assistant_agent.py, _execute_tool_call"),
     ("smolagents", ">= 1.0, a managed agent called as a tool", r"Error executing request to team member '[^'\n]*' with arguments ",
      "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
 )

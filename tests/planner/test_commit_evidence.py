@@ -85,6 +85,9 @@ TEMPLATES = {
     "langchain_tool_exception": "Tool execution error",
     "crewai_usage_exception": "I encountered an error while trying to use the tool. This was the error: 503.\n Tool book_carrier accepts these inputs: ...",
     "smolagents": "Error executing tool 'book_carrier' with arguments {\"id\": \"X-1\"}: TimeoutError: read timed out\nPlease try again or use another tool",
+    "mcp_server_tool_error": "Error executing tool book_carrier: carrier API closed the connection",  # FastMCP 1.x, MCPServer 2.x
+    "mcp_server_unexpected_error": "Error executing tool book_carrier",  # MCPServer 2.x hides an unexpected error's text
+    "autogen_tool_not_found": "Error: tool 'book_carrier' not found in any workbench",
 }
 
 
@@ -113,6 +116,13 @@ def test_text_that_only_mentions_an_error_is_no_template() -> None:
     said = "Booked B-7. Note: An error occurred while running the tool. Please try again. was shown yesterday"
     assert plan(genai("b1" * 8, "book_carrier", "write", said), genai("b2" * 8, "notify", "write", {"content": "Error: none"})) == (
         "injected", [("book_carrier", "skip", ("write_committed",)), ("notify", "skip", ("write_committed",))])
+
+
+def test_text_after_the_mcp_servers_tool_name_makes_no_template() -> None:
+    # "Error executing tool <name>" is the whole text or is followed by ": " and the error: a name in quotes is
+    # another framework's template (LangGraph's, smolagents'), words after the name are a result.
+    said = "Error executing tool book_carrier was retried and booked B-7"
+    assert plan(genai("b1" * 8, "book_carrier", "write", said)) == ("injected", [("book_carrier", "skip", ("write_committed",))])
 
 
 def test_a_read_that_returned_an_error_text_still_replays() -> None:

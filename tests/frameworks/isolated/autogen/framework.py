@@ -20,17 +20,18 @@ NOT_RECORDED = ("write_committed", "result_not_recorded", K)
 # An MCP server's tools run in the server, which (mcp 1.x) makes no span: the operator names them writes.
 TOOL_RULES = [dict(match="transfer_to_user", effect="read"), dict(match="charge_card", effect="write"), dict(match="capture_payment", effect="write")]
 
+WRITE_RAISES = (
+    "AutoGen's workbench catches every tool exception and hands it to the model as the call's result "
+    "(FunctionExecutionResult is_error): tool_error_to_model is that path"
+)
+
 CELLS = [
     cell("autogen", "read_ok", "dynamic", (("lookup_customer", "replay", ("declared_read", K)),), "a declared read replays (AutoGen records no arguments)"),
     cell(
         "autogen", "write_commits", "static", (("create_invoice", "skip", NOT_RECORDED),),
         "UNSET span, no error: committed; AutoGen records no result on any tool span (the gen_ai default: no content), so static",
     ),
-    cannot(
-        "autogen", "write_raises",
-        "AutoGen's workbench catches every tool exception and hands it to the model as the call's result "
-        "(FunctionExecutionResult is_error): tool_error_to_model is that path",
-    ),
+    cannot("autogen", "write_raises", WRITE_RAISES),
     cell(
         "autogen", "write_times_out", "review", (("send_payment", "review", ("write_timeout", K)),),
         "no tool timeout in AutoGen (a CancellationToken only): a TimeoutError raised in the tool, error.type TimeoutError",

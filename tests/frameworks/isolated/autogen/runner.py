@@ -64,37 +64,42 @@ def tool(f) -> FunctionTool:
     return FunctionTool(body, description=f.__doc__.strip().splitlines()[0], name=f.__name__)
 
 
-def agent(turns: list, tools: list, **kwargs) -> AssistantAgent:
-    client = ReplayChatCompletionClient([*turns, "done"], model_info=MODEL_INFO)
+def replay_client(turns: list) -> ReplayChatCompletionClient:
+    """The scripted model of the native runs: autogen-ext's ReplayChatCompletionClient answering ``turns``
+    (:class:`CreateResult` or text each) in order."""
+    return ReplayChatCompletionClient(turns, model_info=MODEL_INFO)
+
+
+def agent(client, tools: list, **kwargs) -> AssistantAgent:
     return AssistantAgent("billing", model_client=client, tools=tools, **kwargs)
 
 
-async def approval() -> None:
+async def approval(model_client) -> None:
     """Swarm + HandoffTermination: the agent hands off to the user for approval (the run stops), the user
     answers with a HandoffMessage and the team resumes, the write runs."""
     turns = [calls(("call_h1", "transfer_to_user", {})), calls(write_call()), "TERMINATE"]
     with session():
-        client = ReplayChatCompletionClient(turns, model_info=MODEL_INFO)
-        billing = AssistantAgent("billing", model_client=client, tools=[tool(create_invoice)], handoffs=["user"])
+        billing = AssistantAgent("billing", model_client=model_client(turns), tools=[tool(create_invoice)], handoffs=["user"])
         team = Swarm([billing], termination_condition=HandoffTermination(target="user") | TextMentionTermination("TERMINATE"))
         await team.run(task="bill customer a; ask the user to approve first")
         await team.run(task=HandoffMessage(source="user", target="billing", content="approved"))
 
 
-async def mcp_call(tool_name: str) -> None:
+async def mcp_call(tool_name: str, model_client) -> None:
     """The agent calls an MCP server's tool through autogen-ext's McpWorkbench (stdio): ``charge_card`` answers
     isError (mcp_is_error), ``capture_payment`` commits (mcp_commits: not a matrix scenario, the committed twin
     tests/frameworks/test_autogen_mcp_spans.py compares the failed call's span with)."""
     params = StdioServerParams(command=sys.executable, args=[str(Path(__file__).with_name("mcp_server.py"))], read_timeout_seconds=30)
     with session():
         async with McpWorkbench(params) as workbench:
-            client = ReplayChatCompletionClient([calls(("call_c1", tool_name, CHARGE)), "done"], model_info=MODEL_INFO)
-            billing = AssistantAgent("billing", model_client=client, workbench=workbench)
+            billing = AssistantAgent("billing", model_client=model_client([calls(("call_c1", tool_name, CHARGE)), "done"]), workbench=workbench)
             result = await billing.run(task="charge customer a")
             STATE["mcp_results"] = [str(m) for m in result.messages]
 
 
-def run(scenario: str) -> None:
+def run(scenario: str, model_client=replay_client) -> None:
+    """Make ``scenario``'s spans; ``model_client(turns)`` is the scripted model (the OpenInference runner's is
+    an OpenAI client over a scripted HTTP transport, the one model client that instrumentation traces)."""
     tools = [tool(lookup_customer), tool(create_invoice), tool(refund_order)]
     kwargs: dict = {}
     if scenario == "read_ok":
@@ -117,10 +122,10 @@ def run(scenario: str) -> None:
     elif scenario == "requested_never_ran":
         turns = [calls(("call_x1", "delete_customer", CUSTOMER))]
     elif scenario == "approval_interrupt_resume":
-        asyncio.run(approval())
+        asyncio.run(approval(model_client))
         return
     elif scenario in ("mcp_is_error", "mcp_commits"):
-        asyncio.run(mcp_call("charge_card" if scenario == "mcp_is_error" else "capture_payment"))
+        asyncio.run(mcp_call("charge_card" if scenario == "mcp_is_error" else "capture_payment", model_client))
         return
     else:
         raise CannotProduce(scenario)
@@ -128,7 +133,7 @@ def run(scenario: str) -> None:
         # one session span, as a user's app has: AssistantAgent's create_agent span (made by its constructor) and
         # its invoke_agent span are siblings, so without a parent they would be two traces
         with session():
-            await agent(turns, tools, **kwargs).run(task="bill customer a")
+            await agent(model_client([*turns, "done"]), tools, **kwargs).run(task="bill customer a")
 
     asyncio.run(one_run())
 
