@@ -87,6 +87,10 @@ def _config(framework: str | None = None):
 
 FRAMEWORKS = [
     Framework("openai_agents", "OpenAI Agents SDK", "openai-agents", "OpenLLMetry", "opentelemetry-instrumentation-openai-agents", "opentelemetry.instrumentation.openai_agents"),
+    Framework(
+        "openai_agents_openinference", "OpenAI Agents SDK", "openai-agents", "OpenInference", "openinference-instrumentation-openai-agents",
+        "openinference.instrumentation.openai_agents",
+    ),
     Framework("pydantic_ai", "pydantic-ai", "pydantic-ai-slim", "native (InstrumentationSettings)", None, "pydantic_ai"),
     Framework("strands", "Strands Agents", "strands-agents", "native", None, "strands"),
     Framework("smolagents", "smolagents", "smolagents", "OpenInference", "openinference-instrumentation-smolagents", "openinference.instrumentation.smolagents"),
@@ -96,7 +100,7 @@ FRAMEWORKS = [
 ]
 FRAMEWORK_BY_KEY = {f.key: f for f in FRAMEWORKS}
 NOT_INSTALLED_HERE = [
-    ("OpenAI Agents SDK, its own tracing processor -> OTel", "no bridge from the SDK's trace processors to OpenTelemetry is installed (openinference-instrumentation-openai-agents and logfire are not in the environment)"),
+    ("OpenAI Agents SDK under Logfire", "not in the matrix yet: logfire's instrument_openai_agents bridges the SDK's trace processors to OpenTelemetry as OpenInference's does (a row of its own); the OpenLLMetry and OpenInference rows run"),
 ]
 
 
@@ -173,6 +177,20 @@ def _setup_openai_agents() -> Callable[[], None]:
     instrumentor = OpenAIAgentsInstrumentor(replace_existing_processors=True)
     instrumentor.instrument(tracer_provider=_provider())
     return instrumentor.uninstrument
+
+
+def _setup_openai_agents_openinference() -> Callable[[], None]:
+    """OpenInference's processor as the SDK's only trace processor (its default, exclusive_processor=True)."""
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=_provider())
+    return instrumentor.uninstrument
+
+
+def _run_openai_agents_openinference(scenario: str) -> list:
+    """The OpenLLMetry row's scenarios, the same SDK runs: only the instrumentation differs."""
+    return _run_openai_agents(scenario)
 
 
 def _run_openai_agents(scenario: str) -> list:
@@ -839,6 +857,38 @@ CELLS: list[Cell] = [
         "result the text part alone; pinned in test_framework_openai_agents.py), so from the agent's spans alone the write "
         "is held as write_outcome_unrecorded (DECISIONS 800). The MCP server's span (error.type tool_error), in the trace "
         "by the MCP SDK's context propagation, shows the failed attempt. The SDK would have to end the tool span ERROR on isError",
+    ),
+    # OpenAI Agents SDK, OpenInference (openinference-instrumentation-openai-agents: the SDK's trace processor made
+    # OpenTelemetry spans; the SDK's own runs, the OpenLLMetry row's, DECISIONS 796)
+    cell("openai_agents_openinference", "read_ok", "dynamic", (READ_OK,), "a declared read replays (TOOL span, arguments in input.value)"),
+    cell("openai_agents_openinference", "write_commits", "injected", (COMMITTED,), "OK TOOL span with output.value: committed; the result is injected on replay"),
+    cell(
+        "openai_agents_openinference", "write_raises", "review", (("charge_card", "review", ("write_error",)),),
+        "failure_error_function=None lets the error out; the SDK's function span records it and OpenInference ends the TOOL span ERROR",
+    ),
+    cell(
+        "openai_agents_openinference", "write_times_out", "review", (("send_payment", "review", ("write_error", "error_template_in_result")),),
+        "the SDK's timeout text handed to the model on an OK TOOL span: the SDK's timeout template (kind A, DECISIONS 400)",
+    ),
+    cell(
+        "openai_agents_openinference", "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),),
+        "the default failure_error_function hands its text to the model (output.value) and the function span's error "
+        "ends the TOOL span ERROR",
+    ),
+    cell("openai_agents_openinference", "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell("openai_agents_openinference", "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice"),
+    cell(
+        "openai_agents_openinference", "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown",)),),
+        "a call waiting for approval (needs_approval) never approved: an OK TOOL span with no output and no label",
+    ),
+    cell(
+        "openai_agents_openinference", "approval_interrupt_resume", "injected", (("create_invoice", "skip", ("write_committed", "resumes_pending_call")),),
+        "approved and run once after the resume: the interrupted run's pending TOOL span is superseded by that run (DECISIONS 600)",
+    ),
+    cell(
+        "openai_agents_openinference", "mcp_is_error", "review", (("charge_card", "review", ("write_error", "dispatch_attempt_failed")),),
+        "MCPServerStdio against the billing server: OpenInference's TOOL span is OK with the text part alone (the SDK drops "
+        "isError); the MCP server's span in the trace (error.type tool_error) shows the failed attempt (DECISIONS 800)",
     ),
     # pydantic-ai, native
     cell("pydantic_ai", "read_ok", "dynamic", (READ_OK,), "a declared read replays"),
