@@ -109,6 +109,10 @@ ARGUMENT_KEYS = (
     "haystack.agent.step.tool.input",
     "mlflow.spanInputs",
     "spring.ai.tool.call.arguments",
+    # LangSmith's OpenTelemetry export (langsmith >= 0.3, LANGSMITH_TRACING_MODE=otel) writes a run's inputs and outputs
+    # as the deprecated GenAI gen_ai.prompt / gen_ai.completion on every span, its tool runs' too
+    # (langchain-ai/langsmith-sdk python/langsmith/_internal/otel/_otel_exporter.py, _set_io_attributes): read last.
+    "gen_ai.prompt",
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
@@ -121,6 +125,7 @@ RESULT_KEYS = (
     "haystack.agent.step.tool.output",
     "mlflow.spanOutputs",
     "spring.ai.tool.call.result",
+    "gen_ai.completion",  # LangSmith's OpenTelemetry export: {"output": <the tool's ToolMessage, dumped>}
 )
 # Wrappers frameworks put around a call's keyword arguments in OpenInference ``input.value``:
 # LlamaIndex ``{"kwargs": {...}}``, smolagents ``{"args": [], "kwargs": {...},
@@ -400,6 +405,15 @@ OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_
 # ai.streamText spans around them) record the calls the model asked for as JSON text of
 # [{"toolCallId", "toolName", "args" (JSON text, AI SDK 4) or "input" (AI SDK 5)}] ("Telemetry", AI SDK Core), its
 # output in these keys when recordOutputs is on (the default), and its finish reason ("tool-calls") apart.
+# LangSmith's OpenTelemetry export (langsmith >= 0.3, LANGSMITH_TRACING_MODE=otel): a model run's span
+# (langsmith.span.kind "llm") records the run's outputs as JSON text in gen_ai.completion, LangChain's LLMResult:
+# {"generations": [[{"message": <the AIMessage, serialized {"lc": 1, "type": "constructor", "id": [...,
+# "AIMessage"], "kwargs": {...}} or as its fields>}]]}, whose "tool_calls" are LangChain's
+# [{"name", "args" (an object), "id", "type": "tool_call"}] (langchain_core.messages.tool.ToolCall;
+# langchain-ai/langsmith-sdk python/langsmith/_internal/otel/_otel_exporter.py, _set_io_attributes).
+LANGSMITH_KIND_KEY = "langsmith.span.kind"
+LANGSMITH_MODEL_KINDS = frozenset({"llm"})
+LANGSMITH_OUTPUT_KEY = "gen_ai.completion"
 VERCEL_TOOL_CALLS_KEY = "ai.response.toolCalls"
 VERCEL_OUTPUT_KEYS = (VERCEL_TOOL_CALLS_KEY, "ai.response.text")
 VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"

@@ -15,6 +15,8 @@
   legacy form, ``gen_ai.completion.<i>.function_call.{name, arguments}`` (no id: the call's index is the slot's);
   the same under ``llm.completions.<i>`` (the Traceloop SDK before the gen_ai rename).
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
+* LangSmith's OpenTelemetry export: a model run's ``gen_ai.completion``, LangChain's ``LLMResult`` whose
+  generations' messages hold LangChain ``tool_calls`` ``[{"name", "args", "id"}]`` (``conventions.LANGSMITH_OUTPUT_KEY``).
 * The Vercel AI SDK: ``ai.response.toolCalls``, JSON text of ``[{"toolCallId", "toolName", "args" | "input"}]``
   (``conventions.VERCEL_TOOL_CALLS_KEY``; docs/DECISIONS.md 341).
 
@@ -33,7 +35,7 @@ from typing import Any, Iterator, Mapping
 from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
-    GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
+    GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
 )
@@ -148,6 +150,45 @@ def _message_calls(messages: Any, pause: bool = False) -> Iterator[Call | Unread
             yield _call("a tool_calls entry", tool_call.get("id"), function.get("name"), function.get("arguments"))
 
 
+def _langsmith_model_output(span: SpanView) -> bool:
+    """Whether the span is LangSmith's record of a model run with its output (``conventions.LANGSMITH_*``)."""
+    kind = span.attributes.get(LANGSMITH_KIND_KEY)
+    return isinstance(kind, str) and kind.lower() in LANGSMITH_MODEL_KINDS and LANGSMITH_OUTPUT_KEY in span.attributes
+
+
+def _langchain_generation_calls(value: Any) -> Iterator[Call | Unread]:
+    """The LangChain tool calls of every generation's message in a LangSmith model run's output (an ``LLMResult`` as
+    JSON text). Output that is not that shape but names tools is unread; a plain answer holds no call."""
+    if isinstance(value, str):
+        try:
+            value = parse_json_text(value)
+        except (JSONTextError, RecursionError) as exc:
+            if _mentions_tools(value):
+                yield Unread(f"a LangSmith model output that mentions tools but is not JSON ({exc})")
+            return
+    generations = value.get("generations") if isinstance(value, dict) else None
+    if not isinstance(generations, list):
+        if isinstance(value, (dict, list)) and _mentions_tools(str(value)):
+            yield Unread("a LangSmith model output that mentions tools but holds no generations")
+        return
+    for group in generations:
+        for generation in group if isinstance(group, list) else (group,):
+            message = generation.get("message") if isinstance(generation, dict) else None
+            if isinstance(message, dict) and message.get("lc") is not None and isinstance(message.get("kwargs"), dict):
+                message = message["kwargs"]  # LangChain's serialized form (langchain_core.load.dumpd)
+            tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+            if tool_calls in (None, []):
+                continue
+            if not isinstance(tool_calls, list):
+                yield Unread("LangChain tool_calls that are not a list")
+                continue
+            for tool_call in tool_calls:
+                if not isinstance(tool_call, dict) or "args" not in tool_call:
+                    yield Unread("a LangChain tool_calls entry with no args")
+                    continue
+                yield _call("a LangChain tool_calls entry", tool_call.get("id"), tool_call.get("name"), tool_call.get("args"))
+
+
 def _vercel_calls(value: Any) -> Iterator[Call | Unread]:
     """The calls of the Vercel AI SDK's ``ai.response.toolCalls``: JSON text of a list of
     ``{"toolCallId", "toolName", "input"}`` (AI SDK 5) or ``{..., "args": JSON text}`` (AI SDK 4). Text that does
@@ -259,13 +300,15 @@ def recorded_output(span: SpanView) -> bool:
     attributes = span.attributes
     if GEN_AI_OUTPUT_MESSAGES in attributes or any(key in attributes for key in HAYSTACK_MODEL_OUTPUT_KEYS + VERCEL_OUTPUT_KEYS):
         return True
+    if _langsmith_model_output(span):
+        return True
     if any(event.name in _OUTPUT_EVENT_NAMES for event in span.events):
         return True
     return has_indexed_call_keys(attributes)
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
 
 
 def output_tools(span: SpanView) -> frozenset:
@@ -303,6 +346,8 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
         found.extend(haystack.requested(span))
     if VERCEL_TOOL_CALLS_KEY in attributes:
         found.extend(_vercel_calls(attributes[VERCEL_TOOL_CALLS_KEY]))
+    if _langsmith_model_output(span):
+        found.extend(_langchain_generation_calls(attributes[LANGSMITH_OUTPUT_KEY]))
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))

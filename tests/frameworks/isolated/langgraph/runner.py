@@ -46,7 +46,6 @@ from langgraph.prebuilt import ToolNode, create_react_agent
 from langgraph.types import Command, RetryPolicy, interrupt
 
 warnings.filterwarnings("ignore", message="create_react_agent has been moved")  # LangGraph 1.x: still its prebuilt agent
-LangChainInstrumentor().instrument(tracer_provider=PROVIDER)
 
 
 def on_its_span(fn, name: str | None = None, **options):
@@ -168,4 +167,5 @@ def run(scenario: str) -> None:
 
 
 if __name__ == "__main__":
+    LangChainInstrumentor().instrument(tracer_provider=PROVIDER)  # here, not at import: the LangSmith row loads this module
     raise SystemExit(main(run))
