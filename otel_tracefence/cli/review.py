@@ -421,7 +421,6 @@ def _json(item: pb.ReviewItem) -> str:
     return json_format.MessageToJson(item, indent=None, always_print_fields_with_no_presence=True)
 
 
-
 def _unique_trace_id(source: ReviewSource, given: str) -> tuple[str | None, str]:
     """The one trace id ``given`` names, for ``show`` and ``resolve`` alike: the id itself (any letter case), or a
     prefix of it that only one item has. Returns ``(trace id, "")``, or ``(None, why)`` when there is none: no item,

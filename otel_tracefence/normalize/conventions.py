@@ -97,6 +97,11 @@ CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "tool.id", "ai.toolCall.i
 # ADK writes "<not specified>" on a tool span whose tool raised, the response event that holds the id never made
 # (google/adk-python src/google/adk/telemetry/tracing.py, trace_tool_call).
 PLACEHOLDER_CALL_IDS = frozenset({"<not specified>"})
+# LangSmith's OpenTelemetry export (langsmith >= 0.3, LANGSMITH_TRACING_MODE=otel) writes every run's inputs and
+# outputs as JSON text in the deprecated GenAI keys below, its tool runs' too: {"output": <the ToolMessage, dumped>}
+# (langchain-ai/langsmith-sdk python/langsmith/_internal/otel/_otel_exporter.py, _set_io_attributes); read last.
+LANGSMITH_INPUT_KEY = "gen_ai.prompt"
+LANGSMITH_OUTPUT_KEY = "gen_ai.completion"
 ARGUMENT_KEYS = (
     "gen_ai.tool.call.arguments",
     "input.value",
@@ -109,10 +114,7 @@ ARGUMENT_KEYS = (
     "haystack.agent.step.tool.input",
     "mlflow.spanInputs",
     "spring.ai.tool.call.arguments",
-    # LangSmith's OpenTelemetry export (langsmith >= 0.3, LANGSMITH_TRACING_MODE=otel) writes a run's inputs and outputs
-    # as the deprecated GenAI gen_ai.prompt / gen_ai.completion on every span, its tool runs' too
-    # (langchain-ai/langsmith-sdk python/langsmith/_internal/otel/_otel_exporter.py, _set_io_attributes): read last.
-    "gen_ai.prompt",
+    LANGSMITH_INPUT_KEY,
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
@@ -125,7 +127,7 @@ RESULT_KEYS = (
     "haystack.agent.step.tool.output",
     "mlflow.spanOutputs",
     "spring.ai.tool.call.result",
-    "gen_ai.completion",  # LangSmith's OpenTelemetry export: {"output": <the tool's ToolMessage, dumped>}
+    LANGSMITH_OUTPUT_KEY,
 )
 # Wrappers frameworks put around a call's keyword arguments in OpenInference ``input.value``:
 # LlamaIndex ``{"kwargs": {...}}``, smolagents ``{"args": [], "kwargs": {...},
@@ -401,19 +403,18 @@ SUMMARY_TOOL_NAME_PATTERN = r"^\s*\(.*\)\s*$"
 OPENLLMETRY_MODEL_SPAN_KEY = "llm.request.type"  # on every OpenLLMetry model span
 # Events on a model span that carry its output (GenAI event form, Strands Agents).
 OUTPUT_EVENTS = (("gen_ai.choice", "message"), (OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY))
-# The Vercel AI SDK's model spans (ai.generateText.doGenerate, ai.streamText.doStream, and the ai.generateText /
-# ai.streamText spans around them) record the calls the model asked for as JSON text of
-# [{"toolCallId", "toolName", "args" (JSON text, AI SDK 4) or "input" (AI SDK 5)}] ("Telemetry", AI SDK Core), its
-# output in these keys when recordOutputs is on (the default), and its finish reason ("tool-calls") apart.
 # LangSmith's OpenTelemetry export (langsmith >= 0.3, LANGSMITH_TRACING_MODE=otel): a model run's span
-# (langsmith.span.kind "llm") records the run's outputs as JSON text in gen_ai.completion, LangChain's LLMResult:
+# (langsmith.span.kind "llm") records the run's outputs in LANGSMITH_OUTPUT_KEY (above), LangChain's LLMResult:
 # {"generations": [[{"message": <the AIMessage, serialized {"lc": 1, "type": "constructor", "id": [...,
 # "AIMessage"], "kwargs": {...}} or as its fields>}]]}, whose "tool_calls" are LangChain's
 # [{"name", "args" (an object), "id", "type": "tool_call"}] (langchain_core.messages.tool.ToolCall;
 # langchain-ai/langsmith-sdk python/langsmith/_internal/otel/_otel_exporter.py, _set_io_attributes).
 LANGSMITH_KIND_KEY = "langsmith.span.kind"
 LANGSMITH_MODEL_KINDS = frozenset({"llm"})
-LANGSMITH_OUTPUT_KEY = "gen_ai.completion"
+# The Vercel AI SDK's model spans (ai.generateText.doGenerate, ai.streamText.doStream, and the ai.generateText /
+# ai.streamText spans around them) record the calls the model asked for as JSON text of
+# [{"toolCallId", "toolName", "args" (JSON text, AI SDK 4) or "input" (AI SDK 5)}] ("Telemetry", AI SDK Core), its
+# output in these keys when recordOutputs is on (the default), and its finish reason ("tool-calls") apart.
 VERCEL_TOOL_CALLS_KEY = "ai.response.toolCalls"
 VERCEL_OUTPUT_KEYS = (VERCEL_TOOL_CALLS_KEY, "ai.response.text")
 VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
