@@ -16,6 +16,11 @@ in-memory exporter (to print the plans) and to an OTLP/JSON file
 (``out/demo-spans.otlp.jsonl``); review-class traces go to the SQLite review queue
 (``out/demo-review.db``), which is listed.
 
+The billing stand-in (:mod:`otel_tracefence.demo_billing`) keeps its invoices in ``out/demo-billing.json`` and can
+be asked for them by idempotency key: ``tracefence reconcile`` with the demo's reconciler for ``invoice.create``
+resolves both held invoices (the retry made the invoice once), and leaves the ticket's conflict open (no reconciler
+knows tickets).
+
 Then two recorded conversations are replayed through
 :class:`~otel_tracefence.agent.replay.ReplayGuard`, read back from the OTLP/JSON file:
 pydantic-ai's ``FunctionModel`` gives the model outputs the trace recorded, the
@@ -43,6 +48,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
+from otel_tracefence import demo_billing
 from otel_tracefence.pipeline import annotate
 from otel_tracefence.agent.instrument import declare
 from otel_tracefence.normalize import SpanView
@@ -117,7 +123,7 @@ def invoice_create(customer: str, amount_cents: int, idempotency_key: str) -> di
     declare("write", idempotency_key=idempotency_key)
     if customer == "globex" and not BILLING_ANSWERS_GLOBEX:
         raise TimeoutError("billing API did not answer within 10 s")
-    return {"invoice": f"in_{customer}_{amount_cents}"}
+    return {"invoice": demo_billing.create_invoice(customer, amount_cents, idempotency_key)["invoice"]}
 
 
 def ticket_update(ticket: int, state: str, idempotency_key: str) -> dict:
@@ -200,7 +206,7 @@ def replay(path: Path, trace_id: str, prompt: str) -> None:
 
 def run() -> int:
     OUT.mkdir(exist_ok=True)
-    for stale in (OUT / "demo-spans.otlp.jsonl", OUT / "demo-review.db"):
+    for stale in (OUT / "demo-spans.otlp.jsonl", OUT / "demo-review.db", demo_billing.ledger_path()):
         stale.unlink(missing_ok=True)
     memory = InMemorySpanExporter()
     store = open_review_store(OUT / "demo-review.db")
@@ -248,6 +254,11 @@ def run() -> int:
     from otel_tracefence.cli import main
 
     status = main(["review", "--db", str(OUT / "demo-review.db"), "list", "--format", "table"])
+    config = OUT / "demo-reconcile.yaml"
+    config.write_text(f"reconcilers:\n  invoice.create: {demo_billing.__name__}:{demo_billing.find_invoice.__name__}\n", encoding="utf-8")
+    print(f"\nreconciled with the billing stand-in (try: {command} reconcile --db {OUT / 'demo-review.db'} --config {config})")
+    sys.stdout.flush()
+    status = status or main(["reconcile", "--db", str(OUT / "demo-review.db"), "--config", str(config)])
     print("")
     for prompt in ("invoice acme", "invoice globex"):
         replay(OUT / "demo-spans.otlp.jsonl", trace_of[prompt], prompt)

@@ -420,6 +420,22 @@ class ServeProcess:
             self.proc.wait(timeout=10)
 
 
+def router_log(serve: ServeProcess, message: str, timeout: float = 30.0) -> dict[str, Any]:
+    """The router's own log line ``message`` (workers' lines carry ``tracefence.worker``)."""
+
+    def find():
+        exited = serve.proc.poll() is not None
+        found = next((e for e in serve.logs() if e.get("message") == message and "tracefence.worker" not in e), None)
+        if found is None and exited:
+            serve._reader.join(timeout=2)
+            found = next((e for e in serve.logs() if e.get("message") == message and "tracefence.worker" not in e), None)
+            if found is None:
+                raise AssertionError(f"serve exited {serve.proc.returncode} before logging {message!r}: {serve.stderr()}")
+        return found
+
+    return wait_for(find, timeout, what=f"router log line {message!r}")
+
+
 def descriptor_limit(limit: int) -> Callable[[], None]:
     """A ``preexec_fn`` that lowers the child's ``RLIMIT_NOFILE`` to ``limit`` descriptors (soft and hard)."""
 

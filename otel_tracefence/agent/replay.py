@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from otel_tracefence.agent.replay_check import assert_dynamically_replayable, assert_replayable, refusal
 from otel_tracefence.agent.replay_errors import NonReplayableTraceError, ReplayDivergedError
 from otel_tracefence.agent.replay_file import check_recorded_class, plan_from_file
-from otel_tracefence.agent.replay_steps import PlanStep, ReplayMode, StepRef, parse_mode, plan_steps
+from otel_tracefence.agent.replay_steps import PlanStep, ReplayMode, StepRef, parse_mode, plan_steps, verdict_sentence
 from otel_tracefence.core.canonical import canonicalize, parse_json_text, sha256_text
 from otel_tracefence.core.model import Decision
 
@@ -182,6 +182,7 @@ class ReplayGuard:
         self.mode = parse_mode(mode)
         self.window = window
         self.trace_id, self._steps, _ = plan_steps(plan)
+        self._verdict = verdict_sentence(plan)  # a review item's latest verdict, named when a held step is refused
         if check:
             assert_replayable(plan, self.mode)
         self._results = dict(results) if results is not None else {}
@@ -310,7 +311,7 @@ class ReplayGuard:
         if step.decision is Decision.REPLAY:
             return Execute(ref)
         if step.decision is not Decision.SKIP or self.mode is ReplayMode.DYNAMIC or not step.result_recorded:
-            raise refusal(self.trace_id, [step], None)
+            raise refusal(self.trace_id, [step], None, self._verdict)
         if step.arguments_sha256 is None:
             raise NonReplayableTraceError(
                 f"step {ref.index}: tool {ref.tool!r} (call {ref.call_id}) has no recorded arguments, so the guard cannot tell "

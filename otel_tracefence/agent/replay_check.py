@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_tracefence.agent.replay_errors import NonReplayableTraceError
-from otel_tracefence.agent.replay_steps import PlanStep, ReplayMode, parse_mode, plan_steps
+from otel_tracefence.agent.replay_steps import PlanStep, ReplayMode, parse_mode, plan_steps, verdict_sentence
 from otel_tracefence.core import reasons as rc
 from otel_tracefence.core.model import Decision
 
@@ -31,8 +31,9 @@ def _flow(step: PlanStep) -> str:
     return ""
 
 
-def _advice(step: PlanStep, mode: ReplayMode | None) -> str:
-    """Why the step cannot be re-executed (or injected), and what to do instead."""
+def _advice(step: PlanStep, mode: ReplayMode | None, verdict: str = "") -> str:
+    """Why the step cannot be re-executed (or injected), and what to do instead; ``verdict``: the review item's
+    verdict sentence (:func:`~otel_tracefence.agent.replay_steps.verdict_sentence`), named for a held step."""
     ref = step.ref
     head = f"step {ref.index}: tool {ref.tool!r} (call {ref.call_id})"
     why = ", ".join(ref.reasons) or ref.decision
@@ -40,7 +41,7 @@ def _advice(step: PlanStep, mode: ReplayMode | None) -> str:
         return (
             f"{head} is held for {ref.decision} ({why}): the trace cannot show what this call did to the world. "
             f"Reconcile it with the owning system; until then use static inspection of the recorded steps. "
-            f"Neither dynamic nor injected replay is allowed."
+            f"Neither dynamic nor injected replay is allowed.{verdict}"
         )
     if step.decision is Decision.SKIP and not step.result_recorded:
         what = "a committed write" if rc.WRITE_COMMITTED in ref.reasons else "a read whose results are not stable"
@@ -61,11 +62,11 @@ def _advice(step: PlanStep, mode: ReplayMode | None) -> str:
     )
 
 
-def refusal(trace_id: str, broken: list[PlanStep], mode: ReplayMode | None) -> NonReplayableTraceError:
+def refusal(trace_id: str, broken: list[PlanStep], mode: ReplayMode | None, verdict: str = "") -> NonReplayableTraceError:
     """The error for ``broken`` (steps in trace order, at least one): the first named with its advice, up to 10 others
-    listed. ``mode`` ``None`` when a guard refuses one call."""
+    listed. ``mode`` ``None`` when a guard refuses one call. ``verdict``: the review item's verdict sentence."""
     first, others = broken[0], broken[1:]
-    message = _advice(first, mode)
+    message = _advice(first, mode, verdict)
     if mode is not None:
         message = f"{mode.value} replay refused: " + message
     if others:
@@ -83,7 +84,8 @@ def assert_replayable(plan: Any, mode: ReplayMode | str) -> bool:
     without tool steps passes both; a partial plan (``partial``: decided before its
     trace was complete) passes neither, since steps may be missing. Raises :class:`NonReplayableTraceError` for the
     first step in trace order that breaks the mode, listing the others in
-    ``others`` and in its message; :class:`ValueError` for another mode;
+    ``others`` and in its message (a review item's latest verdict and evidence too, when it has one);
+    :class:`ValueError` for another mode;
     :class:`TypeError` for something that is not a plan. Source: seed 000's
     ``assert_dynamically_replayable``, with the plan in place of fixed tool sets.
     """
@@ -91,7 +93,7 @@ def assert_replayable(plan: Any, mode: ReplayMode | str) -> bool:
     trace_id, steps, partial = plan_steps(plan)
     broken = [s for s in steps if breaks(s, checked)]
     if broken:
-        raise refusal(trace_id, broken, checked)
+        raise refusal(trace_id, broken, checked, verdict_sentence(plan))
     if partial:
         raise NonReplayableTraceError(
             f"{checked.value} replay refused: the plan of trace {trace_id} is partial (decided before the trace was complete: "

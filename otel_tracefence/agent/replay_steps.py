@@ -81,6 +81,24 @@ def plan_steps(plan: Any) -> tuple[str, list[PlanStep], bool]:
     raise TypeError(f"not a plan: {type(plan).__name__} (expected a TracePlan or a tracefence.v1 TracePlan / ReviewItem)")
 
 
+def verdict_sentence(plan: Any) -> str:
+    """What a ``ReviewItem``'s latest verdict says, as a sentence for a refusal (``""`` for a plan that is no review
+    item, or an item without a verdict): the verdict, who gave it, its evidence, and whether the item is resolved. A
+    verdict never makes a held step replayable: the trace still cannot show what the call did."""
+    if not (hasattr(plan, "plan") and hasattr(plan, "verdict_by")) or not plan.verdict:
+        return ""
+    from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
+    from otel_tracefence.review.verdicts import verdict_from_proto
+
+    try:
+        verdict = verdict_from_proto(plan.verdict)
+    except ValueError:
+        verdict = f"unknown ({plan.verdict})"
+    state = "resolved" if plan.state == pb.REVIEW_STATE_RESOLVED else "open"
+    evidence = f": {plan.verdict_evidence}" if plan.verdict_evidence else ""
+    return f" Its review item is {state}; latest verdict {verdict}, by {plan.verdict_by}{evidence}."
+
+
 def parse_mode(mode: ReplayMode | str) -> ReplayMode:
     """``mode`` as a :class:`ReplayMode`; raises :class:`ValueError` for anything but ``dynamic`` or ``injected``."""
     try:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from otel_tracefence.core.config import ConfigError, load_config
 from otel_tracefence.readers.errors import UnreadableInput
-from otel_tracefence.cli import completion, plan, review, serve, tools, ui
+from otel_tracefence.cli import completion, plan, reconcile, review, serve, tools, ui
 from otel_tracefence.cli.inputs import bad_url_flag
 
 
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(subparsers)
     review.add_parser(subparsers)
+    reconcile.add_parser(subparsers)
     serve.add_parser(subparsers)
     tools.add_parser(subparsers)
     ui.add_parser(subparsers)

@@ -363,7 +363,7 @@ def _act(args: argparse.Namespace, source: ReviewSource, where: str) -> int:
     """Run the action against ``source``; ``where`` (the file or the endpoint) leads error messages."""
     if args.review_action == "list":
         return _list(args, source, where)
-    trace_id, problem = _unique_trace_id(source, args.trace_id)
+    trace_id, problem = unique_trace_id(source, args.trace_id)
     if trace_id is None:
         return _fail(args, f"{where}: {problem}")
     if args.review_action == "show":
@@ -421,7 +421,7 @@ def _json(item: pb.ReviewItem) -> str:
     return json_format.MessageToJson(item, indent=None, always_print_fields_with_no_presence=True)
 
 
-def _unique_trace_id(source: ReviewSource, given: str) -> tuple[str | None, str]:
+def unique_trace_id(source: ReviewSource, given: str) -> tuple[str | None, str]:
     """The one trace id ``given`` names, for ``show`` and ``resolve`` alike: the id itself (any letter case), or a
     prefix of it that only one item has. Returns ``(trace id, "")``, or ``(None, why)`` when there is none: no item,
     or a prefix several items have (up to ``SHOWN_MATCHES`` of them named; never one picked among them), or an empty

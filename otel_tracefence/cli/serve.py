@@ -210,11 +210,18 @@ def _run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     if worker is not None:  # Ctrl-C reaches the whole process group: the router alone decides when workers stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        reconciling = reconcile_loop(service.config) if worker is None else None
+    except ValueError as exc:  # a reconciler that does not load (ReconcilerLoadError), or no review store to ask of
+        log.critical(f"tracefence serve: cannot start: {exc}")
+        return 2
+    try:
         service.start()
     except OSError as exc:
         log.critical(f"tracefence serve: {exc}")
         service.stop(0)
         return 2
+    if reconciling is not None:
+        reconciling.start()
     tune_for_service()  # the collector of a started service process (docs/DECISIONS.md, 220)
     folder = os.path.dirname(args.worker_of) if worker is not None else ""
     while not received:
@@ -226,6 +233,8 @@ def _run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
                 service.router_stopping = True
     logging.getLogger("otel_tracefence.service").info("stopping", extra={"signal": signal.Signals(received[0]).name})
     if worker is None:
+        if reconciling is not None:
+            reconciling.stop(service.config.reconcile_timeout_s)
         service.stop()
         return 0
     from otel_tracefence.service.workers import write_stop_summary
@@ -236,6 +245,31 @@ def _run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     else:  # the router died without cleaning up: its private folder (config, sockets) goes with its workers
         shutil.rmtree(folder, ignore_errors=True)
     _exit_now()
+
+
+def reconcile_loop(config: TraceFenceConfig):
+    """The background reconciling ``service.reconcile_interval_s`` asks for (``None`` when 0), on the router or the
+    one process, never a worker: every interval, the open items' held calls are asked of the ``reconcilers``
+    (:class:`~otel_tracefence.reconcile.background.ReconcileLoop`, its own review-store connection). Raises
+    :class:`ValueError` when a reconciler does not load, none is registered, or there is no review store."""
+    interval = config.service.reconcile_interval_s
+    if not interval:
+        return None
+    from otel_tracefence.reconcile.background import ReconcileLoop
+    from otel_tracefence.reconcile.registry import load_reconcilers
+    from otel_tracefence.reconcile.runner import ReconcileRunner
+    from otel_tracefence.review.open import open_review_store
+
+    if not config.review_db:
+        raise ValueError("service.reconcile_interval_s is set but review_db is empty: there are no review items to reconcile")
+    reconcilers = load_reconcilers(config.reconcilers)
+    if not reconcilers:
+        raise ValueError("service.reconcile_interval_s is set but no reconciler is registered (reconcilers: {tool: module:function})")
+    runner = ReconcileRunner(reconcilers, timeout_s=config.reconcile_timeout_s, max_concurrent=config.reconcile_max_concurrent)
+    logging.getLogger("otel_tracefence.service").info(
+        "reconciling", extra={"interval_s": interval, "reconcilers": {tool: r.name for tool, r in reconcilers.items()}}
+    )
+    return ReconcileLoop(lambda: open_review_store(config.review_db, store_raw_values=config.store_raw_values), runner, interval)
 
 
 def _exit_now() -> NoReturn:

@@ -36,7 +36,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError, YamlConfigSettingsSource
 
 from otel_tracefence.core.canonical import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
@@ -211,6 +211,18 @@ def check_upstream_endpoint(value: str, protocol: str | None = None) -> str:
     return value.strip()
 
 
+_REFERENCE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def check_reference(value: str) -> str:
+    """``value`` if it is an object reference ``module:function`` (dotted names, as entry points write them: the
+    Python packaging specification's entry points data model), else :class:`ValueError`. Whether it imports is
+    checked when the reconcilers are loaded (:func:`otel_tracefence.reconcile.registry.load_reconcilers`)."""
+    if not _REFERENCE.fullmatch(value.strip()):
+        raise ValueError(f"{value!r} is not a 'module:function' reference (e.g. billing_checks:find_invoice)")
+    return value.strip()
+
+
 def check_trace_url_template(value: str) -> str:
     """``ui.trace_url_template``: empty, or an ``http(s)://`` URL holding ``{trace_id}``. Raises ``ValueError`` naming it."""
     if value and "{trace_id}" not in value:
@@ -376,6 +388,10 @@ class ServiceSettings(OperationsSettings):
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
+    reconcile_interval_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """Ask the ``reconcilers`` about open review items every this many seconds, in the background (never on the
+    intake path); an item whose answer is ``undetermined`` is asked again after twice the wait of its last time, up to
+    an hour. 0 (the default): never; ``tracefence reconcile`` asks on demand."""
 
     @field_validator("http_endpoint", "metrics_endpoint", mode="before")
     @classmethod
@@ -527,6 +543,16 @@ class TraceFenceConfig(BaseSettings):
     write_index_retention: Annotated[timedelta, BeforeValidator(_seconds_or_duration)] = Field(default=timedelta(days=7), gt=timedelta(0))
     """``tracefence serve`` with a review store: how long a write stays in the database's write index, in seconds
     (``604800``) or as a duration (``7d``, ISO 8601 ``P7D`` or ``PT12H``, ``12:00:00``, ``1 day, 12:00:00``)."""
+
+    reconcilers: dict[str, Annotated[str, AfterValidator(check_reference)]] = Field(default_factory=dict)
+    """Tool name (exact) -> the operator's read-only check that asks the owning system whether a held write took
+    effect, as ``"module:function"`` (``tracefence reconcile``, ``service.reconcile_interval_s``;
+    :mod:`otel_tracefence.reconcile`). Over the entry points of the group ``tracefence.reconcilers``. In the
+    environment, JSON: ``OTEL_TRACEFENCE_RECONCILERS='{"invoice.create": "billing_checks:find_invoice"}'``."""
+    reconcile_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    """Longest a reconciler is waited for, per call (seconds); past it the call's verdict is ``undetermined``."""
+    reconcile_max_concurrent: int = Field(default=4, gt=0, le=64)
+    """Most reconciler calls running at once, counting calls still running past their timeout."""
 
     # The doors: span processor, zero-code exporter and service.
     review_db: str = "tracefence-review.db"

@@ -76,6 +76,10 @@ INSTRUMENTS: dict[str, Instrument] = dict(
         "counter", "{trace}", "Traces planned alone because the write index was unavailable (their writes noted retries_unchecked).",
     ),  # fmt: skip
     "tracefence.review.duplicate_effects": Instrument("counter", "{trace}", "Review items a verdict found the effect of twice (duplicate_effect_found)."),
+    "tracefence.reconcile.verdicts": Instrument("counter", "{call}", "Reconciler answers, by reconciler and verdict."),
+    "tracefence.reconcile.failures": Instrument(
+        "counter", "{call}", "Reconciler calls that gave no answer (raised, timeout, bad_return, busy): their verdict is undetermined.",
+    ),  # fmt: skip
     "tracefence.declare.unrecorded": Instrument("counter", "{call}", "declare() calls with no recording tool span to label: nothing was recorded."),
 }
 

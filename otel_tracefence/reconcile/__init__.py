@@ -3,7 +3,12 @@ effect (issue 25). otel-tracefence never calls a tool: it calls the check the op
 answer as a verdict with its line of evidence (:meth:`ReviewStore.record_verdict
 <otel_tracefence.review.store.SQLiteReviewStore.record_verdict>`).
 
-A reconciler is ``function(request: ReconcileRequest) -> ReconcileResult``.
+A reconciler is ``function(request: ReconcileRequest) -> ReconcileResult``, registered per tool name in the config
+(``reconcilers: {invoice.create: "billing_checks:find_invoice"}``) or through the entry-point group
+``tracefence.reconcilers`` (:mod:`otel_tracefence.reconcile.registry`). It must only read: it is asked, possibly more
+than once, whether the effect of a call happened; it never repeats the call. How its answers become verdicts, and
+what a reconciler that raises, hangs or returns something else gives: :mod:`otel_tracefence.reconcile.runner`
+(docs/decisions/retries.md).
 """
 
 from __future__ import annotations
@@ -26,18 +31,21 @@ class RelatedCall:
 
 @dataclass(frozen=True)
 class ReconcileRequest:
-    """The held write a reconciler is asked about. ``arguments``: the call's arguments where the redaction policy
-    kept them (the stored raw value), else ``None``; ``arguments_sha256``: their hash, always.
-    ``start_time_ns``: nanoseconds since the Unix epoch. ``reasons``: the step's reason codes."""
+    """The held write a reconciler is asked about. ``idempotency_key``: the call's key, ``None`` when it had none.
+    ``arguments``: the call's arguments (a JSON value) where the review store kept them (``store_raw_values``, after
+    the redaction policy), else ``None``; ``arguments_sha256``: the SHA-256 (hex) of their RFC 8785 canonical JSON,
+    ``""`` when they were not recorded. ``start_time_ns``: nanoseconds since the Unix epoch (0 when no span recorded
+    the call). ``reasons``: the step's reason codes. ``decision``: ``review`` or ``conflict``."""
 
     trace_id: str
     call_id: str
     tool: str
-    idempotency_key: str
+    idempotency_key: str | None
     arguments: object | None
     arguments_sha256: str
     start_time_ns: int
     reasons: tuple[str, ...] = ()
+    decision: str = "review"
     related_traces: tuple[RelatedCall, ...] = field(default_factory=tuple)
 
 

@@ -32,6 +32,7 @@ from service_helpers import (
     Client,
     RecordingUpstream,
     ServeProcess,
+    router_log,
     agent_trace,
     kv,
     raw_request,
@@ -46,22 +47,6 @@ from service_helpers import (
 from tests.cases.test_cases_doors import OTLP_CASES, _cli_plans, _disagreements
 
 WORKER = "tracefence.worker"
-
-
-def router_log(serve: ServeProcess, message: str, timeout: float = 30.0) -> dict[str, Any]:
-    """The router's own log line ``message`` (workers' lines carry ``tracefence.worker``)."""
-
-    def find():
-        exited = serve.proc.poll() is not None
-        found = next((e for e in serve.logs() if e.get("message") == message and WORKER not in e), None)
-        if found is None and exited:
-            serve._reader.join(timeout=2)
-            found = next((e for e in serve.logs() if e.get("message") == message and WORKER not in e), None)
-            if found is None:
-                raise AssertionError(f"serve exited {serve.proc.returncode} before logging {message!r}: {serve.stderr()}")
-        return found
-
-    return wait_for(find, timeout, what=f"router log line {message!r}")
 
 
 def start_router(tmp_path, upstream: RecordingUpstream, *args: str, **env: str) -> tuple[ServeProcess, int, list[int]]:
