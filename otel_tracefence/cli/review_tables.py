@@ -74,6 +74,8 @@ def render_item(item: pb.ReviewItem, history: Sequence[ReviewEvent] | None = Non
         fields.append(("verdict", f"{verdict_from_proto(item.verdict)} by {cell(item.verdict_by)}: {cell(item.verdict_evidence)}"))
     if item.duplicate_effect_found:
         fields.append(("duplicate", "duplicate_effect_found: a verdict found the effect twice"))
+    for link in item.later_traces:  # the later traces whose decisions name this one's calls (retries across traces)
+        fields.append(("later trace", f"{cell(link.trace_id)} {cell(link.call_id)} ({cell(link.reason)})"))
     width = max(len(name) for name, _ in fields)
     head = "\n".join(f"{name.ljust(width)}  {value}" for name, value in fields)
     rows = [STEP_COLUMNS]

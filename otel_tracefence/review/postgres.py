@@ -246,7 +246,12 @@ class PostgresReviewStore(Resolutions):
         def work(conn: Any) -> builtins.list[transitions.Change]:
             # Rows locked in trace id order, so two replicas writing overlapping batches never deadlock.
             by_index = {i: one(conn, *messages[i]) for i in sorted(range(len(messages)), key=lambda i: messages[i][0].trace_id)}
-            return [by_index[i] for i in range(len(messages))]
+            changes = [by_index[i] for i in range(len(messages))]
+            transitions.link_earlier(  # then the earlier items, also in trace id order
+                changes, lambda trace_id: conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (trace_id,)).fetchone(),
+                lambda change: self._update(conn, change),
+            )  # fmt: skip
+            return changes
 
         changes = self._run(work, write=True)
         for change in changes:

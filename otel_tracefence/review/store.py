@@ -429,6 +429,10 @@ class SQLiteReviewStore(Resolutions):
                     change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
                     self._write(conn, change)
                     changes.append(change)
+                transitions.link_earlier(
+                    changes, lambda trace_id: conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone(),
+                    lambda change: self._write(conn, change),
+                )  # fmt: skip
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode == sqlite3.SQLITE_FULL:  # the volume is full: the WAL's space back for the retry
                 if self._reserve.give_back():  # room for the checkpoint to copy the WAL into the file

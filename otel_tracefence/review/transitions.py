@@ -6,13 +6,18 @@ own lock or row lock, calls these, and writes what they return in the same trans
 * :func:`apply_upsert`: insert, or merge a redelivered, late or re-decided plan into the stored item
   (never losing a step), reopening a resolved item whose plan changed in substance;
 * :func:`apply_resolve`: a resolution, which never overwrites the history;
-* :func:`apply_verdict`: a verdict on the effect (:mod:`otel_tracefence.review.verdicts`).
+* :func:`apply_verdict`: a verdict on the effect (:mod:`otel_tracefence.review.verdicts`);
+* :func:`back_links` and :func:`apply_links`: an earlier trace's item learns of the later traces whose decisions
+  name its calls (retries across traces, docs/decisions/retries.md item 817), in the transaction that stores them.
 """
 
 from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
+from typing import Callable
+
+from google.protobuf.message import DecodeError
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import TracePlan
@@ -207,6 +212,59 @@ def apply_verdict(stored: pb.ReviewItem, stored_updated_ns: int, *, actor: str, 
     item.updated_time.FromNanoseconds(updated_ns)
     verdicts.mark(item, verdict, by=actor, evidence=evidence)
     return Change(item, item.created_time.ToNanoseconds(), updated_ns, (_event(VERDICT, item, updated_ns, actor, "", verdict, evidence),))
+
+
+MAX_LATER_TRACES = 50
+"""Most later-trace links one item keeps (the first ones: the retries that matter most are the first)."""
+
+
+def back_links(changes: builtins.list[Change]) -> dict[str, builtins.list[pb.RelatedTrace]]:
+    """Earlier trace id -> the links its item gains from ``changes`` (items just stored): for each call of an
+    earlier trace a stored step's decision names (``related_traces``), the later trace, the naming step's call id
+    and the reason, once each; links to a trace stored in the same ``changes`` included. Sorted by trace id, the
+    order the stores lock rows in."""
+    links: dict[str, builtins.list[pb.RelatedTrace]] = {}
+    for change in changes:
+        later = change.item.trace_id
+        for decision in change.item.plan.steps:
+            for related in decision.related_traces:
+                if related.trace_id == later:
+                    continue
+                link = pb.RelatedTrace(trace_id=later, call_id=decision.step.call_id, reason=related.reason)
+                if link not in links.setdefault(related.trace_id, []):
+                    links[related.trace_id].append(link)
+    return dict(sorted(links.items()))
+
+
+def apply_links(stored: pb.ReviewItem, stored_updated_ns: int, links: builtins.list[pb.RelatedTrace]) -> Change | None:
+    """The earlier item with ``links`` added to ``later_traces`` (those it lacks, up to :data:`MAX_LATER_TRACES`),
+    or ``None`` when it has them all. Neither its state, its plan, its ``updated_time`` nor its history changes: a
+    later trace's decision is news about that trace, kept on its own item; this is the way back to it."""
+    new = [link for link in links if link not in stored.later_traces][: max(0, MAX_LATER_TRACES - len(stored.later_traces))]
+    if not new:
+        return None
+    item = pb.ReviewItem()
+    item.CopyFrom(stored)
+    item.later_traces.extend(new)
+    return Change(item, item.created_time.ToNanoseconds(), stored_updated_ns, ())
+
+
+def link_earlier(changes: builtins.list[Change], read: Callable[[str], tuple[int, bytes] | None], write: Callable[[Change], None]) -> None:
+    """Add :func:`back_links` of ``changes`` to the earlier items, in the caller's transaction: ``read(trace_id)``
+    gives the stored ``(updated_ns, item bytes)`` (locked for update) or ``None``; ``write(change)`` stores one. An
+    earlier trace with no item (its write committed: not queued) gets none; an earlier item that cannot be read is
+    left as it is. Neither ever fails the changes themselves."""
+    for trace_id, links in back_links(changes).items():
+        row = read(trace_id)
+        if row is None:
+            continue
+        try:
+            stored = pb.ReviewItem.FromString(row[1])
+        except (DecodeError, TypeError):
+            continue  # ``review list`` names an unreadable item; it must not cost the later trace its own
+        linked = apply_links(stored, row[0], links)
+        if linked is not None:
+            write(linked)
 
 
 def migrated_events(item: pb.ReviewItem) -> builtins.list[ReviewEvent]:

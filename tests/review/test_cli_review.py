@@ -52,7 +52,7 @@ SHOW_JSON = (
     '"requestedOnly": false, "malformed": [], "argumentsJson": "", "resultValue": ""}, "decision": "DECISION_REVIEW", '
     '"reasons": ["write_timeout"], "relatedCallIds": [], "relatedTraces": []}], "partial": false}, "state": "REVIEW_STATE_OPEN", '
     '"serviceName": "billing", "createdTime": "2023-11-14T22:13:20.123456789Z", "updatedTime": "2023-11-14T22:13:20.123456789Z", '
-    '"resolvedBy": "", "resolutionNote": "", "verdict": "VERDICT_UNSPECIFIED", "verdictBy": "", "verdictEvidence": "", "duplicateEffectFound": false}\n'
+    '"resolvedBy": "", "resolutionNote": "", "verdict": "VERDICT_UNSPECIFIED", "verdictBy": "", "verdictEvidence": "", "duplicateEffectFound": false, "laterTraces": []}\n'
 )
 
 SHOW_TABLE = """\

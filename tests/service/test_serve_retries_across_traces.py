@@ -52,3 +52,9 @@ def test_the_retry_and_the_reused_key_are_held_naming_the_first_trace(tmp_path):
         retry: [(first, "retry_of_held_write")],
         reused: [(first, "idempotency_key_reused_across_traces"), (retry, "idempotency_key_reused_across_traces")],
     }
+    later = {i.trace_id: [(r.trace_id, r.reason) for r in i.later_traces] for i in items}  # and back: "both items link each other"
+    assert later == {
+        first: [(retry, "retry_of_held_write"), (reused, "idempotency_key_reused_across_traces")],
+        retry: [(reused, "idempotency_key_reused_across_traces")],
+        reused: [],
+    }

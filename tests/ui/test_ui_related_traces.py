@@ -28,5 +28,7 @@ def test_the_item_page_of_a_retry_links_the_held_trace_it_retries(tmp_path):
     html = client.get(f"/items/{T3}").text
     assert f'<div class="related-trace" data-trace-id="{T1}"><a class="mono" href="/items/{T1}">{T1}</a> / <span class="mono">call-1111</span> (<code>retry_of_held_write</code>)</div>' in html
     assert html.count('class="related-trace"') == 1
-    assert client.get(f"/items/{T1}").status_code == 200
+    back = client.get(f"/items/{T1}")  # and back: the held trace's item links its retry ("both items link each other")
+    assert back.status_code == 200
+    assert f'<dd id="later-traces"><div class="related-trace" data-trace-id="{T3}"><a class="mono" href="/items/{T3}">{T3}</a> / <span class="mono">call-3333</span> (<code>retry_of_held_write</code>)</div></dd>' in back.text
     store.close()

@@ -199,7 +199,7 @@ class TracePlan(_message.Message):
     def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., replay_class: _Optional[_Union[ReplayClass, str]] = ..., steps: _Optional[_Iterable[_Union[StepDecision, _Mapping]]] = ..., partial: _Optional[bool] = ...) -> None: ...
 
 class ReviewItem(_message.Message):
-    __slots__ = ("trace_id", "plan", "state", "service_name", "created_time", "updated_time", "resolved_by", "resolution_note", "resolved_time", "verdict", "verdict_by", "verdict_evidence", "duplicate_effect_found")
+    __slots__ = ("trace_id", "plan", "state", "service_name", "created_time", "updated_time", "resolved_by", "resolution_note", "resolved_time", "verdict", "verdict_by", "verdict_evidence", "duplicate_effect_found", "later_traces")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +213,7 @@ class ReviewItem(_message.Message):
     VERDICT_BY_FIELD_NUMBER: _ClassVar[int]
     VERDICT_EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_EFFECT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    LATER_TRACES_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     plan: TracePlan
     state: ReviewState
@@ -226,7 +227,8 @@ class ReviewItem(_message.Message):
     verdict_by: str
     verdict_evidence: str
     duplicate_effect_found: bool
-    def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., verdict_by: _Optional[str] = ..., verdict_evidence: _Optional[str] = ..., duplicate_effect_found: _Optional[bool] = ...) -> None: ...
+    later_traces: _containers.RepeatedCompositeFieldContainer[RelatedTrace]
+    def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., verdict_by: _Optional[str] = ..., verdict_evidence: _Optional[str] = ..., duplicate_effect_found: _Optional[bool] = ..., later_traces: _Optional[_Iterable[_Union[RelatedTrace, _Mapping]]] = ...) -> None: ...
 
 class ReviewEvent(_message.Message):
     __slots__ = ("kind", "time", "actor", "note", "state", "replay_class", "verdict", "evidence")
