@@ -172,12 +172,12 @@ class IndexBackend(Protocol):
     """Where a :class:`StoreWriteIndex` keeps its writes (``review/write_index_sqlite.py``, ``write_index_postgres.py``).
     Each method raises on any failure (the database down, a row it cannot read): the index then plans alone."""
 
-    def lookup(self, keys: Sequence[tuple[str, str, str]]) -> list[IndexedWrite]:
-        """The writes found by any of ``keys`` (see :func:`~otel_tracefence.planner.cross_trace.keys_for`), with
-        ``resolved`` read from their trace's review item."""
-
-    def remember(self, writes: Sequence[IndexedWrite], now_ns: int) -> None:
-        """Keep ``writes`` (a write of a trace planned again replaces its row), recorded at ``now_ns``."""
+    def meet(self, keys: Sequence[tuple[str, str, str]], decide: Callable[[list[IndexedWrite]], Sequence[IndexedWrite]], now_ns: int) -> None:
+        """Find the writes any of ``keys`` matches (:func:`~otel_tracefence.planner.cross_trace.keys_for`; with
+        ``resolved`` read from their trace's review item), then keep what ``decide(found)`` returns (a write of a trace
+        planned again replaces its row; recorded at ``now_ns``), as one transaction that
+        holds every other meeting of the same keys off until it commits: two traces with one key, planned at the same
+        moment by two workers or replicas, meet each other (DECISIONS 818)."""
 
     def prune(self, older_than_ns: int, max_rows: int) -> int:
         """Drop the rows recorded before ``older_than_ns``, then the oldest past ``max_rows``; the rows dropped."""
@@ -187,7 +187,7 @@ class IndexBackend(Protocol):
 
 class StoreWriteIndex(_Failures):
     """The write index of ``tracefence serve``, kept by ``backend`` in the review database: one lookup and one
-    write per trace with writes (none for a trace without). Rows older than ``retention_s`` and the oldest past
+    write per trace with writes (none for a trace without), in one transaction (:meth:`IndexBackend.meet`). Rows older than ``retention_s`` and the oldest past
     ``max_entries`` are dropped at most every ``prune_interval_s`` (so the bound may be passed for that long).
     After a failure the database is not asked again for ``retry_after_s``: those traces are planned unchecked at
     once, not each after a timeout. ``max_entries`` 0 turns the index off."""
@@ -221,11 +221,7 @@ class StoreWriteIndex(_Failures):
             return self._unchecked(plan)
         try:
             keys = list(dict.fromkeys(k for d in plan.steps for k in index_keys(d.step)))
-            found = self.backend.lookup(keys)
             by_key: dict[tuple[str, str, str], list[IndexedWrite]] = {}
-            for write in found:
-                for key in _keys_of(write):
-                    by_key.setdefault(key, []).append(write)
 
             def lookup(step: ToolStep) -> list[IndexedWrite]:
                 seen: dict[tuple[str, str], IndexedWrite] = {}
@@ -233,9 +229,19 @@ class StoreWriteIndex(_Failures):
                     seen.update(((w.trace_id, w.call_id), w) for w in by_key.get(key, ()))
                 return list(seen.values())
 
-            planned = against_earlier(plan, lookup, max_related)
             wall = self._wall_ns()
-            self.backend.remember(writes_of(planned), wall)
+            planned = plan
+
+            def decide(found: list[IndexedWrite]) -> Sequence[IndexedWrite]:
+                nonlocal planned
+                by_key.clear()
+                for write in found:
+                    for key in _keys_of(write):
+                        by_key.setdefault(key, []).append(write)
+                planned = against_earlier(plan, lookup, max_related)
+                return writes_of(planned)
+
+            self.backend.meet(keys, decide, wall)
             if now >= self._next_prune:
                 self._next_prune = now + self._prune_every
                 self.pruned += self.backend.prune(wall - self.retention_ns, self.max_entries)

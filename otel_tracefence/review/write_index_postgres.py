@@ -10,13 +10,21 @@ the next call connects again. Every failure raises: the index then plans the tra
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from otel_tracefence.planner.cross_trace import IndexedWrite
 from otel_tracefence.review import write_index_rows as rows
 
 _DDL_LOCK = 0x7472616365666E64  # pg_advisory_xact_lock key: one process makes the table at a time
+
+
+def _key_lock(key: tuple[str, str, str]) -> int:
+    """The advisory lock of one index key: a signed 64-bit integer from its SHA-256 (a collision only serializes
+    two unrelated meetings)."""
+    digest = hashlib.sha256("\x1f".join(key).encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class PostgresWriteIndex:
@@ -55,14 +63,19 @@ class PostgresWriteIndex:
                     self._conn = None
                 raise
 
-    def lookup(self, keys: Sequence[tuple[str, str, str]]) -> list[IndexedWrite]:
+    def meet(self, keys: Sequence[tuple[str, str, str]], decide: Callable[[list[IndexedWrite]], Sequence[IndexedWrite]], now_ns: int) -> None:
+        """The lookup and the write in one transaction, holding a transaction-level advisory lock per key (taken in
+        order, so two meetings never deadlock): another replica's meeting of any of the same keys waits until this one
+        commits, and then sees its rows."""
         sql, params = rows.lookup_query(keys, "%s")
-        found = self._run(lambda conn: conn.execute(sql, params).fetchall())
-        return [rows.from_row(row) for row in found]
 
-    def remember(self, writes: Sequence[IndexedWrite], now_ns: int) -> None:
         def work(conn: Any) -> None:
             with conn.transaction(), conn.cursor() as cursor:
+                with conn.pipeline():  # the locks and the lookup in one round trip; the lookup's snapshot follows the locks
+                    for lock in sorted({_key_lock(key) for key in keys}):
+                        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+                    found = cursor.execute(sql, params)
+                writes = decide([rows.from_row(row) for row in found.fetchall()])
                 cursor.executemany(self._upsert, [rows.to_row(w, now_ns) for w in writes])
 
         self._run(work)

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from otel_tracefence.planner.cross_trace import IndexedWrite
 from otel_tracefence.review import write_index_rows as rows
@@ -41,15 +41,13 @@ class SQLiteWriteIndex:
         self._upsert = rows.upsert_sql("?")
         self._prune = rows.prune_sql("?")
 
-    def lookup(self, keys: Sequence[tuple[str, str, str]]) -> list[IndexedWrite]:
+    def meet(self, keys: Sequence[tuple[str, str, str]], decide: Callable[[list[IndexedWrite]], Sequence[IndexedWrite]], now_ns: int) -> None:
+        """The lookup and the write under one ``BEGIN IMMEDIATE``: SQLite's write lock keeps every other writer of
+        the file (another worker's meeting) waiting, at most its busy timeout, until this one commits."""
         sql, params = rows.lookup_query(keys, "?")
-        with self._lock:
-            found = self._conn.execute(sql, params).fetchall()
-        return [rows.from_row(row) for row in found]
-
-    def remember(self, writes: Sequence[IndexedWrite], now_ns: int) -> None:
         with self._lock, self._conn:
             self._conn.execute("BEGIN IMMEDIATE")
+            writes = decide([rows.from_row(row) for row in self._conn.execute(sql, params).fetchall()])
             self._conn.executemany(self._upsert, [rows.to_row(w, now_ns) for w in writes])
 
     def prune(self, older_than_ns: int, max_rows: int) -> int:

@@ -9,7 +9,7 @@ noted ``retries_unchecked`` and counted, as for any failure of the index.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.telemetry import Telemetry
@@ -32,11 +32,8 @@ class _Opened:
                 self._backend = open_write_index_backend(self._target)
             return self._backend
 
-    def lookup(self, keys: Sequence[tuple[str, str, str]]) -> list[IndexedWrite]:
-        return self._get().lookup(keys)
-
-    def remember(self, writes: Sequence[IndexedWrite], now_ns: int) -> None:
-        self._get().remember(writes, now_ns)
+    def meet(self, keys: Sequence[tuple[str, str, str]], decide: Callable[[list[IndexedWrite]], Sequence[IndexedWrite]], now_ns: int) -> None:
+        self._get().meet(keys, decide, now_ns)
 
     def prune(self, older_than_ns: int, max_rows: int) -> int:
         return self._get().prune(older_than_ns, max_rows)
