@@ -53,6 +53,12 @@ def pg_url(postgres_server) -> str:
     postgres_server.drop_database(url)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A review database for each store: a SQLite file (not made yet), and a fresh database on the real PostgreSQL server."""
+    return str(tmp_path / "review.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def services(tmp_path, upstream):
     """``services(**settings)``: a started in-process service forwarding to ``upstream``, a review database of its

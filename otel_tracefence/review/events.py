@@ -94,6 +94,7 @@ class ReviewStore(Protocol):
         page_size: int = 100,
         page_token: str = "",
         skipped: builtins.list | None = None,
+        oldest_first: bool = False,
     ) -> tuple[builtins.list[pb.ReviewItem], str]: ...
 
     def close(self) -> None: ...

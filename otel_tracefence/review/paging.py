@@ -40,8 +40,8 @@ def class_value(value: ReplayClass | int) -> int:
 class ListQuery:
     """A checked ``list`` call: ``state`` (``None``: every state), ``classes`` (sorted; empty: every
     class), ``service_name`` (``None``: every service), ``page_size`` (1..``MAX_PAGE_SIZE``), ``after``:
-    the ``(updated_ns, trace_id)`` the page starts below (``None``: the first page), and ``query_id``,
-    which ties a token to these filters."""
+    the ``(updated_ns, trace_id)`` the page starts below (above with ``oldest_first``; ``None``: the first page),
+    ``query_id``, which ties a token to these filters and order, and ``oldest_first``: least recently updated first."""
 
     state: int | None
     classes: tuple[int, ...]
@@ -49,10 +49,11 @@ class ListQuery:
     page_size: int
     after: tuple[int, str] | None
     query_id: str
+    oldest_first: bool = False
 
     def statement(self, mark: str) -> tuple[str, builtins.list[object]]:
         """The ``SELECT`` of this page over ``review_items`` (``page_size + 1`` rows of ``updated_ns, trace_id,
-        item, state``, newest first) and its parameters, ``mark`` being the driver's placeholder (``?`` for sqlite3,
+        item, state``, newest first, or oldest first) and its parameters, ``mark`` being the driver's placeholder (``?`` for sqlite3,
         ``%s`` for psycopg): one statement for both stores, so their pages are the same."""
         where: builtins.list[str] = []
         params: builtins.list[object] = []
@@ -66,17 +67,18 @@ class ListQuery:
             where.append(f"service_name = {mark}")
             params.append(self.service_name)
         if self.after is not None:
-            where.append(f"(updated_ns, trace_id) < ({mark}, {mark})")
+            where.append(f"(updated_ns, trace_id) {'>' if self.oldest_first else '<'} ({mark}, {mark})")
             params.extend(self.after)
         sql = "SELECT updated_ns, trace_id, item, state FROM review_items"
         if where:
             sql += " WHERE " + " AND ".join(where)
         params.append(self.page_size + 1)
-        return sql + f" ORDER BY updated_ns DESC, trace_id DESC LIMIT {mark}", params
+        order = "ASC" if self.oldest_first else "DESC"
+        return sql + f" ORDER BY updated_ns {order}, trace_id {order} LIMIT {mark}", params
 
     def next_token(self, rows: builtins.list[tuple[int, str]]) -> str:
         """The token after a page, from the ``(updated_ns, trace_id)`` of the ``page_size + 1`` rows fetched
-        (newest first); ``""`` when there is no further row."""
+        (in the page's order); ``""`` when there is no further row."""
         if len(rows) <= self.page_size:
             return ""
         updated_ns, trace_id = rows[self.page_size - 1]
@@ -91,6 +93,7 @@ def list_query(
     service_name: str | None,
     page_size: int,
     page_token: str,
+    oldest_first: bool = False,
 ) -> ListQuery:
     """Check a ``list`` call (see :meth:`~otel_tracefence.review.store.SQLiteReviewStore.list`). Raises
     :class:`ValueError` for an unknown state or class, a page size below 1, or a token this code did not
@@ -103,9 +106,10 @@ def list_query(
         raise ValueError(f"state {state!r} is not a tracefence.v1.ReviewState value")
     classes = tuple(sorted({class_value(c) for c in replay_classes}))
     service_name = service_name or None
-    query_id = hashlib.sha256(json.dumps([state, builtins.list(classes), service_name]).encode()).hexdigest()[:16]
+    filters: builtins.list[object] = [state, builtins.list(classes), service_name, *(["oldest"] if oldest_first else [])]
+    query_id = hashlib.sha256(json.dumps(filters).encode()).hexdigest()[:16]  # newest-first tokens as before
     after = _decode_token(page_token, query_id) if page_token else None
-    return ListQuery(state, classes, service_name, min(page_size, MAX_PAGE_SIZE), after, query_id)
+    return ListQuery(state, classes, service_name, min(page_size, MAX_PAGE_SIZE), after, query_id, bool(oldest_first))
 
 
 def _decode_token(token: str, query_id: str) -> tuple[int, str]:

@@ -302,10 +302,13 @@ class PostgresReviewStore(Resolutions):
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         skipped: builtins.list[UnreadableItem] | None = None,
+        oldest_first: bool = False,
     ) -> tuple[builtins.list[pb.ReviewItem], str]:
         """As :meth:`SQLiteReviewStore.list <otel_tracefence.review.store.SQLiteReviewStore.list>`; the
         page tokens are the same."""
-        query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
+        query = list_query(
+            state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token, oldest_first=oldest_first
+        )  # fmt: skip
         sql, params = query.statement("%s")
         rows = self._run(lambda conn: conn.execute(sql, params).fetchall())
         return read_page(rows, query.page_size, skipped), query.next_token([(row[0], row[1]) for row in rows])

@@ -490,8 +490,10 @@ class SQLiteReviewStore(Resolutions):
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
         skipped: builtins.list[UnreadableItem] | None = None,
+        oldest_first: bool = False,
     ) -> tuple[builtins.list[pb.ReviewItem], str]:
-        """One page of items, most recently updated first (ties: trace id, descending).
+        """One page of items, most recently updated first (ties: trace id, descending); with ``oldest_first``, least
+        recently updated first (ties: trace id, ascending).
 
         ``state``: a ``tracefence.v1.ReviewState`` value; ``None`` or
         ``REVIEW_STATE_UNSPECIFIED`` for every state. ``replay_classes``:
@@ -512,7 +514,9 @@ class SQLiteReviewStore(Resolutions):
         below 1, or a token this store did not issue for these filters
         (:func:`otel_tracefence.review.paging.list_query`).
         """
-        query = list_query(state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token)
+        query = list_query(
+            state=state, replay_classes=replay_classes, service_name=service_name, page_size=page_size, page_token=page_token, oldest_first=oldest_first
+        )  # fmt: skip
         sql, params = query.statement("?")
         with self._lock:
             rows = self._connection().execute(sql, params).fetchall()

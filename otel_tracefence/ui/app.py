@@ -70,6 +70,8 @@ DEFAULT_MAX_INSPECT_BYTES = UiSettings().max_inspect_bytes
 INSPECTIONS_AT_ONCE = 2  # inputs planned at the same time; more wait their turn
 HELD = (pb.DECISION_REVIEW, pb.DECISION_CONFLICT)
 VERDICTS = {v.value: v.value.replace("_", " ") for v in Verdict}  # found_once -> "found once"
+ORDERS = ("newest", "oldest")  # the queue's order by last update: newest first (the default) or oldest first
+BULK_MAX = 200  # items one bulk resolve takes at most
 REMEMBERED_REVIEWERS = 10_000  # sessions whose reviewer name the form is filled with; the oldest is forgotten past it
 SECURITY_HEADERS = {
     # Only our own script and stylesheet; no framing; forms post only here (OWASP secure headers).
@@ -227,8 +229,13 @@ def create_app(
             page_size = 0
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             return problem(request, 400, f"page_size: give a whole number from 1 to {MAX_PAGE_SIZE}")
+        order = q.get("order", "newest").strip().lower()
+        if order not in ORDERS:
+            return problem(request, 400, f"order {order[:20]!r}: give newest or oldest")
         text = q.get("q", "").strip()
-        listed = functools.partial(store.list, state=STATES[state], replay_classes=[ReplayClass(cls)] if cls else [], service_name=service or None)
+        listed = functools.partial(
+            store.list, state=STATES[state], replay_classes=[ReplayClass(cls)] if cls else [], service_name=service or None, oldest_first=order == "oldest"
+        )  # fmt: skip
         found = None
         try:
             if text:  # a search reads the queue page by page (bounded): its matches are one page
@@ -238,10 +245,10 @@ def create_app(
                 items, next_token = await run_in_threadpool(listed, page_size=page_size, page_token=q.get("page_token", ""))
         except ValueError as exc:  # a page token from other filters or another store
             return problem(request, 400, f"{exc}; start again from the first page")
-        filters = {"state": state, "class": cls, "service": service, "q": text, "page_size": page_size}
+        filters = {"state": state, "class": cls, "service": service, "q": text, "order": order, "page_size": page_size}
         rows = [queue_view.row(i) for i in items]
         class_counts, reason_counts = queue_view.counts(rows)
-        kept = {k: v for k, v in filters.items() if v and not (k == "page_size" and v == DEFAULT_PAGE_SIZE)}
+        kept = {k: v for k, v in filters.items() if v and not (k == "page_size" and v == DEFAULT_PAGE_SIZE) and not (k == "order" and v == "newest")}
         return page(
             request,
             "queue.html",
@@ -257,6 +264,11 @@ def create_app(
                 "first_url": "/?" + urllib.parse.urlencode(kept),
                 "next_url": "/?" + urllib.parse.urlencode({**kept, "page_token": next_token}) if next_token else "",
                 "paged": bool(q.get("page_token")),
+                "orders": ORDERS,
+                "verdicts": VERDICTS,
+                "reviewer": reviewers.get(guard.session(request)[0], ""),
+                "bulk_resolved": q.get("resolved", ""),
+                "bulk_max": BULK_MAX,
             },
         )
 
@@ -295,12 +307,57 @@ def create_app(
             await run_in_threadpool(functools.partial(store.resolve, trace_id, resolved_by=resolved_by, note=note, verdict=verdict))
         except KeyError:
             return problem(request, 404, f"no review item for trace id {shown_id(trace_id)}")
+        remember_reviewer(request, resolved_by)
+        _log.info("review item %s resolved by %s (verdict %s)", trace_id, resolved_by, verdict or "none")
+        return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
+
+    async def resolve_many(request: Request) -> Response:
+        """Bulk resolve from the queue: the ticked ``trace_id`` fields (at most :data:`BULK_MAX`), one reviewer,
+        note and verdict for all; each resolved as the item page's form does. Redirects to the queue, saying how many."""
+        if store is None:
+            return problem(request, 404, "no review queue is served here")
+        try:
+            length = request.headers.get("content-length", "")
+            if not length.isdigit():
+                raise _Problem(411, "the form must say its length (Content-Length)")
+            if int(length) > MAX_FORM_BYTES + BULK_MAX * 80:
+                raise _Problem(413, "the form is too large: tick fewer items or shorten the note")
+            form = await request.form(max_files=0, max_fields=BULK_MAX + 10)
+            guard.check_post(request, str(form.get(CSRF_FIELD, "")))
+        except _Problem as exc:
+            return problem(request, exc.status_code, exc.message)
+        except Refused as exc:
+            _log.warning("bulk resolve refused: %s", exc)
+            return problem(request, 403, str(exc))
+        trace_ids = list(dict.fromkeys(str(t) for t in form.getlist("trace_id")))
+        resolved_by, note, verdict = str(form.get("resolved_by", "")).strip(), str(form.get("note", "")), str(form.get("verdict", ""))
+        if not trace_ids:
+            return problem(request, 400, "tick the items to resolve")
+        if len(trace_ids) > BULK_MAX:
+            return problem(request, 400, f"at most {BULK_MAX} items at once, not {len(trace_ids)}")
+        if not resolved_by:
+            return problem(request, 400, "resolved by: say who resolved the items (a person or system)")
+        if verdict and verdict not in VERDICTS:
+            return problem(request, 400, f"verdict {verdict[:40]!r}: give one of {', '.join(VERDICTS)}, or none")
+        missing = []
+        for trace_id in trace_ids:
+            try:
+                await run_in_threadpool(functools.partial(store.resolve, trace_id, resolved_by=resolved_by, note=note, verdict=verdict))
+            except KeyError:
+                missing.append(trace_id)
+        remember_reviewer(request, resolved_by)
+        done = len(trace_ids) - len(missing)
+        _log.info("%d review items resolved by %s (verdict %s)", done, resolved_by, verdict or "none")
+        if missing:
+            return problem(request, 404, f"{done} resolved; no review item for {', '.join(shown_id(t, 40) for t in missing[:5])}")
+        return RedirectResponse(f"/?resolved={done}", status_code=303)
+
+    def remember_reviewer(request: Request, resolved_by: str) -> None:
+        """The name a session last resolved with fills the forms again (at most REMEMBERED_REVIEWERS sessions)."""
         reviewers.pop(session_id := guard.session(request)[0], None)
         reviewers[session_id] = resolved_by
         if len(reviewers) > REMEMBERED_REVIEWERS:
             reviewers.pop(next(iter(reviewers)))
-        _log.info("review item %s resolved by %s (verdict %s)", trace_id, resolved_by, verdict or "none")
-        return RedirectResponse(f"/items/{urllib.parse.quote(trace_id, safe='')}?resolved=1", status_code=303)
 
     async def login_page(request: Request) -> Response:
         if not review_token:
@@ -375,6 +432,7 @@ def create_app(
     routes = [
         Route("/", signed_in_only(queue)),
         # Row trace ids are free text and may hold "/": the resolve route is matched first.
+        Route("/resolve", signed_in_only(resolve_many), methods=["POST"]),
         Route("/items/{trace_id:path}/resolve", signed_in_only(resolve), methods=["POST"]),
         Route("/items/{trace_id:path}", signed_in_only(item_page)),
         Route("/inspect", signed_in_only(inspector)),

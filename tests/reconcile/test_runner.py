@@ -23,9 +23,6 @@ T0 = 1_700_000_000_000_000_000
 ARGS_SHA = "95ea3adad0f5a1dfbc893c81031692d97e8bb570ea8f670dd856c002f6644db1"  # SHA-256 of {"amount_cents":1250}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path) -> str:
-    return str(tmp_path / "review.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
 
 
 def _step(trace_id: str, call_id: str, tool: str, key: str | None) -> ToolStep:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import RelatedTrace, StepDecision, TracePlan
@@ -18,9 +17,6 @@ from reconcile.test_runner import held
 FIRST, RETRY, REUSED, GONE = "1" * 32, "2" * 32, "3" * 32, "4" * 32
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path) -> str:
-    return str(tmp_path / "review.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
 
 
 def naming(trace_id: str, call_id: str, reason: str, *earlier: str) -> TracePlan:

@@ -17,7 +17,7 @@ from otel_tracefence.review import SCHEMA_VERSION, ReviewEvent, ReviewStoreError
 from otel_tracefence.review.events import event_from_proto, event_to_proto
 from otel_tracefence.review.targets import display_target
 from otel_tracefence.review.transitions import apply_upsert, prepare_plan
-from test_review_store import CHARGE_OK, CHARGE_TIMEOUT, EMAIL_UNKNOWN, LOOKUP, T0, Clock, _plan, _query, review_plan, static_plan, target  # noqa: F401 - target is a fixture
+from test_review_store import CHARGE_OK, CHARGE_TIMEOUT, EMAIL_UNKNOWN, LOOKUP, T0, Clock, _plan, _query, review_plan, static_plan
 
 OPEN, RESOLVED = pb.REVIEW_STATE_OPEN, pb.REVIEW_STATE_RESOLVED
 REVIEW, STATIC = pb.REPLAY_CLASS_REVIEW, pb.REPLAY_CLASS_STATIC

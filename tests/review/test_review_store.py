@@ -98,12 +98,6 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "review.db"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each contract test runs against both stores: a SQLite file, and a fresh database on a real PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "review.db")
-    return request.getfixturevalue("pg_url")
 
 
 def test_upsert_then_get_returns_exact_fields(target: str):

@@ -13,7 +13,7 @@ from otel_tracefence.review import ReviewEvent, open_review_store
 from otel_tracefence.review.events import event_from_proto, event_to_proto
 from otel_tracefence.review.verdicts import parse_verdict
 
-from test_review_store import T0, Clock, review_plan, target  # noqa: F401 - target is a fixture
+from test_review_store import T0, Clock, review_plan
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 

@@ -14,7 +14,6 @@ from otel_tracefence.cli import main
 from otel_tracefence.review import SQLiteReviewStore, is_postgres_url, open_review_store
 from otel_tracefence.review.store import UnreadableItem
 from test_cli_review import _plan as _review_plan
-from test_review_store import target  # noqa: F401  (the fixture: SQLite and a real PostgreSQL server)
 
 GOOD, BAD = "2c" * 16, "ec" * 16
 
@@ -74,7 +73,7 @@ def test_the_cli_names_an_item_that_is_not_its_rows_and_skips_it(tmp_path: Path,
 
 
 @pytest.mark.parametrize("column, value, why", CASES)
-def test_both_stores_read_an_item_through_the_one_reader(target: str, column: str, value: object, why: str) -> None:  # noqa: F811
+def test_both_stores_read_an_item_through_the_one_reader(target: str, column: str, value: object, why: str) -> None:
     with open_review_store(target) as store:
         store.upsert(_review_plan(GOOD))
         store.upsert(_review_plan(BAD))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 
 from otel_tracefence.pipeline import write_index as write_index_module
 from otel_tracefence.pipeline.write_index import StoreWriteIndex
@@ -17,14 +16,8 @@ from otel_tracefence.review.open import open_write_index_backend
 from test_write_index_sqlite import SHA_A, SHA_B, _decided, _plan
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path) -> str:
-    target = str(tmp_path / "review.db") if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    open_review_store(target).close()
-    return target
-
-
 def test_a_trace_planned_while_another_with_its_key_is_being_planned_waits_and_meets_it(target, monkeypatch):
+    open_review_store(target).close()
     first, second = (StoreWriteIndex(open_write_index_backend(target), retention_s=86_400) for _ in range(2))
     real = write_index_module.against_earlier
     inside, results = threading.Event(), {}

@@ -75,12 +75,12 @@ def test_list_and_filter(page, ui):
     screenshot(page, "queue")
     page.select_option("select[name=class]", "review")
     page.click("#filters button[type=submit]")
-    page.wait_for_url("**/?state=open&class=review&service=&q=")  # the form's fields, the search box last
+    page.wait_for_url("**/?state=open&class=review&service=&q=&order=newest")  # the form's fields, the order last
     assert rows(page) == ["t-timeout", "t-conflict"]
     page.select_option("select[name=class]", "")
     page.fill("input[name=service]", "pager")
     page.click("#filters button[type=submit]")
-    page.wait_for_url("**service=pager&q=")
+    page.wait_for_url("**service=pager&q=&order=newest")
     assert rows(page) == ["t-injected", "t-static"]
     page.select_option("select[name=state]", "resolved")
     page.click("#filters button[type=submit]")
@@ -92,6 +92,39 @@ def test_list_and_filter(page, ui):
     page.wait_for_url("**page_token=**")
     assert rows(page) == ["t-conflict"]
     screenshot(page, "queue-next-page")
+
+
+def test_the_queue_with_the_keyboard_alone_and_a_bulk_resolve(page, ui):
+    sign_in(page, ui.url + "/")
+    page.wait_for_url(ui.url + "/")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    expect(page.locator("#queue tbody tr.current")).to_have_attribute("data-trace-id", "t-static")
+    page.keyboard.press("x")
+    page.keyboard.press("j")
+    page.keyboard.press("x")  # t-timeout ticked too
+    page.keyboard.press("k")
+    expect(page.locator("#queue tbody tr.current")).to_have_attribute("data-trace-id", "t-static")
+    page.keyboard.press("/")
+    expect(page.locator("#q")).to_be_focused()
+    page.keyboard.type("j")  # typed into the search box, not a move
+    expect(page.locator("#q")).to_have_value("j")
+    page.locator("#q").fill("")
+    page.locator("#bulk-by").fill("ada")
+    page.select_option("#bulk-verdict", "absent")
+    page.locator("#bulk-note").fill("no charge in the ledger")
+    screenshot(page, "queue-bulk-resolve")
+    page.click("#bulk-resolve")
+    page.wait_for_url("**/?resolved=2")
+    expect(page.locator("#bulk-resolved")).to_have_text("2 item(s) resolved.")
+    assert rows(page) == ["t-injected", "t-conflict"]
+    page.goto(ui.url + "/?order=oldest")
+    assert rows(page) == ["t-conflict", "t-injected"]
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/items/t-conflict")
+    with SQLiteReviewStore(ui.db, create=False) as store:
+        assert [(store.get(t).resolved_by, store.get(t).verdict_by) for t in ("t-static", "t-timeout")] == [("ada", "ada")] * 2
 
 
 def test_open_an_item_and_follow_a_related_call(page, ui):
