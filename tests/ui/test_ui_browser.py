@@ -127,6 +127,26 @@ def test_the_queue_with_the_keyboard_alone_and_a_bulk_resolve(page, ui):
         assert [(store.get(t).resolved_by, store.get(t).verdict_by) for t in ("t-static", "t-timeout")] == [("ada", "ada")] * 2
 
 
+def test_the_queue_and_an_item_fit_375_px_with_every_control_labelled(browser, ui):
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    page = context.new_page()
+    try:
+        sign_in(page, ui.url + "/")
+        page.wait_for_url(ui.url + "/")
+        for path in ("/", "/items/t-conflict"):
+            page.goto(ui.url + path)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 375, path  # wide tables scroll in their own box
+            unlabelled = page.evaluate(
+                """[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+                   .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+                   .map(e => e.outerHTML)"""
+            )
+            assert unlabelled == [], (path, unlabelled)
+            screenshot(page, "narrow-" + ("queue" if path == "/" else "item"))
+    finally:
+        context.close()
+
+
 def test_open_an_item_and_follow_a_related_call(page, ui):
     sign_in(page, ui.url + "/")
     page.wait_for_url(ui.url + "/")

@@ -1,12 +1,13 @@
 """The queue page's order (newest or oldest first) and bulk resolve with a verdict (issue 26), over HTTP with
-Starlette's TestClient against a real SQLite queue; the browser's keys are in test_ui_browser.py."""
+Starlette's TestClient against a real SQLite queue and a real PostgreSQL one; the browser's keys are in
+test_ui_browser.py."""
 
 from __future__ import annotations
 
 import re
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
-from otel_tracefence.review.store import SQLiteReviewStore
+from otel_tracefence.review import open_review_store
 from ui_helpers import make_queue
 
 from test_ui_http import BASE, client_for, csrf
@@ -16,8 +17,8 @@ def shown(html: str) -> list[str]:
     return re.findall(r'<tr data-trace-id="([^"]+)">', html)
 
 
-def test_the_queue_lists_oldest_first_on_request_and_refuses_another_order(tmp_path):
-    with SQLiteReviewStore(make_queue(tmp_path / "review.db"), create=False) as queue:
+def test_the_queue_lists_oldest_first_on_request_and_refuses_another_order(target):
+    with open_review_store(make_queue(target), create=False) as queue:
         client = client_for(queue)
         assert shown(client.get("/").text) == ["t-injected", "t-static", "t-timeout", "t-conflict"]
         oldest = client.get("/?order=oldest&page_size=3")
@@ -28,8 +29,8 @@ def test_the_queue_lists_oldest_first_on_request_and_refuses_another_order(tmp_p
         assert refused.status_code == 400 and "order &#39;random&#39;: give newest or oldest" in refused.text
 
 
-def test_bulk_resolve_resolves_every_ticked_item_with_the_verdict_and_refuses_without_its_csrf_token(tmp_path):
-    with SQLiteReviewStore(make_queue(tmp_path / "review.db"), create=False) as queue:
+def test_bulk_resolve_resolves_every_ticked_item_with_the_verdict_and_refuses_without_its_csrf_token(target):
+    with open_review_store(make_queue(target), create=False) as queue:
         client = client_for(queue)
         token = csrf(client, "/")
         form = {"trace_id": ["t-timeout", "t-conflict"], "resolved_by": "ada", "note": "ledger checked", "verdict": "found_once", "csrf_token": token}
