@@ -167,13 +167,14 @@ def _can_mount() -> bool:
 
 
 @pytest.fixture
-def small_volume(tmp_path):
-    """A 1 MiB tmpfs at tmp_path/vol (root only; skipped visibly otherwise)."""
+def small_volume(tmp_path, request):
+    """A tmpfs of ``request.param`` MiB (1 unless parametrized) at tmp_path/vol (root only; skipped visibly otherwise)."""
+    size = getattr(request, "param", 1)
     if not _can_mount():
-        pytest.skip("needs root to mount a 1 MiB tmpfs")
+        pytest.skip(f"needs root to mount a {size} MiB tmpfs")
     volume = tmp_path / "vol"
     volume.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(volume)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}m", "tmpfs", str(volume)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -182,7 +183,7 @@ def small_volume(tmp_path):
         subprocess.run(["umount", "-l", str(volume)], capture_output=True)
 
 
-ROOM = str(256 * 1024)  # review_db_min_free_bytes on the 1 MiB volume: starts, and trims its WAL once tight
+ROOM = str(256 * 1024)  # review_db_min_free_bytes on the small volume: starts, and trims its WAL once tight
 
 
 def fill(volume: Path) -> Path:
@@ -197,6 +198,7 @@ def fill(volume: Path) -> Path:
     return filler
 
 
+@pytest.mark.parametrize("small_volume", [1, 4, 16], indirect=True, ids=["1MiB", "4MiB", "16MiB"])
 def test_review_db_on_a_full_volume_sigkill_then_space_loses_no_acknowledged_item(tmp_path, small_volume):
     db = small_volume / "review.db"
     SQLiteReviewStore(db).close()
