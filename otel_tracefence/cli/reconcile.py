@@ -21,6 +21,7 @@ import sys
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.cli.review import unique_trace_id
+from otel_tracefence.cli.table import cell
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.reconcile.registry import ReconcilerLoadError, load_reconcilers
 from otel_tracefence.reconcile.runner import ItemOutcome, ReconcileRunner, open_items, reconcile_items
@@ -100,10 +101,10 @@ def _print(outcomes: list[ItemOutcome], form: str, where: str, *, dry_run: bool)
     for outcome in outcomes:
         action = ACTIONS[outcome.action]
         if outcome.verdict is None:
-            print(f"  {outcome.trace_id}  {action:<13} {outcome.evidence}")
+            print(f"  {cell(outcome.trace_id)}  {action:<13} {cell(outcome.evidence)}")
             continue
-        print(f"  {outcome.trace_id}  {action:<13} {outcome.verdict.value:<12} by {outcome.actor}")
-        for call in outcome.calls:
-            print(f"      {call.call_id} {call.tool}: {call.verdict.value}: {call.evidence}")
+        print(f"  {cell(outcome.trace_id)}  {action:<13} {outcome.verdict.value:<12} by {cell(outcome.actor)}")
+        for call in outcome.calls:  # control characters escaped, as review show does: the evidence is the reconciler's text
+            print(f"      {cell(call.call_id)} {cell(call.tool)}: {call.verdict.value}: {cell(call.evidence)}")
         if outcome.error:
-            print(f"      not recorded: {outcome.error}")
+            print(f"      not recorded: {cell(outcome.error)}")

@@ -388,10 +388,10 @@ class ServiceSettings(OperationsSettings):
     metrics_exporter: Literal["none", "console", "otlp"] = "none"
     """Where self-telemetry goes: ``otlp`` uses the OTEL_EXPORTER_OTLP_METRICS_* variables."""
     metrics_interval_ms: float = Field(default=60_000.0, gt=0, allow_inf_nan=False)
-    reconcile_interval_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    reconcile_interval_s: float = Field(default=0.0, ge=0, le=86_400, allow_inf_nan=False)
     """Ask the ``reconcilers`` about open review items every this many seconds, in the background (never on the
     intake path); an item whose answer is ``undetermined`` is asked again after twice the wait of its last time, up to
-    an hour. 0 (the default): never; ``tracefence reconcile`` asks on demand."""
+    an hour. At most a day. 0 (the default): never; ``tracefence reconcile`` asks on demand."""
 
     @field_validator("http_endpoint", "metrics_endpoint", mode="before")
     @classmethod
@@ -549,8 +549,9 @@ class TraceFenceConfig(BaseSettings):
     effect, as ``"module:function"`` (``tracefence reconcile``, ``service.reconcile_interval_s``;
     :mod:`otel_tracefence.reconcile`). Over the entry points of the group ``tracefence.reconcilers``. In the
     environment, JSON: ``OTEL_TRACEFENCE_RECONCILERS='{"invoice.create": "billing_checks:find_invoice"}'``."""
-    reconcile_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    """Longest a reconciler is waited for, per call (seconds); past it the call's verdict is ``undetermined``."""
+    reconcile_timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+    """Longest a reconciler is waited for, per call (seconds, at most an hour); past it the call's verdict is
+    ``undetermined``."""
     reconcile_max_concurrent: int = Field(default=4, gt=0, le=64)
     """Most reconciler calls running at once, counting calls still running past their timeout."""
 

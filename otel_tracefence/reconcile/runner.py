@@ -200,9 +200,9 @@ class ReconcileRunner:
         how, value = answer[0]
         if how == "raised":
             return undetermined(RAISED, f"{reconciler.name} raised {type(value).__name__}: {value}")
-        result = _result(value)
+        result, wrong = _result(value)
         if result is None:
-            return undetermined(BAD_RETURN, f"{reconciler.name} returned {_shown(value)}, not a ReconcileResult(verdict, evidence)")
+            return undetermined(BAD_RETURN, f"{reconciler.name} returned {wrong}")
         self._count("verdict", {"tracefence.reconciler": reconciler.name, "tracefence.verdict": result.verdict.value})
         return CallOutcome(request.call_id, request.tool, reconciler.name, result.verdict, _cut(result.evidence))
 
@@ -220,15 +220,19 @@ class ReconcileRunner:
         return outcome
 
 
-def _result(value: object) -> ReconcileResult | None:
-    """``value`` as a ReconcileResult when it is one with a known verdict and str evidence, else ``None``."""
-    if not isinstance(value, ReconcileResult) or not isinstance(value.evidence, str):
-        return None
+def _result(value: object) -> tuple[ReconcileResult | None, str]:
+    """``value`` as a ReconcileResult with a :class:`Verdict` (or its str value, ``"found_once"``: Verdict is a str
+    enum) and str evidence, and ``""``; else ``None`` and what is wrong with it."""
+    if not isinstance(value, ReconcileResult):
+        return None, f"{_shown(value)}, not a ReconcileResult(verdict, evidence)"
     try:
         verdict = parse_verdict(value.verdict)
     except (TypeError, ValueError):
-        return None
-    return ReconcileResult(verdict, value.evidence) if verdict is not None else None
+        return None, f"a ReconcileResult whose verdict {_cut(repr(value.verdict), 80)} is not one of {', '.join(v.value for v in Verdict)}"
+    if not isinstance(value.evidence, str):
+        return None, f"a ReconcileResult whose evidence is a {type(value.evidence).__name__}, not a str"
+    assert verdict is not None
+    return ReconcileResult(verdict, value.evidence), ""
 
 
 def _shown(value: object) -> str:

@@ -89,3 +89,11 @@ def test_without_a_reconciler_or_a_database_it_says_what_to_give(tmp_path):
     assert (proc.returncode, proc.stderr) == (2, "tracefence reconcile: no reconciler is registered: name one per tool in the config (reconcilers: {invoice.create: billing_checks:find_invoice}) or install one under the tracefence.reconcilers entry points\n")
     proc = tracefence("reconcile", "--db", str(tmp_path / "missing.db"), OTEL_TRACEFENCE_RECONCILERS='{"invoice.create": "billing_checks:find_invoice"}', PYTHONPATH=f"{ROOT}:{CHECKS}")
     assert (proc.returncode, proc.stderr) == (2, f"tracefence reconcile: {tmp_path / 'missing.db'}: no review database there (give --db PATH)\n")
+
+
+def test_the_evidence_it_prints_has_its_control_characters_escaped_and_is_cut(tmp_path):
+    db, config, env = _setup(tmp_path, {}, {"invoice.create": "billing_checks:shouts"})
+    proc = tracefence("reconcile", "--db", str(db), "--config", str(config), **env)
+    assert proc.returncode == 0
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("      call_1 "))
+    assert line == "      call_1 invoice.create: undetermined: x\\u000a\\u001b[31mred\\u001b[0m" + "y" * (499 - len("x\n\x1b[31mred\x1b[0m")) + "…"

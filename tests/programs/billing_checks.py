@@ -37,4 +37,8 @@ def returns_a_string(request: ReconcileRequest) -> object:
     return "found it"
 
 
+def shouts(request: ReconcileRequest) -> ReconcileResult:
+    return ReconcileResult(Verdict.UNDETERMINED, "x\n\x1b[31mred\x1b[0m" + "y" * 100_000)
+
+
 NOT_A_FUNCTION = 42

@@ -48,6 +48,11 @@ def test_every_reference_that_cannot_be_loaded_is_named_at_once():
 def test_the_config_refuses_a_value_that_is_no_reference_and_reads_the_map_from_the_environment(monkeypatch):
     with pytest.raises(ConfigError, match=r"reconcilers\.invoice\.create: Value error, 'find_invoice' is not a 'module:function' reference"):
         load_config(None, reconcilers={"invoice.create": "find_invoice"})
+    for setting, value in (("reconcile_timeout_s", 1e10), ("reconcile_max_concurrent", 0)):  # threading cannot wait 1e10 s
+        with pytest.raises(ConfigError, match=setting):
+            load_config(None, **{setting: value})
+    with pytest.raises(ConfigError, match="service.reconcile_interval_s"):
+        load_config(None, service={"reconcile_interval_s": 1e300})
     monkeypatch.setenv("OTEL_TRACEFENCE_RECONCILERS", '{"invoice.create": "billing_checks:find_invoice"}')
     monkeypatch.setenv("OTEL_TRACEFENCE_RECONCILE_TIMEOUT_S", "2.5")
     monkeypatch.setenv("OTEL_TRACEFENCE_SERVICE__RECONCILE_INTERVAL_S", "30")

@@ -116,7 +116,9 @@ def _raises(request: ReconcileRequest) -> ReconcileResult:
         (lambda request: "found it", "bad_return", "checks:<lambda> returned str 'found it', not a ReconcileResult(verdict, evidence)"),
         (lambda request: None, "bad_return", "checks:<lambda> returned NoneType None, not a ReconcileResult(verdict, evidence)"),
         (lambda request: ReconcileResult("maybe", "x"), "bad_return",  # type: ignore[arg-type]
-         "checks:<lambda> returned ReconcileResult ReconcileResult(verdict='maybe', evidence='x'), not a ReconcileResult(verdict, evidence)"),
+         "checks:<lambda> returned a ReconcileResult whose verdict 'maybe' is not one of found_once, absent, found_twice, undetermined"),
+        (lambda request: ReconcileResult(Verdict.ABSENT, None), "bad_return",  # type: ignore[arg-type]
+         "checks:<lambda> returned a ReconcileResult whose evidence is a NoneType, not a str"),
     ],
 )
 def test_a_reconciler_that_fails_gives_undetermined_with_the_error_the_item_stays_open(target, check, kind, evidence, caplog):
