@@ -15,6 +15,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -228,3 +229,46 @@ def test_review_db_on_a_full_volume_sigkill_then_space_loses_no_acknowledged_ite
         second.stop()
         up.stop()
     assert not crashed(first) and not crashed(second)
+
+
+@pytest.mark.parametrize("small_volume", [1, 4, 16], indirect=True, ids=["1MiB", "4MiB", "16MiB"])
+def test_a_full_review_volume_refuses_exports_and_takes_them_again_soon_after_space_returns(tmp_path, small_volume):
+    """Issue 30's done-when: the review DB's volume full, items held until the hold is full, then Export refused;
+    the space back, every held item written and calls acknowledged again within seconds (the write retry is 1 s
+    here), no acknowledged item lost, without a restart."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    db = small_volume / "review.db"
+    SQLiteReviewStore(db).close()
+    up = RecordingUpstream()
+    up_port = up.start()
+    proc = serve(tmp_path, up_port, db, OTEL_TRACEFENCE_MAX_TRACES="10", OTEL_TRACEFENCE_SERVICE__RETRY_DELAY_S="1", OTEL_TRACEFENCE_REVIEW_DB_MIN_FREE_BYTES=ROOM)
+    client = None
+    try:
+        listening = proc.log("tracefence serve listening")
+        client = Client(listening["port"], "billing-agent", batch=True)
+        client.exporter.shutdown(timeout_millis=100)
+        client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{listening['port']}", insecure=True, timeout=2)
+        filler = fill(small_volume)
+        acked, refused = [], False
+        for _ in range(200):
+            trace_id = agent_trace(client, review=True)
+            if client.send() is SpanExportResult.SUCCESS:
+                acked.append(trace_id)
+            else:
+                refused = True
+                break
+        assert refused and acked, (refused, len(acked))
+        filler.unlink()
+        back = time.monotonic()
+        again = wait_for(lambda: send_review_traces(client, 1), timeout=30, what="an Export acknowledged again")
+        taken_after = time.monotonic() - back
+        wait_for(lambda: set(acked) | set(again) <= stored(db), timeout=30, what="every acknowledged item written")
+    finally:
+        if client is not None:
+            client.shutdown()
+        proc.stop()
+        up.stop()
+    assert not crashed(proc)
+    print(f"{small_volume.name}: {len(acked)} acknowledged while full, Export taken again {taken_after:.2f} s after the space came back")
+    assert taken_after < 5
