@@ -109,6 +109,16 @@ def test_review_items_held_when_the_store_fails_survive_a_sigkill_with_the_persi
     assert not crashed(first) and not crashed(second)
 
 
+def short_deadline_client(port: int) -> Client:
+    """A client whose SDK OTLP exporter gives up after 2 s: a refused Export shows as a failure, not a long retry."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    client = Client(port, "billing-agent", batch=True)
+    client.exporter.shutdown(timeout_millis=100)
+    client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=2)
+    return client
+
+
 def _post_http(port: int, body: bytes) -> tuple[int, str | None]:
     """POST an OTLP/HTTP protobuf body; the status and the Retry-After header."""
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/x-protobuf"}, method="POST")
@@ -123,7 +133,6 @@ def test_a_failing_review_store_with_a_full_hold_refuses_exports_and_accepts_aga
     """``max_traces`` 10: once 10 items are held, gRPC Export gets UNAVAILABLE (the SDK exporter gives up
     within its deadline) and OTLP/HTTP 503 with Retry-After, one log line for the refusals; the store writable
     again, the held items are written and calls are acknowledged again, with no item lost."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     db = tmp_path / "review.db"
@@ -134,9 +143,7 @@ def test_a_failing_review_store_with_a_full_hold_refuses_exports_and_accepts_aga
     client = None
     try:
         listening = proc.log("tracefence serve listening")
-        client = Client(listening["port"], "billing-agent", batch=True)
-        client.exporter.shutdown(timeout_millis=100)
-        client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{listening['port']}", insecure=True, timeout=2)
+        client = short_deadline_client(listening["port"])
         acked = send_review_traces(client, 10)
         assert len(acked) == 10
         wait_for(lambda: {r.trace_id for r in up.spans()} >= set(acked), timeout=30, what="the 10 forwarded")
@@ -236,7 +243,6 @@ def test_a_full_review_volume_refuses_exports_and_takes_them_again_soon_after_sp
     """Issue 30's done-when: the review DB's volume full, items held until the hold is full, then Export refused;
     the space back, every held item written and calls acknowledged again within seconds (the write retry is 1 s
     here), no acknowledged item lost, without a restart."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
     db = small_volume / "review.db"
     SQLiteReviewStore(db).close()
@@ -246,9 +252,7 @@ def test_a_full_review_volume_refuses_exports_and_takes_them_again_soon_after_sp
     client = None
     try:
         listening = proc.log("tracefence serve listening")
-        client = Client(listening["port"], "billing-agent", batch=True)
-        client.exporter.shutdown(timeout_millis=100)
-        client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{listening['port']}", insecure=True, timeout=2)
+        client = short_deadline_client(listening["port"])
         filler = fill(small_volume)
         acked, refused = [], False
         for _ in range(200):
