@@ -23,15 +23,11 @@ LONG_MODULES = {
     "otel_tracefence/review/store.py",  # the store-backed write index work (s36)
     "otel_tracefence/core/config.py",  # settings declared in one place; grows with every feature
     # Split on s36-split but not finished before its deadline:
-    "otel_tracefence/normalize/trace.py",
     "otel_tracefence/normalize/conventions.py",
 }
 
 #: Functions still over MAX_COMPLEXITY, as "path:qualified name".
 COMPLEX_FUNCTIONS = {
-    "otel_tracefence/normalize/trace.py:_normalize_trace",  # the normalizer's one pass (issue 27 step 1)
-    "otel_tracefence/normalize/trace.py:_unrecorded_requests",
-    "otel_tracefence/normalize/trace.py:_fill_from_attempts",
     "otel_tracefence/normalize/step.py:span_to_step",  # rows and spans to one step builder (issue 27 step 1)
     "otel_tracefence/readers/rows.py:row_to_step",
     "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)

@@ -143,7 +143,7 @@ def dropped_data(span: SpanView) -> MalformedField | None:
     """``None`` for a span that dropped nothing; else why it cannot be read as complete (reason ``span_data_dropped``,
     naming the counts): attributes or events a span limit dropped may have been the ones that mark a tool call,
     its status or its effect (docs/DECISIONS.md 252), and attributes a read event dropped its exception's type or
-    its content (375). The one rule for dropped data: :func:`~otel_tracefence.normalize.trace.dropped_step` asks it."""
+    its content (375). The one rule for dropped data: :func:`~otel_tracefence.normalize.unread.dropped_step` asks it."""
     lost_event_attributes = dropped_event_attributes(span) if span.events else 0
     if not span.dropped_attributes and not span.dropped_events and not lost_event_attributes:
         return None

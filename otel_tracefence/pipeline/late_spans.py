@@ -13,7 +13,9 @@ from otel_tracefence.core import reasons
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import Decision, MalformedField, ReplayClass, StepDecision, ToolStep, TracePlan
 from otel_tracefence.normalize import SpanView, span_to_step, unread_activity_step
-from otel_tracefence.normalize.trace import late_request, late_requests, quiet, untied_request
+from otel_tracefence.normalize.dispatches import late_request, untied_request
+from otel_tracefence.normalize.request_matching import late_requests
+from otel_tracefence.normalize.trace import quiet
 from otel_tracefence.pipeline.plan import PlannedTrace
 from otel_tracefence.planner.replay_class import replay_class as class_of
 
@@ -51,7 +53,7 @@ def fail_closed(plan: TracePlan, late_span_ids: set[str] | frozenset[str], late_
 def span_digest(view: SpanView) -> int:
     """A hash of a step's span as planning reads it (1 to 2**30 - 1): every field of its view but its ``sequence``
     (the arrival order), so two views the normalizer takes for one span (a redelivered copy,
-    ``normalize.trace._same_span``) have the same digest, and a span that differs in name, attributes, status, times,
+    ``normalize.span_tree.same_span``) have the same digest, and a span that differs in name, attributes, status, times,
     events or parent almost surely has another. Remembered for the spans that hold a step (other spans remember 0):
     a late span under a remembered id is a redelivery only when its digest is the remembered one (docs/DECISIONS.md
     357). A value that is not hashable (an OTLP array) counts by its ``repr``."""
@@ -220,7 +222,7 @@ def clash(
     span_id: str, step: ToolStep | None, remembered: Remembered, steps: list[ToolStep], by_span: dict[str, int]
 ) -> tuple[ToolStep | None, bool]:
     """A late span under the id of a span seen before that is not that span: as in time (``normalize_trace``,
-    ``_distinct_spans``), the remembered step with that id, if any, is malformed at ``span_id`` (fenced), and so
+    ``distinct_spans``), the remembered step with that id, if any, is malformed at ``span_id`` (fenced), and so
     is the late span's own ``step``, if any; returns that step and whether a remembered step was changed."""
     bad = MalformedField("span_id", f"span id {span_id} is carried by a span that came after its trace was decided and is not the span "
                                     "seen before under that id (not a redelivery): which call the id names cannot be known")  # fmt: skip

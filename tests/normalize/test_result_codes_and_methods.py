@@ -128,7 +128,7 @@ def test_a_method_original_that_is_the_method_but_for_case_is_the_same_method(me
 
 def test_a_late_request_whose_method_original_differs_is_held_untied_and_one_that_differs_in_case_is_not() -> None:
     from otel_tracefence.normalize.span_view import from_otlp
-    from otel_tracefence.normalize.trace import untied_request
+    from otel_tracefence.normalize.dispatches import untied_request
     from otel_tracefence.otlp.json_reader import read_otlp_json
 
     def untied(**methods: Any):

@@ -216,7 +216,7 @@ def test_a_request_whose_method_keys_disagree_is_no_safe_request_in_time() -> No
 def test_a_late_request_whose_method_keys_disagree_is_held_untied() -> None:
     # Late, below a span that is no remembered step: the buffer asks untied_request, which let a "GET" pass.
     from otel_tracefence.normalize.span_view import from_otlp
-    from otel_tracefence.normalize.trace import untied_request
+    from otel_tracefence.normalize.dispatches import untied_request
     from otel_tracefence.otlp.json_reader import read_otlp_json
 
     read = read_otlp_json(_file(_client("c1" * 8, "dd" * 8, **BOTH)))
