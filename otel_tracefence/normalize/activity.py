@@ -1,6 +1,6 @@
 """Tool activity no convention reads: the test that keeps such a trace from passing as tool-free.
 
-A span that is not read as a tool step (``conventions.is_tool_span``) but looks like tool
+A span that is not read as a tool step (``span_kinds.is_tool_span``) but looks like tool
 activity must not let its trace pass with no class (docs/DECISIONS.md, "Unrecognized
 tool activity"). A span looks like tool activity when:
 
@@ -23,7 +23,7 @@ tool activity"). A span looks like tool activity when:
   a value the conventions do not define is not understood, so it is held, never read as
   some value and never passed (docs/DECISIONS.md 190, 203). Checked whatever else the span holds;
 * or an attribute key is one the conventions read only after folding (``gen_ai.Operation.name``),
-  or an unknown ``tracefence.*`` key (``conventions.misread_key``, docs/DECISIONS.md 250).
+  or an unknown ``tracefence.*`` key (``read_keys.misread_key``, docs/DECISIONS.md 250).
 
 An agent, chain or model span that merely mentions a tool (DESIGN.md) has a known
 kind and is left out by the first test. A tool-like span with a recognized tool step
@@ -40,9 +40,11 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, UNDERSTOOD_KEYS, misread_attribute,
-    VERCEL_FINISH_REASON_KEY, is_tool_listing, misread_message,
+    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, VERCEL_FINISH_REASON_KEY,
 )
+from otel_tracefence.normalize.span_kinds import is_tool_listing
+from otel_tracefence.normalize.read_keys import UNDERSTOOD_KEYS, misread_attribute, misread_message
+
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.core.textfold import folded_word, visible
 

@@ -26,11 +26,10 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES,
-    MCP_IS_ERROR_FALSE_REPR, PRODUCER_RESULT_DEFAULTS, READ_KEYS,
-    STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES,
-    SUCCESS_STATUS_VALUES, TRACEFENCE_NAMESPACE, misread_key,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, PRODUCER_RESULT_DEFAULTS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
+from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
+
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _DURATION = re.compile(DURATION_VALUE_PATTERN)
@@ -45,8 +44,8 @@ here costs one C-level ``issuperset``."""
 @cython.ccall
 def outcome_kind(key: str) -> str:
     """What outcome an attribute key names (``status``, ``error``, ``timeout``, ``success``), or ``""``: none, or a
-    key the normalizer reads (``conventions.READ_KEYS``), of its own namespace or one it holds as a misspelling of a key
-    it reads (``conventions.misread_key``: held there already). Cached per key."""
+    key the normalizer reads (``read_keys.READ_KEYS``), of its own namespace or one it holds as a misspelling of a key
+    it reads (``read_keys.misread_key``: held there already). Cached per key."""
     found = _KINDS.get(key)
     if found is not None:
         return found

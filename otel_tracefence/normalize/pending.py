@@ -29,7 +29,8 @@ from typing import Mapping, Sequence
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import OK, ToolStep, step_order
-from otel_tracefence.normalize.conventions import APPROVAL_PENDING_RESULTS, TRACEFENCE_INPUTS, agent_name
+from otel_tracefence.normalize.conventions import APPROVAL_PENDING_RESULTS, TRACEFENCE_INPUTS
+from otel_tracefence.normalize.span_kinds import agent_name
 from otel_tracefence.normalize.requested import RequestedCall
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import observed_status
@@ -68,7 +69,7 @@ def _shows_no_run(step: ToolStep, span: SpanView) -> bool:
 
 
 def _agent_run(span: SpanView, by_id: Mapping[str, SpanView]) -> str | None:
-    """The span id of the nearest agent span above ``span`` (``conventions.agent_name``), or ``None``."""
+    """The span id of the nearest agent span above ``span`` (``span_kinds.agent_name``), or ``None``."""
     parent_id = span.parent_span_id
     for _ in range(len(by_id)):  # bounded: a parent cycle cannot loop forever
         parent = by_id.get(parent_id) if parent_id else None

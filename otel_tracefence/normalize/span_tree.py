@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import cython
 
-from otel_tracefence.normalize.conventions import is_agent_boundary
+from otel_tracefence.normalize.span_kinds import is_agent_boundary
 from otel_tracefence.normalize.span_view import SpanView
 
 

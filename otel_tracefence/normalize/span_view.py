@@ -137,7 +137,7 @@ def from_otlp_head(span: Any, sequence: int = 0, attributes: Any = None, events:
 
     ``span``: anything with the OTLP ``Span`` fields ``trace_id``, ``span_id``, ``parent_span_id``, ``name``,
     ``kind``, ``start_time_unix_nano``, ``end_time_unix_nano``, ``status`` (``code``, ``message``), ``flags``,
-    ``dropped_attributes_count`` and ``dropped_events_count`` (the service's ``SpanHead``). Only for a span holding none of ``conventions.READ_MARKERS``:
+    ``dropped_attributes_count`` and ``dropped_events_count`` (the service's ``SpanHead``). Only for a span holding none of ``read_keys.READ_MARKERS``:
     the normalizer reads nothing else of such a span (tests/service/test_service_bytes.py compares the plans).
     :func:`from_otlp` and the service's full view of span bytes (``otlp_spans.full_view``) pass the ``attributes``
     (a dict), ``events`` and ``duplicate_keys`` they read: every OTLP view takes the span's other fields by this one rule.

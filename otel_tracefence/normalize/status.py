@@ -15,9 +15,9 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import ERROR, OK, STATUS_UNKNOWN, TIMEOUT, MalformedField, ToolStatus
 from otel_tracefence.core.value_text import described, not_one_of, shown
-from otel_tracefence.normalize.conventions import (
-    CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS, fold_key,
-)
+from otel_tracefence.normalize.conventions import CANCEL_PATTERN, FAILURE_FLAG_KEYS, TIMEOUT_PATTERN, TRACEFENCE_STATUS
+from otel_tracefence.normalize.read_keys import fold_key
+
 from otel_tracefence.normalize.span_view import STATUS_ERROR, STATUS_UNSET, SpanView
 
 DECLARABLE = {"ok": OK, "error": ERROR, "timeout": TIMEOUT, "unknown": STATUS_UNKNOWN}

@@ -15,9 +15,11 @@ from otel_tracefence.core.model import (
 from otel_tracefence.core.value_text import described
 from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, status_blind_path
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, READ_MARKERS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, UNDERSTOOD_KEYS, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE, call_id as tool_call_id, is_tool_span, misread_attribute, records_headers,
-    misread_message, tool_name,
+    ARGUMENT_KEYS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE,
 )
+from otel_tracefence.normalize.span_kinds import call_id as tool_call_id, is_tool_span, tool_name
+from otel_tracefence.normalize.read_keys import READ_MARKERS, UNDERSTOOD_KEYS, misread_attribute, records_headers, misread_message
+
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, key_evidence, own_response, reconciled_key
 from otel_tracefence.normalize.pending import approval_pending
@@ -122,7 +124,7 @@ UNREADABLE_FIELD_REASONS = {CHILD_SPAN_FIELD: reasons.CHILD_SPAN_UNREAD}
 
 @cython.ccall
 def dropped_event_attributes(span: SpanView) -> int:
-    """How many attributes the span's read events dropped: events whose name holds one of ``conventions.READ_MARKERS``
+    """How many attributes the span's read events dropped: events whose name holds one of ``read_keys.READ_MARKERS``
     (``exception``, ``gen_ai.*``: the normalizer reads their attributes, an exception's type, a GenAI event's
     content). Other events are never read (and a span holding no marker is read without its events by the
     service), so what they lost hides nothing (docs/DECISIONS.md 375)."""

@@ -20,11 +20,10 @@ from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.attempts import nest
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
-from otel_tracefence.normalize.conventions import (
-    EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS, agent_name,
-    call_id as tool_call_id,
-    is_tool_invoker, misread_message, misread_own_key, tool_name,
-)
+from otel_tracefence.normalize.conventions import EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
+from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_call_id, is_tool_invoker, tool_name
+from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
+
 from otel_tracefence.normalize.dispatches import http_dispatches
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS
 from otel_tracefence.normalize.pending import folded, superseded
@@ -55,7 +54,7 @@ def quiet(span: SpanView) -> bool:
     """True when none of the readers that look for tool calls and requests can find anything in ``span``:
     it is readable, has no events, its operation is not ``execute_tool``, no key of it is an indexed key that may
     hold a call (``requested.has_indexed_call_keys``), and it holds none of the keys those readers look for first
-    (``conventions.is_tool_span`` and ``is_tool_invoker``,
+    (``span_kinds.is_tool_span`` and ``is_tool_invoker``,
     ``requested.requested_calls``, ``http.http_request``, each returning at its first test on such a span).
     Such a span is no step, no ToolInvoker, asks for no call and is no request: :func:`normalize_trace`
     reads it only as every stepless span is read beside those (its name and kind, its parents), without

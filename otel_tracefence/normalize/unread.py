@@ -10,7 +10,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import STATUS_UNKNOWN, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.config_reading import ConfigReading
-from otel_tracefence.normalize.conventions import tool_name
+from otel_tracefence.normalize.span_kinds import tool_name
 from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.requested import recorded_output
 from otel_tracefence.normalize.span_view import SpanView

@@ -18,7 +18,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.normalize.conventions import READ_MARKERS
+from otel_tracefence.normalize.read_keys import READ_MARKERS
 from otel_tracefence.normalize.span_view import (
     SpanEvent, any_value_to_python, duplicate_keys, from_otlp_head, key_values_to_dict,
 )
@@ -106,7 +106,7 @@ _MARKER_SEARCH = re.compile(_trie_pattern(_MARKERS)).search
 
 
 def needs_full_view(span: bytes) -> bool:
-    """True when the encoded span holds one of ``conventions.READ_MARKERS`` (compared case-insensitively, anywhere
+    """True when the encoded span holds one of ``read_keys.READ_MARKERS`` (compared case-insensitively, anywhere
     in its bytes: a key, a value, an event, its name): the normalizer may read its attributes or events.
     (One search of the lower-cased bytes for every marker at once: bench/README.md, "Fourth round".)"""
     lowered = span.lower()

@@ -14,7 +14,7 @@ import pytest
 from door_agreement import class_of, cli_plans, decisions, otlp_file, processor_disagreements, service_disagreements
 from otlp_json_helpers import json_span
 
-from otel_tracefence.normalize.conventions import call_id
+from otel_tracefence.normalize.span_kinds import call_id
 
 TRACE = "a7" * 16
 AGENT, MODEL, TOOL, TOOL2, MERGED = "b1" * 8, "b2" * 8, "b3" * 8, "b4" * 8, "b5" * 8

@@ -10,7 +10,7 @@ import json
 from otlp_json_helpers import json_span
 
 from otel_tracefence.core.config import TraceFenceConfig
-from otel_tracefence.normalize.conventions import is_tool_listing, is_tool_span
+from otel_tracefence.normalize.span_kinds import is_tool_listing, is_tool_span
 from otel_tracefence.pipeline.documents import plan_text
 
 TRACE = "6c" * 16

@@ -15,7 +15,7 @@ from case_spans import otlp_fixtures
 from tests.faults.test_fuzz import FAST, examples, otlp_spans, tool_like_spans
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.normalize import SpanView, from_otlp, span_to_step
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import conventions as cv, span_kinds
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS, http_request
 from otel_tracefence.normalize.requested import REQUEST_KEYS as REQUESTED_KEYS, requested_calls
 from otel_tracefence.normalize.span_view import SpanEvent
@@ -35,8 +35,8 @@ def _case_spans() -> list[Span]:
 
 def _readers_find_nothing(view: SpanView) -> None:
     assert span_to_step(view, CONFIG) is None
-    assert not cv.is_tool_invoker(view.attributes)
-    assert not cv.is_tool_span(view.attributes, view.name)
+    assert not span_kinds.is_tool_invoker(view.attributes)
+    assert not span_kinds.is_tool_span(view.attributes, view.name)
     assert requested_calls(view, CONFIG.limits) == []
     assert http_request(view) is None
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass
-from otel_tracefence.normalize import conventions
+from otel_tracefence.normalize import read_keys
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 
 from conftest import ROOT
@@ -88,10 +88,10 @@ def test_the_fold_map_holds_every_read_key_and_the_annotations_are_known_keys():
     from otel_tracefence.pipeline import annotate
 
     written = {value for name, value in vars(annotate).items() if name.isupper() and isinstance(value, str) and value.startswith("tracefence.")}
-    assert written == set(conventions.TRACEFENCE_ANNOTATION_KEYS)
-    assert all(conventions.misread_key(key) is None for key in conventions.READ_KEYS)
-    assert conventions.misread_key("tracefence.\u200bstatus") == "tracefence.status"  # a format character folded away
-    assert conventions.misread_key("service.name") is None
+    assert written == set(read_keys.TRACEFENCE_ANNOTATION_KEYS)
+    assert all(read_keys.misread_key(key) is None for key in read_keys.READ_KEYS)
+    assert read_keys.misread_key("tracefence.\u200bstatus") == "tracefence.status"  # a format character folded away
+    assert read_keys.misread_key("service.name") is None
 
 
 # --- 2. spans that say they dropped attributes or events -----------------------------------------------------------

@@ -96,7 +96,7 @@ TRANSPOSED = sorted({"tracefence"[:i] + "tracefence"[i + 1] + "tracefence"[i] + 
 @pytest.mark.parametrize("namespace", TRANSPOSED)
 def test_a_key_whose_namespace_has_two_letters_swapped_holds_its_step_and_holds_a_read_marker(namespace: str) -> None:
     # 344's one-edit test was Levenshtein: a transposition is two edits there, so tracefnece.status=timeout passed.
-    from otel_tracefence.normalize.conventions import READ_MARKERS
+    from otel_tracefence.normalize.read_keys import READ_MARKERS
 
     key = f"{namespace}.status"
     (decision,) = _plan(_write(**{key: "timeout"})).steps

@@ -183,7 +183,7 @@ def test_keys_further_from_the_namespace_are_not_flagged(key: str) -> None:
 def test_every_key_one_letter_from_the_namespace_holds_a_read_marker() -> None:
     # The service reads a span holding no read marker without its attributes (conventions.READ_MARKERS): a typo of the
     # namespace on such a span must still be seen there, as plan and the processor see it.
-    from otel_tracefence.normalize.conventions import READ_MARKERS, misread_key
+    from otel_tracefence.normalize.read_keys import READ_MARKERS, misread_key
 
     letters = "abcdefghijklmnopqrstuvwxyz_а"
     word = "tracefence"

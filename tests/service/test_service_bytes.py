@@ -17,7 +17,7 @@ from service_helpers import raw_request, raw_span, raw_tool_span
 from tests.faults.test_fuzz import _SPAN_ID_POOL, CONFIGS as FUZZ_CONFIGS, FAST, examples, otlp_spans, tool_like_spans
 from otel_tracefence.pipeline import annotate
 from otel_tracefence.core.config import TraceFenceConfig
-from otel_tracefence.normalize import conventions as cv
+from otel_tracefence.normalize import conventions as cv, read_keys
 from otel_tracefence.normalize import from_otlp
 from otel_tracefence.normalize.span_view import from_otlp_head
 from otel_tracefence.pipeline.plan import plan_spans
@@ -352,7 +352,7 @@ def test_every_key_the_conventions_name_is_a_marker():
     """Each key of the conventions' tables, each key read elsewhere and each event name holds a marker."""
     keys = [*cv.TOOL_NAME_KEYS, *cv.CALL_ID_KEYS, *cv.ARGUMENT_KEYS, *cv.RESULT_KEYS, *cv.TOOL_PRESENCE_MARKERS, *cv.TRACEFENCE_INPUTS,
             *(k for k, _ in cv.TOOL_KIND_MARKERS), *cv.AGENT_BOUNDARY_KINDS, *cv.HTTP_METHOD_KEYS, *cv.HTTP_URL_KEYS, *cv.HTTP_STATUS_KEYS,
-            *(k for part in cv.HTTP_URL_PART_KEYS for k in part if k), *cv.OTHER_READ_KEYS, *cv.MCP_READ_ONLY_HINT_KEYS, *cv.AGENT_NAME_KEYS,
+            *(k for part in cv.HTTP_URL_PART_KEYS for k in part if k), *read_keys.OTHER_READ_KEYS, *cv.MCP_READ_ONLY_HINT_KEYS, *cv.AGENT_NAME_KEYS,
             *(name for name, _ in cv.TOOL_ARGUMENT_EVENTS + cv.TOOL_RESULT_EVENTS + cv.OUTPUT_EVENTS), cv.GEN_AI_OPERATION,
             cv.RPC_SYSTEM_KEY, cv.CODE_PARAMETER_PREFIX + "x.value", "traceloop.entity.name", "exception"]
     for key in keys:
@@ -483,11 +483,11 @@ def test_the_full_view_from_span_bytes_equals_from_otlp_also_when_its_attributes
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=80), st.sampled_from(sorted(cv.READ_MARKERS)), st.booleans(), st.binary(max_size=40))
+@given(st.binary(max_size=80), st.sampled_from(sorted(read_keys.READ_MARKERS)), st.booleans(), st.binary(max_size=40))
 def test_the_one_pass_marker_search_finds_exactly_what_looking_for_each_marker_finds(before, marker, put, after):
     """needs_full_view (one regular expression for every marker) agrees with looking for each of READ_MARKERS in
     the lower-cased bytes, on random bytes with and without a marker (in random case) inside."""
     text = marker.encode()
     text = bytes(c ^ 0x20 if 97 <= c <= 122 and (i + len(before)) % 2 else c for i, c in enumerate(text))  # mixed case
     data = before + (text if put else b"") + after
-    assert needs_full_view(data) == any(m.encode() in data.lower() for m in cv.READ_MARKERS)
+    assert needs_full_view(data) == any(m.encode() in data.lower() for m in read_keys.READ_MARKERS)

@@ -1,0 +1,139 @@
+"""Which spans are tool spans, tool invokers, tool listings or agent boundaries, and the tool, call id and agent each
+names: the conventions table (``conventions.py``) read off one span's attributes and name (DESIGN.md;
+docs/CONVENTIONS.md)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import cython
+
+from otel_tracefence.normalize.conventions import (
+    AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_PREFIX,
+    GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MCP_TOOL_SPAN_NAME_PATTERN,
+    NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
+    TOOL_MARKER_KEYS, TOOL_NAME_KEYS, TOOL_PRESENCE_KEYS, TRACELOOP_TOOL_SPAN_SUFFIX,
+)
+
+
+@cython.ccall
+def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
+    found = attributes.get(key)
+    return isinstance(found, str) and found.lower() == value
+
+
+@cython.ccall
+def is_tool_invoker(attributes: Mapping[str, Any]) -> bool:
+    """True for a Haystack ``ToolInvoker`` component span: one span, every tool call of a model turn."""
+    return attributes.get(HAYSTACK_COMPONENT_TYPE) == HAYSTACK_TOOL_INVOKER
+
+
+@cython.ccall
+def is_tool_listing(attributes: Mapping[str, Any], name: str) -> bool:
+    """True for a span that lists tools and calls none (``NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL``: its exact name, and no
+    tool-name key): neither a tool step nor unread tool activity."""
+    if name not in NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL:
+        return False
+    for key in TOOL_NAME_KEYS:
+        if key in attributes:
+            return False
+    return True
+
+
+def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
+    """True when a span records a tool call under any known convention (DESIGN.md, docs/CONVENTIONS.md).
+
+    Called for every span: plain loops over a dict, no generators.
+    """
+    operation = attributes.get(GEN_AI_OPERATION)
+    if operation == EXECUTE_TOOL:
+        return True
+    if TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
+        return False
+    if name.startswith(NOT_TOOL_SPAN_NAME_PREFIXES):
+        return False
+    if is_tool_listing(attributes, name):
+        return False
+    if operation is None and GEN_AI_TOOL_NAME in attributes:
+        return True
+    for key, value in TOOL_KIND_MARKERS:
+        found = attributes.get(key)
+        if found is not None and isinstance(found, str) and found.lower() == value:
+            return True
+    for key in TOOL_PRESENCE_KEYS:
+        if key in attributes:
+            return True
+    return is_tool_invoker(attributes)
+
+
+def is_agent_boundary(attributes: Mapping[str, Any]) -> bool:
+    """True for an agent or model span: tool spans under it are a sub-agent's steps.
+
+    Only string values count: an attribute may hold any OTLP value (an array, a kvlist).
+    """
+    operation = attributes.get(GEN_AI_OPERATION)
+    if isinstance(operation, str) and operation in AGENT_BOUNDARY_OPERATIONS:
+        return True
+    for key, values in AGENT_BOUNDARY_KINDS.items():
+        kind = attributes.get(key)
+        if isinstance(kind, str) and kind in values:
+            return True
+    return False
+
+
+_MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
+
+
+def agent_name(attributes: Mapping[str, Any], name: str) -> str | None:
+    """The name of the agent an agent span runs (``gen_ai.agent.name``; OpenInference ``AGENT``
+    spans named ``<agent>.run``), or ``None`` for a span that is not an agent's."""
+    if attributes.get(GEN_AI_OPERATION) != "invoke_agent" and attributes.get("openinference.span.kind") != "AGENT":
+        return None
+    for key in AGENT_NAME_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return name.removesuffix(AGENT_SPAN_NAME_SUFFIX) or None
+
+
+def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
+    """The tool's name, first match wins; ``None`` when no convention records one.
+
+    Attributes first (``TOOL_NAME_KEYS``; OpenLLMetry's ``traceloop.entity.name`` on its
+    tool spans), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
+    (OpenLLMetry's OpenAI Agents spans), ``tool.<tool>`` on an ``execute_tool`` span (Koog),
+    ``[MCP send ]tools/call <tool>`` (MCP), and the
+    whole name for conventions that name tool spans after the tool (OpenInference, ...).
+    """
+    for key in TOOL_NAME_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    traceloop_tool = _kind_is(attributes, "traceloop.span.kind", "tool")
+    if traceloop_tool:
+        value = attributes.get("traceloop.entity.name")
+        if isinstance(value, str) and value:
+            return value
+    if name.startswith(EXECUTE_TOOL_PREFIX) and len(name) > len(EXECUTE_TOOL_PREFIX):
+        return name[len(EXECUTE_TOOL_PREFIX):]
+    if name.startswith(KOOG_TOOL_SPAN_PREFIX) and len(name) > len(KOOG_TOOL_SPAN_PREFIX) and attributes.get(GEN_AI_OPERATION) == EXECUTE_TOOL:
+        return name[len(KOOG_TOOL_SPAN_PREFIX):]
+    if traceloop_tool and name.endswith(TRACELOOP_TOOL_SPAN_SUFFIX) and len(name) > len(TRACELOOP_TOOL_SPAN_SUFFIX):
+        return name[: -len(TRACELOOP_TOOL_SPAN_SUFFIX)]
+    if attributes.get("mcp.method.name") == "tools/call" or "tools/call" in name:
+        match = _MCP_TOOL_SPAN_NAME.search(name)
+        if match:
+            return match.group(1)
+    if any(_kind_is(attributes, key, "tool") for key in NAME_IS_TOOL_KINDS) and name:
+        return name
+    return None
+
+
+def call_id(attributes: Mapping[str, Any]) -> str | None:
+    """The tool-call id the model minted, or ``None`` (none recorded, or a producer's placeholder for none)."""
+    for key in CALL_ID_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value) and value not in PLACEHOLDER_CALL_IDS:
+            return str(value)
+    return None
