@@ -70,4 +70,15 @@ NOT_IN_MATRIX = [
         "not a row of its own: run by hand with this runner (scenario tool_call_limit): no TOOL span for the call, the "
         "LLM span's request shows it (requested_not_recorded), as requested_never_ran",
     ),
+    (
+        "Agno under OpenInference, the MCP cells from Agno's spans alone (the instrumentor given a tracer provider that is "
+        "not the global one, so fastmcp's and the MCP SDK's client spans go elsewhere)",
+        "run by hand: write_times_out plans skip write_committed (fail-open, kind A): Agno's timeout text 'MCP tool "
+        "'<name>' failed: ... timed out.' is no known template; mcp_is_error stays review (DECISIONS 801)",
+    ),
+    (
+        "Agno under OpenInference with content capture off (OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)",
+        "run by hand: every output is the placeholder '__REDACTED__', read as a result (write_commits plans injected, "
+        "its 'result' the placeholder) and the LLM span's requests are gone: requested_never_ran plans tool-free (fail-open, kind C)",
+    ),
 ]

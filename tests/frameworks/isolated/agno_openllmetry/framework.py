@@ -79,3 +79,15 @@ CELLS = [
         f"(content parts without isError, DECISIONS 801); {FASTMCP} ends ERROR (error.type tool_error)",
     ),
 ]
+NOT_IN_MATRIX = [
+    (
+        "Agno under OpenLLMetry, streaming (agent.run(stream=True))",
+        "run by hand: the agent span is not current while the stream is consumed, so each tool span is the root of a "
+        "trace of its own and the run's trace plans tool-free (fail-open: its calls are in other traces)",
+    ),
+    (
+        "Agno under OpenLLMetry with content capture off (TRACELOOP_TRACE_CONTENT=false)",
+        "run by hand: no results anywhere, so parallel_one_fails plans static with the failed refund skip "
+        "write_committed (fail-open: the span is OK whatever the call did); a lone write is held write_outcome_unrecorded",
+    ),
+]
