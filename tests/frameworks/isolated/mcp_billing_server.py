@@ -1,5 +1,6 @@
-"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP), run over stdio by the runners
-of langchain_mcp and google_adk (``matrix_tools.MCP_BILLING_SERVER``).
+"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP, called MCPServer from mcp 2.x on),
+run over stdio by the runners of langchain_mcp, google_adk, semantic_kernel and agent_framework
+(``matrix_tools.MCP_BILLING_SERVER``), each under its own environment's mcp (1.x, or 2.x for agent_framework).
 
 ``TRACEFENCE_TEST_FLAKY=1``: the first ``create_invoice`` of the session fails (an ``isError`` result).
 ``TRACEFENCE_TEST_SLOW_S``: how long ``send_payment`` takes (default 2 s, past the client's timeout).
@@ -10,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-from mcp.server.fastmcp import FastMCP
+try:
+    from mcp.server.fastmcp import FastMCP
+except ModuleNotFoundError:  # mcp 2.x renamed it (same decorators, same run("stdio"))
+    from mcp.server.mcpserver import MCPServer as FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 server = FastMCP("billing")
