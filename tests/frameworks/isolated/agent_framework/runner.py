@@ -185,7 +185,7 @@ def run(scenario: str) -> None:
         middleware = [FailLoud()]
         tools["send_payment"] = tool(send_payment_slow, name="send_payment")
         turns = [[("call_p1", "send_payment", PAYMENT), ("call_c1", "charge_card", CHARGE)], "done"]
-    elif scenario == "parallel_abort_read":  # outside the matrix: a failed read's MiddlewareFailure cancels the write
+    elif scenario == "parallel_abort_read":  # outside the matrix (test_agent_framework_settings): a failed read aborts, the write is cancelled
         middleware = [FailLoud()]
         tools["send_payment"] = tool(send_payment_slow, name="send_payment")
         tools["lookup_customer"] = tool(lookup_customer_down, name="lookup_customer")
