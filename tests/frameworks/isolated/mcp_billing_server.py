@@ -1,5 +1,7 @@
-"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP), run over stdio by the runners
-of langchain_mcp and google_adk (``matrix_tools.MCP_BILLING_SERVER``).
+"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP, ``MCPServer`` in mcp 2.x), run over
+stdio by the runners of langchain_mcp and google_adk (``matrix_tools.MCP_BILLING_SERVER``, their environments' mcp 1.x)
+and of the Node.js frameworks whose MCP client starts a server (vercel_ai_7: the test's own interpreter, mcp 2.x,
+named to the runner by ``envs.run``).
 
 ``TRACEFENCE_TEST_FLAKY=1``: the first ``create_invoice`` of the session fails (an ``isError`` result).
 ``TRACEFENCE_TEST_SLOW_S``: how long ``send_payment`` takes (default 2 s, past the client's timeout).
@@ -10,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-from mcp.server.fastmcp import FastMCP
+try:
+    from mcp.server.fastmcp import FastMCP
+except ImportError:  # mcp 2.x renamed it (the same constructor, tool decorator and run)
+    from mcp.server.mcpserver import MCPServer as FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 server = FastMCP("billing")
