@@ -7,7 +7,10 @@ default). Scripted with ``MockLanguageModelV4`` from ``ai/test``; the agent is a
 part), ``step <n>`` (``gen_ai.operation.name`` ``agent_step``), ``chat <model>`` (each model call:
 ``gen_ai.output.messages``, ``gen_ai.response.finish_reasons``) and ``execute_tool <tool>`` (``gen_ai.tool.name`` /
 ``gen_ai.tool.call.id`` / ``gen_ai.tool.call.arguments`` / ``gen_ai.tool.call.result``; a thrown error: status ERROR
-and an exception event), read by the conventions table's GenAI rows."""
+and an exception event), read by the conventions table's GenAI rows.
+
+Every AI SDK 7 package declares ``engines.node >=22``; npm installs it on Node 20 with an EBADENGINE warning and every
+scenario runs on Node 20.20 here (an npm set to ``engine-strict`` refuses it: the row then skips, naming npm's error)."""
 
 from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cell
 
