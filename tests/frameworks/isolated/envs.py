@@ -150,7 +150,11 @@ def run(env: Env, out: Path, scenarios: list[str] | None = None) -> dict[str, Ou
         command = [str(env.folder / "bin" / "python"), str(source / "runner.py"), str(out), *(scenarios or [])]
         cwd = source
     else:
-        for name in ("runner.mjs", "runner_common.mjs"):
+        # a Node MCP client that starts the billing MCP server runs it with this interpreter (the test's: mcp 2.x)
+        environ["TRACEFENCE_MCP_PYTHON"] = sys.executable
+        environ["TRACEFENCE_MCP_SERVER"] = str(HERE / "mcp_billing_server.py")
+        # the runner and every module the Node runners share (runner_common.mjs, vercel_ai_common.mjs, ...)
+        for name in ["runner.mjs", *sorted(p.name for p in HERE.glob("*.mjs"))]:
             shutil.copy(source / name if (source / name).is_file() else HERE / name, env.folder / name)
         command = ["node", str(env.folder / "runner.mjs"), str(out), *(scenarios or [])]
         cwd = env.folder

@@ -1,6 +1,7 @@
-"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP), run over stdio by the runners
-of langchain_mcp, google_adk, agno and others (``matrix_tools.MCP_BILLING_SERVER``), under whichever ``mcp`` the
-framework's environment has: FastMCP in mcp 1.x, its rename ``MCPServer`` in mcp 2.x (the same decorators and ``run``).
+"""The matrix's billing tools as a small MCP server (the ``mcp`` package's FastMCP, ``MCPServer`` in mcp 2.x), run over
+stdio by the Python runners whose framework has an MCP client (``matrix_tools.MCP_BILLING_SERVER``), under whichever
+``mcp`` the framework's environment has, and by the Node.js runners whose MCP client starts a server (the test's own
+interpreter, named to the runner by ``envs.run``).
 
 ``TRACEFENCE_TEST_FLAKY=1``: the first ``create_invoice`` of the session fails (an ``isError`` result).
 ``TRACEFENCE_TEST_SLOW_S``: how long ``send_payment`` takes (default 2 s, past the client's timeout).
@@ -13,7 +14,7 @@ import os
 
 try:
     from mcp.server.fastmcp import FastMCP
-except ModuleNotFoundError:  # mcp 2.x: FastMCP is MCPServer (mcp.server.fastmcp raises, naming the rename)
+except ImportError:  # mcp 2.x renamed it (the same constructor, tool decorator and run)
     from mcp.server.mcpserver import MCPServer as FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
