@@ -8,7 +8,9 @@ The model is DSPy's own ``DummyLM`` (``dspy.utils``), answering scripted turns i
 ReAct asks for one tool per turn and catches every exception a tool raises, handing the model
 ``Execution error in <tool>: <error>`` as the observation; it has no tool timeout, no retry and no approval API.
 A requested call that never ran is a call to a tool the agent lacks: ReAct's ``next_tool_name`` is a ``Literal`` of
-its tools, the adapters cannot parse the turn, and ReAct ends the trajectory before any tool runs.
+its tools, so the ChatAdapter and its JSONAdapter fallback cannot parse the turn, and their ``AdapterParseError`` (no
+``ValueError`` in DSPy 3.4, so ReAct's "failed to select a valid tool" handler does not catch it) ends the run before
+any tool ran.
 """
 
 from __future__ import annotations
@@ -79,11 +81,10 @@ def run(scenario: str) -> None:
             STATE["flaky"] = True
             react([create_invoice], turn("create_invoice", INVOICE), turn("create_invoice", INVOICE))
         elif scenario == "requested_never_ran":
-            # a call to a tool the agent lacks: the ChatAdapter, then its JSONAdapter fallback, cannot parse the turn
-            # (next_tool_name is a Literal of the agent's tools); ReAct ends the trajectory and extracts the answer
+            # a call to a tool the agent lacks: the ChatAdapter, then its JSONAdapter fallback (the second answer), cannot
+            # parse the turn (next_tool_name is a Literal of the agent's tools); the AdapterParseError ends the run
             wanted = turn("delete_customer", CUSTOMER)
             react([lookup_customer, create_invoice], lm_answers=(wanted, wanted, ANSWER))
-            STATE["stopped"] = True
         elif scenario == "mcp_is_error":
             asyncio.run(_mcp_is_error())
         else:

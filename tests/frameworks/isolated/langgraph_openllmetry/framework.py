@@ -11,7 +11,9 @@ ToolMessage, dumpd>, "kwargs": ...}``. A raised tool error ends the span ERROR w
 ``gen_ai.task.status`` ``failure``; a handled one (the tool's own ``handle_tool_error``) ends it UNSET with
 ``gen_ai.task.status`` ``success``, its failure only in the ToolMessage's ``status`` (the shared case
 ``openllmetry_langchain_handled_tool_error_span_unset``). The model's requests are the chat span's
-``gen_ai.output.messages`` ``tool_call`` parts (with their ids).
+``gen_ai.output.messages`` ``tool_call`` parts (with their ids). OpenLLMetry 0.62.4's handler has no
+``on_interrupt`` / ``on_resume`` (langchain-core 1.8 callbacks): langchain-core logs an AttributeError for each
+``interrupt()`` and resume; the spans are unaffected.
 """
 
 from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cannot, cell
