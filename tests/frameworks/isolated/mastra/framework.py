@@ -1,4 +1,4 @@
-"""Mastra (npm ``@mastra/core`` 0.24, the newest whose engines allow Node.js 20) under its AI tracing, exported as
+"""Mastra (npm ``@mastra/core`` 0.24, the newest whose engines allow Node.js 20; 1.x is the ``mastra_1`` row) under its AI tracing, exported as
 OpenTelemetry spans by ``@mastra/otel-exporter``'s ``OtelExporter`` (Mastra's documented route to OpenTelemetry),
 scripted with ``MockLanguageModelV2`` from ``ai/test`` (a Mastra agent takes an AI SDK 5 model); the agent loop is
 Mastra's own (``maxSteps``), approval its own (a tool's ``requireApproval``, ``approveToolCall``), MCP its own client
@@ -93,10 +93,8 @@ CELLS = [
 NOT_IN_MATRIX = [
     (
         "Mastra 0.24's deprecated OpenTelemetry telemetry (spans through the global tracer provider, on unless telemetry.enabled is false; removed in 1.x)",
-        "not a row: switched off in the runner; see the row's note for how its mastra.stream.toolCall spans plan",
-    ),
-    (
-        "Mastra 1.x (@mastra/core 1.0.4 and later, @mastra/observability)",
-        "not installable here: its engines ask Node.js 22.13 or later",
+        "not a row (switched off in the runner); run by hand, every trace plans review (an over-hold): its agent.*, workflow.* and "
+        "mastra.stream.toolCall spans (stream.toolCall.toolName / .toolCallId / .args / .result) are unrecognized_tool_span steps, "
+        "and one run's spans spread over several traces",
     ),
 ]
