@@ -79,7 +79,8 @@ const INTO_MEMORY = { export: (spans, done) => EXPORTER.export(spans, done), for
 let OTEL = null;
 
 function mastraWith(agent) {
-  OTEL = new OtelExporter({ provider: { custom: { endpoint: "http://127.0.0.1:9/v1/traces" } }, exporter: INTO_MEMORY });
+  // signals.logs false: its log export would go to the (unused) endpoint, and flush() would wait on it
+  OTEL = new OtelExporter({ provider: { custom: { endpoint: "http://127.0.0.1:9/v1/traces" } }, exporter: INTO_MEMORY, signals: { logs: false } });
   const observability = new Observability({ configs: { otel: { serviceName: "billing", exporters: [OTEL] } } });
   // storage: the suspended run's snapshot (tool approval)
   return new Mastra({ agents: { billing: agent }, storage: new InMemoryStore(), observability, logger: false });
