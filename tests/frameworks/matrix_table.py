@@ -61,7 +61,9 @@ class Cell:
 
     ``wrong_today``: the cell plans otherwise today; names the kind of issue 24 (A-E) and what it plans
     instead (the matrix test marks it ``xfail(strict=True)``: flip it when the kind is fixed).
-    ``cannot``: the framework (this version) cannot make the scenario, and why."""
+    ``cannot``: the framework (this version) cannot make the scenario, and why.
+    ``doors_differ``: the three doors do not agree on the cell's trace today, and how (the doors test marks it
+    ``xfail(strict=True)``: a finding for the package, flipped when the doors agree)."""
 
     framework: str
     scenario: str
@@ -70,10 +72,13 @@ class Cell:
     reason: str = ""
     wrong_today: str | None = None
     cannot: str | None = None
+    doors_differ: str | None = None
 
 
-def cell(framework: str, scenario: str, replay_class: str | None, steps: tuple, reason: str, wrong_today: str | None = None) -> Cell:
-    return Cell(framework, scenario, replay_class, tuple(sorted(steps)), reason, wrong_today)
+def cell(
+    framework: str, scenario: str, replay_class: str | None, steps: tuple, reason: str, wrong_today: str | None = None, doors_differ: str | None = None,
+) -> Cell:
+    return Cell(framework, scenario, replay_class, tuple(sorted(steps)), reason, wrong_today, doors_differ=doors_differ)
 
 
 def cannot(framework: str, scenario: str, why: str) -> Cell:
