@@ -37,7 +37,8 @@ from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.targets import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
-from otel_tracefence.review.store import EVENT_COLUMNS, VERDICT_COLUMNS, ReviewStoreError, UnreadableItem, read_item, read_page
+from otel_tracefence.review.item_reading import ReviewStoreError, UnreadableItem, read_item, read_page
+from otel_tracefence.review.sqlite_schema import EVENT_COLUMNS, VERDICT_COLUMNS
 
 try:
     import psycopg
