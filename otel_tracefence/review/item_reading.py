@@ -4,12 +4,15 @@ errors that say why a row cannot be used. Split out of :mod:`otel_tracefence.rev
 from __future__ import annotations
 
 import builtins
+import logging
 from typing import Sequence
 
 from google.protobuf.message import DecodeError, Message
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review.paging import KNOWN_STATES
+
+logger = logging.getLogger(__name__)
 
 
 class ReviewStoreError(Exception):
@@ -97,3 +100,16 @@ def read_page(rows: Sequence[Sequence[object]], page_size: int, skipped: builtin
             skipped.append(exc)
     return items
 
+
+def decode_spans(blob: object, trace_id: str) -> pb.ReviewSpans | None:
+    """The stored ``ReviewSpans`` of ``trace_id``, or ``None`` when its bytes do not decode or are another trace's
+    (logged: the item page then shows the item without its waterfall)."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        logger.warning("the spans kept with review item %s are stored as %s, not bytes; its page shows the item without them", trace_id, type(blob).__name__)
+        return None
+    try:
+        spans = pb.ReviewSpans.FromString(bytes(blob))
+    except DecodeError as exc:
+        logger.warning("the spans kept with review item %s cannot be read (%s); its page shows the item without them", trace_id, exc)
+        return None
+    return spans if spans.trace_id == trace_id else None

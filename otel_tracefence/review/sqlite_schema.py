@@ -10,10 +10,10 @@ from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The database schema's version, kept in SQLite's ``user_version`` pragma. 1: items only; 2: items and
-their history (``review_events``); 3: events carry a verdict and its evidence. An older file is migrated
-forward when opened."""
+their history (``review_events``); 3: events carry a verdict and its evidence; 4: what an item keeps of its
+trace for the item page (``review_spans``, issue 26). An older file is migrated forward when opened."""
 
 DDL_ITEMS = (
     """
@@ -84,5 +84,15 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+# Version 4: each item's ReviewSpans (issue 26), beside the item so that a list never reads it. Older items have none.
+DDL_SPANS = ("CREATE TABLE review_spans (trace_id TEXT PRIMARY KEY NOT NULL, spans BLOB NOT NULL) WITHOUT ROWID",)
+
+
+def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Version 3 -> 4: the spans table (empty: the items stored before keep no spans)."""
+    for statement in DDL_SPANS:
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
 """Schema version N -> the step that brings a file at version N to N + 1 (inside the caller's transaction)."""

@@ -37,19 +37,20 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.review import transitions
 from otel_tracefence.review.events import ReviewEvent
-from otel_tracefence.review.item_reading import ReviewStoreError, UnreadableItem, read_item, read_page
+from otel_tracefence.review.item_reading import ReviewStoreError, UnreadableItem, decode_spans, read_item, read_page
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, list_query, like_prefix
 from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.sqlite_room import SpaceReserve, free_bytes
 from otel_tracefence.review.sqlite_schema import (
     DDL_ITEMS,
     DDL_EVENTS,
+    DDL_SPANS,
     EVENT_COLUMNS,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -230,7 +231,7 @@ class SQLiteReviewStore(Resolutions):
                     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
                     if tables:
                         raise ReviewStoreError(f"{self.path}: not a tracefence review database (it holds tables {', '.join(sorted(tables))})")
-                    for statement in DDL_ITEMS + DDL_EVENTS + VERDICT_COLUMNS:
+                    for statement in DDL_ITEMS + DDL_EVENTS + VERDICT_COLUMNS + DDL_SPANS:
                         conn.execute(statement)
                 else:
                     while version != SCHEMA_VERSION:  # forward, one version at a time, in this one transaction
@@ -297,10 +298,15 @@ class SQLiteReviewStore(Resolutions):
         """
         return self.upsert_many([(plan, service_name)])[0]
 
-    def upsert_many(self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]]) -> builtins.list[pb.ReviewItem]:
+    keeps_spans = True  # upsert_many takes each item's ReviewSpans (issue 26)
+
+    def upsert_many(
+        self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]], *, spans: Mapping[str, pb.ReviewSpans] | None = None
+    ) -> builtins.list[pb.ReviewItem]:
         """:meth:`upsert` each ``(plan, service_name)``, all in one transaction (one commit, so one sync to disk
         for all of them: a stop hands on thousands at once). Returns the stored items; raises as :meth:`upsert`
-        (then none of them is stored)."""
+        (then none of them is stored). ``spans``: by trace id, what each item keeps of its trace for the item page
+        (:func:`otel_tracefence.pipeline.review_spans.review_spans`), replacing what it kept; read by :meth:`spans`."""
         messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
         changes = []
         try:
@@ -311,6 +317,11 @@ class SQLiteReviewStore(Resolutions):
                     change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
                     self._write(conn, change)
                     changes.append(change)
+                    if spans and message.trace_id in spans:
+                        conn.execute(
+                            "INSERT OR REPLACE INTO review_spans (trace_id, spans) VALUES (?, ?)",
+                            (message.trace_id, spans[message.trace_id].SerializeToString(deterministic=True)),
+                        )
                 transitions.link_earlier(
                     changes, lambda trace_id: conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone(),
                     lambda change: self._write(conn, change),
@@ -336,6 +347,13 @@ class SQLiteReviewStore(Resolutions):
         with self._lock:
             row = self._connection().execute("SELECT item, state FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
         return None if row is None else read_item(row[0], trace_id, row[1])
+
+    def spans(self, trace_id: str) -> pb.ReviewSpans | None:
+        """What the item of ``trace_id`` keeps of its trace for the item page, or ``None`` (no item, an item stored
+        before schema version 4, or bytes that do not decode: the page shows what the item has)."""
+        with self._lock:
+            row = self._connection().execute("SELECT spans FROM review_spans WHERE trace_id = ?", (trace_id,)).fetchone()
+        return None if row is None else decode_spans(row[0], trace_id)
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
