@@ -25,6 +25,7 @@ __all__ = ["MAX_ROWS", "StepTime", "Waterfall", "duration_text", "step_times", "
 MAX_ROWS = 400
 """Most span rows drawn; past it the rest are counted (tool spans and their ancestors are drawn first)."""
 ROW_PX, LABEL_PX, BAR_PX, AXIS_PX = 20, 340, 560, 28
+TEXT_PX = 6.2  # about the width of a character of the 11 px labels
 COLOURS = {"replay": "#1a6b1a", "skip": "#8a5a00", "review": "#c05000", "conflict": "#a40000"}
 OTHER = "#8a94a6"
 ERROR_SPAN = "#6b3b9a"
@@ -167,6 +168,15 @@ def _hover(span: Any, start: int, length: int | None, word: str, decision: Any) 
     return hover
 
 
+def _label_place(x: float, bar: float, text_px: float) -> tuple[float, str]:
+    """Where a bar's label goes: after the bar when it fits, else inside its end (white), else before it."""
+    if x + bar + 4 + text_px <= LABEL_PX + BAR_PX + 40:
+        return x + bar + 4, ""
+    if bar >= text_px + 8 or x - 4 - text_px < LABEL_PX:
+        return x + bar - 4, ' text-anchor="end" fill="#fff"'
+    return x - 4, ' text-anchor="end"'
+
+
 def _row(span: Any, depth: int, y: int, t0: int, scale: float, decision: Any) -> str:
     start = span.start_time_unix_nano - t0
     ended = span.end_time_unix_nano >= span.start_time_unix_nano and span.end_time_unix_nano != 0
@@ -188,8 +198,7 @@ def _row(span: Any, depth: int, y: int, t0: int, scale: float, decision: Any) ->
     out.append(f'<text x="{6 + min(depth, 20) * 10}" y="{y + 14}" font-size="12"{weight}>{"◆ " if marked else ""}{escape(text)}</text>')
     out.append(f'<rect class="bar" x="{x:.1f}" y="{y + 4}" width="{bar:.1f}" height="{ROW_PX - 8}" fill="{colour}"{outline}/>')
     after = (duration_text(length) if length is not None else "not ended") + (" · " + ", ".join(decision.reasons) if marked else "")
-    label_x = min(x + bar + 4, LABEL_PX + BAR_PX - 4)
-    anchor = ' text-anchor="end" fill="#fff"' if label_x >= LABEL_PX + BAR_PX - 4 else ""  # inside its bar's end
+    label_x, anchor = _label_place(x, bar, len(after) * TEXT_PX)
     out.append(f'<text class="bar-label" x="{label_x:.1f}" y="{y + 14}" font-size="11"{anchor}>{escape(after)}</text></g>')
     return "".join(out)
 

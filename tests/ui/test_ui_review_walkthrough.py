@@ -82,6 +82,12 @@ def test_a_reviewer_decides_on_the_held_invoice(browser, target, tmp_path):
         expect(last.locator("td.verdict")).to_have_text("absent")
         expect(last.locator("td").nth(4)).to_have_text("billing has no invoice for inv-1: safe to retry")
         screenshot(page, f"review-{store}-resolved")
+
+        page.set_viewport_size({"width": 375, "height": 740})  # the waterfall scrolls in its own box, not the page
+        page.goto(f"{ui.url}/items/{CONFLICT}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        expect(page.locator("#waterfall g.marked")).to_have_count(2)
+        screenshot(page, f"review-{store}-narrow-conflict")
     finally:
         context.close()
         ui.stop()
