@@ -272,7 +272,7 @@ class Fence(Generic[P]):
                     out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
                 self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 reviews.append((plan, originals, ""))
-                if self.reviews.owes(plan.replay_class.value):  # what the item page draws, kept with the item
+                if self.reviews.owes(plan.replay_class.value) and getattr(self.reviews.sink, "keeps_spans", False):  # what the item page draws
                     self.reviews.spans.keep(plan, [view for view, _ in decided.spans])
                 return out
         except Exception as exc:  # noqa: BLE001

@@ -119,9 +119,9 @@ def _argument_fields(step: Any, view: Any, config: TraceFenceConfig) -> Sequence
     return fields
 
 
-KEPT_TRACES_MAX = 1000
-"""Most traces whose ``ReviewSpans`` wait for their item's write (held after a failed write, say); past it the oldest
-is dropped and its item shows no waterfall (DECISIONS 881)."""
+KEPT_TRACES_MAX = 256
+"""Most traces whose ``ReviewSpans`` wait for their item's write (held after a failed write, say): at most about
+12 MiB at the default ``review_spans_max``; past it the oldest is dropped and its item shows no waterfall (DECISIONS 881)."""
 
 
 class SpanKeeper:

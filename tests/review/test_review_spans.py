@@ -169,3 +169,19 @@ def test_kept_spans_that_cannot_be_read_leave_the_item_readable(tmp_path, caplog
         assert store.get(INVOICE).trace_id == INVOICE
     assert f"the spans kept with review item {INVOICE} cannot be read" in caplog.text
     assert f"the spans kept with review item {CONFLICT} are stored as str, not bytes" in caplog.text
+
+
+def test_spans_waiting_for_their_items_write_are_bounded_oldest_dropped():
+    from otel_tracefence.core.model import TracePlan
+    from otel_tracefence.pipeline.review_spans import KEPT_TRACES_MAX, SpanKeeper
+
+    keeper = SpanKeeper(TraceFenceConfig())
+    for n in range(KEPT_TRACES_MAX + 1):
+        keeper.keep(TracePlan(trace_id=f"t{n}", replay_class=None), [])
+    assert (keeper.of(["t0"]), sorted(keeper.of(["t1", f"t{KEPT_TRACES_MAX}"]))) == ({}, ["t1", f"t{KEPT_TRACES_MAX}"])
+    kept = keeper.of(["t1"])
+    keeper.keep(TracePlan(trace_id="t1", replay_class=None), [])  # a newer one replaces it before the write ends
+    keeper.written(kept)
+    assert list(keeper.of(["t1"])) == ["t1"]  # the newer one stays for the next write
+    keeper.written(keeper.of(["t1"]))
+    assert keeper.of(["t1"]) == {}
