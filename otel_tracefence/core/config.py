@@ -488,6 +488,10 @@ class UiSettings(BaseModel):
     trace_url_template: str = ""
     """Link to each trace in a tracing backend, ``{trace_id}`` replaced by the trace id (lowercase hex), e.g.
     ``http://localhost:16686/trace/{trace_id}`` (Jaeger); empty: no link."""
+    trace_links: dict[str, str] = Field(default_factory=dict)
+    """More links per trace on the item page, by label, each a template as ``trace_url_template`` is, e.g.
+    ``{"Jaeger": "http://localhost:16686/trace/{trace_id}", "Tempo": "<a Grafana Explore address>", "Phoenix": ...}``
+    (docs/review-page.md gives the three); an environment variable takes it as JSON."""
     max_inspect_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     """Largest input the inspector plans, in bytes; a larger one is refused with 413."""
     max_inspect_steps: int = Field(default=20_000, gt=0)
@@ -503,6 +507,15 @@ class UiSettings(BaseModel):
     @classmethod
     def _template(cls, value: str) -> str:
         return check_trace_url_template(value)
+
+    @field_validator("trace_links")
+    @classmethod
+    def _links(cls, value: dict[str, str]) -> dict[str, str]:
+        for label, template in value.items():
+            if not label.strip() or not template:
+                raise ValueError(f"trace_links: {label!r}: a link needs a label and a template")
+            check_trace_url_template(template)
+        return value
 
 
 def _seconds_or_duration(value: Any) -> Any:
@@ -562,6 +575,10 @@ class TraceFenceConfig(BaseSettings):
     review_db_min_free_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
     """``tracefence serve`` with a SQLite review database: the least free space (bytes) on its volume for the service
     to start (0: no check); below it the store also trims its write-ahead log after every write."""
+    review_spans_max: int = Field(default=500, ge=0, le=100_000)
+    """Most spans of a held trace its review item keeps for the item page's waterfall (name, ids, kind, times,
+    status, step): the tool spans first, then their ancestors, then the earliest others; the rest are counted only.
+    0 keeps none. Each step's times and argument field hashes are kept whatever this says."""
     review_classes: Annotated[list[Literal["review", "static", "injected", "dynamic"]], NoDecode] = Field(
         default_factory=lambda: ["review"], min_length=1
     )

@@ -272,6 +272,8 @@ class Fence(Generic[P]):
                     out = [self._annotate(payload, view, by_span.get(view.span_id, common)) for view, payload in decided.spans]
                 self.telemetry.traces_decided.add(1, {**attrs, annotate.REPLAY_CLASS: plan.replay_class._value_, annotate.TRACE_PARTIAL: plan.partial})
                 reviews.append((plan, originals, ""))
+                if self.reviews.owes(plan.replay_class.value) and getattr(self.reviews.sink, "keeps_spans", False):  # what the item page draws
+                    self.reviews.spans.keep(plan, [view for view, _ in decided.spans])
                 return out
         except Exception as exc:  # noqa: BLE001
             self.telemetry.error("decide", f"could not annotate trace {decided.trace_id}: {exc!r}", exc)

@@ -37,6 +37,7 @@ from opentelemetry import metrics
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.core.telemetry import COMPONENT, Telemetry, guarded, instrument
+from otel_tracefence.pipeline.review_spans import SpanKeeper
 
 P = TypeVar("P")
 _log = logging.getLogger("otel_tracefence")
@@ -131,6 +132,7 @@ class ReviewWriter(Generic[P]):
         self._updated_at: OrderedDict[str, tuple[float, float]] = OrderedDict()  # trace -> (last chunk update, interval)
         self._retry_thread: threading.Thread | None = None
         self._retry_stop = threading.Event()
+        self.spans = SpanKeeper(config)  # what each item keeps of its trace for the item page (issue 26)
         if sink is not None and getattr(sink, "on_error", False) is None:
             # The SQLite store reports a database file deleted or replaced under it (it logs and reopens):
             # counted in tracefence.errors, in every door.
@@ -325,8 +327,13 @@ class ReviewWriter(Generic[P]):
         """``(plan, service name)`` items written in one transaction by the sink's ``upsert_many`` (one ``upsert``
         each for a sink without it). Raises what the sink raises."""
         write_many = getattr(self.sink, "upsert_many", None)
-        if write_many is not None and len(batch) > 1:
-            write_many(batch)
+        spans = self.spans.of(plan.trace_id for plan, _ in batch) if getattr(self.sink, "keeps_spans", False) else {}
+        if write_many is not None and (len(batch) > 1 or spans):
+            if spans:
+                write_many(batch, spans=spans)
+            else:
+                write_many(batch)
+            self.spans.written(spans)
             return
         for plan, service in batch:
             self.sink.upsert(plan, service_name=service)  # type: ignore[union-attr]

@@ -85,6 +85,8 @@ class ReviewStore(Protocol):
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]: ...
 
+    def spans(self, trace_id: str) -> pb.ReviewSpans | None: ...
+
     def list(
         self,
         *,

@@ -28,7 +28,7 @@ import builtins
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
@@ -37,7 +37,8 @@ from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.events import ReviewEvent
 from otel_tracefence.review.targets import INSTALL_HINT, display_target
 from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, list_query, like_prefix
-from otel_tracefence.review.store import EVENT_COLUMNS, VERDICT_COLUMNS, ReviewStoreError, UnreadableItem, read_item, read_page
+from otel_tracefence.review.item_reading import ReviewStoreError, UnreadableItem, decode_spans, read_item, read_page
+from otel_tracefence.review.sqlite_schema import EVENT_COLUMNS, VERDICT_COLUMNS
 
 try:
     import psycopg
@@ -50,10 +51,11 @@ else:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema's version, in ``review_schema``. It started at 2, the SQLite store's version with the same
 tables (items and their history): there never was a PostgreSQL version 1. 3: events carry a verdict and its
-evidence (the SQLite store's 3 too)."""
+evidence (the SQLite store's 3 too); 4: ``review_spans``, what an item keeps of its trace for the item page (the
+SQLite store's 4 too)."""
 _SCHEMA_LOCK = 0x7472616365666E63  # pg_advisory_xact_lock key: one process makes or migrates the schema at a time
 
 _DDL = (
@@ -87,7 +89,8 @@ _DDL = (
     """,
     "CREATE INDEX review_events_trace ON review_events (trace_id, id)",
 )
-_TABLES = ("review_schema", "review_items", "review_events")
+_DDL_SPANS = ('CREATE TABLE review_spans (trace_id text COLLATE "C" PRIMARY KEY, spans bytea NOT NULL)',)
+_TABLES = ("review_schema", "review_items", "review_events", "review_spans")
 
 
 def _migrate_2_to_3(conn: Any) -> None:
@@ -95,7 +98,12 @@ def _migrate_2_to_3(conn: Any) -> None:
         conn.execute(statement)
 
 
-_MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _migrate_2_to_3}
+def _migrate_3_to_4(conn: Any) -> None:
+    for statement in _DDL_SPANS:
+        conn.execute(statement)
+
+
+_MIGRATIONS: dict[int, Callable[[Any], None]] = {2: _migrate_2_to_3, 3: _migrate_3_to_4}
 """Schema version N -> the step that brings it to N + 1 (the first version is 2)."""
 
 
@@ -181,7 +189,7 @@ class PostgresReviewStore(Resolutions):
                 raise ReviewStoreError(f"{self.target}: not a tracefence review database (it holds {', '.join(present)} but no review_schema)")
             if not create:
                 raise ReviewStoreError(f"{self.target}: not a tracefence review database (no review schema)")
-            for statement in _DDL + VERDICT_COLUMNS:
+            for statement in _DDL + VERDICT_COLUMNS + _DDL_SPANS:
                 conn.execute(statement)
             conn.execute("INSERT INTO review_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             logger.info("review database %s: schema version %d created", self.target, SCHEMA_VERSION)
@@ -220,9 +228,13 @@ class PostgresReviewStore(Resolutions):
         under the item's row lock (see the module). Raises :class:`ReviewStoreError` when the database fails."""
         return self.upsert_many([(plan, service_name)])[0]
 
-    def upsert_many(self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]]) -> builtins.list[pb.ReviewItem]:
-        """:meth:`upsert` each ``(plan, service_name)`` in one transaction (one commit for all of them), as
-        :meth:`SQLiteReviewStore.upsert_many <otel_tracefence.review.store.SQLiteReviewStore.upsert_many>`."""
+    keeps_spans = True  # upsert_many takes each item's ReviewSpans (issue 26)
+
+    def upsert_many(
+        self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]], *, spans: Mapping[str, pb.ReviewSpans] | None = None
+    ) -> builtins.list[pb.ReviewItem]:
+        """:meth:`upsert` each ``(plan, service_name)`` in one transaction (one commit for all of them), with
+        each item's ``spans``, as :meth:`SQLiteReviewStore.upsert_many <otel_tracefence.review.store.SQLiteReviewStore.upsert_many>`."""
         messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
 
         def one(conn: Any, message: pb.TracePlan, service_name: str) -> transitions.Change:
@@ -243,10 +255,18 @@ class PostgresReviewStore(Resolutions):
                     return change
             raise ReviewStoreError(f"{self.target}: review item {message.trace_id} neither inserted nor found")
 
+        by_trace = {message.trace_id for message, _ in messages}
+
         def work(conn: Any) -> builtins.list[transitions.Change]:
             # Rows locked in trace id order, so two replicas writing overlapping batches never deadlock.
             by_index = {i: one(conn, *messages[i]) for i in sorted(range(len(messages)), key=lambda i: messages[i][0].trace_id)}
             changes = [by_index[i] for i in range(len(messages))]
+            for trace_id, message in sorted((spans or {}).items()):
+                if trace_id in by_trace:
+                    conn.execute(
+                        "INSERT INTO review_spans (trace_id, spans) VALUES (%s, %s) ON CONFLICT (trace_id) DO UPDATE SET spans = excluded.spans",
+                        (trace_id, message.SerializeToString(deterministic=True)),
+                    )
             transitions.link_earlier(  # then the earlier items, also in trace id order
                 changes, lambda trace_id: conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = %s FOR UPDATE", (trace_id,)).fetchone(),
                 lambda change: self._update(conn, change),
@@ -263,6 +283,11 @@ class PostgresReviewStore(Resolutions):
         """The item for ``trace_id``, or ``None`` when the queue has none."""
         row = self._run(lambda conn: conn.execute("SELECT item, state FROM review_items WHERE trace_id = %s", (trace_id,)).fetchone())
         return None if row is None else read_item(row[0], trace_id, row[1])
+
+    def spans(self, trace_id: str) -> pb.ReviewSpans | None:
+        """As :meth:`SQLiteReviewStore.spans <otel_tracefence.review.store.SQLiteReviewStore.spans>`."""
+        row = self._run(lambda conn: conn.execute("SELECT spans FROM review_spans WHERE trace_id = %s", (trace_id,)).fetchone())
+        return None if row is None else decode_spans(row[0], trace_id)
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""

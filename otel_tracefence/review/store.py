@@ -22,6 +22,9 @@ WAL needs shared memory between the processes using the file: keep the file on
 a local disk (not NFS/SMB). Several processes on one machine (``tracefence
 serve`` and the ``tracefence review`` CLI) may share it; writers wait up to
 ``busy_timeout_s`` for each other.
+
+The reading of stored items is :mod:`otel_tracefence.review.item_reading`; the schema and its migrations
+:mod:`otel_tracefence.review.sqlite_schema`.
 """
 
 from __future__ import annotations
@@ -34,156 +37,36 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
-
-from google.protobuf.message import DecodeError, Message
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from otel_tracefence._proto.tracefence.v1 import tracefence_pb2 as pb
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.review import transitions
-from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.events import ReviewEvent
-from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, KNOWN_STATES, MAX_PAGE_SIZE, list_query, like_prefix
+from otel_tracefence.review.item_reading import ReviewStoreError, UnreadableItem, decode_spans, read_item, read_page
+from otel_tracefence.review.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, list_query, like_prefix
+from otel_tracefence.review.resolving import Resolutions
 from otel_tracefence.review.sqlite_room import SpaceReserve, free_bytes
+from otel_tracefence.review.sqlite_schema import (
+    DDL_ITEMS,
+    DDL_EVENTS,
+    DDL_SPANS,
+    EVENT_COLUMNS,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    VERDICT_COLUMNS,
+    append_events,
+)
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
 WAL_AUTOCHECKPOINT_PAGES = 256  # the WAL is checkpointed into the file past this many pages (SQLite's default: 1000)...
 JOURNAL_LIMIT_BYTES = 1024 * 1024  # ...and cut back to this size after a checkpoint (SQLite's default: never)
 RESERVE_BYTES = 128 * 1024  # kept beside the file (<file>.reserve), given back when the volume is full
-"""The database schema's version, kept in SQLite's ``user_version`` pragma. 1: items only; 2: items and
-their history (``review_events``); 3: events carry a verdict and its evidence. An older file is migrated
-forward when opened."""
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "SCHEMA_VERSION", "ReviewStoreError", "SQLiteReviewStore"]
-
-_DDL = (
-    """
-    CREATE TABLE review_items (
-        trace_id     TEXT PRIMARY KEY NOT NULL,
-        state        INTEGER NOT NULL,
-        replay_class INTEGER NOT NULL,
-        service_name TEXT NOT NULL,
-        created_ns   INTEGER NOT NULL,
-        updated_ns   INTEGER NOT NULL,
-        item         BLOB NOT NULL
-    ) WITHOUT ROWID
-    """,
-    "CREATE INDEX review_items_updated ON review_items (updated_ns, trace_id)",
-    "CREATE INDEX review_items_state ON review_items (state, updated_ns, trace_id)",
-    "CREATE INDEX review_items_class ON review_items (replay_class, updated_ns, trace_id)",
-    "CREATE INDEX review_items_service ON review_items (service_name, updated_ns, trace_id)",
-)
-
-# Version 2: the append-only history. ``id`` orders an item's events (its writes are serialized).
-_DDL_EVENTS = (
-    """
-    CREATE TABLE review_events (
-        id           INTEGER PRIMARY KEY AUTOINCREMENT,
-        trace_id     TEXT NOT NULL,
-        kind         TEXT NOT NULL,
-        time_ns      INTEGER NOT NULL,
-        actor        TEXT NOT NULL,
-        note         TEXT NOT NULL,
-        state        INTEGER NOT NULL,
-        replay_class INTEGER NOT NULL
-    )
-    """,
-    "CREATE INDEX review_events_trace ON review_events (trace_id, id)",
-)
-
-# Version 3: an event's verdict and its line of evidence (issue 25; "" for none, and for every older event).
-VERDICT_COLUMNS = (
-    "ALTER TABLE review_events ADD COLUMN verdict TEXT NOT NULL DEFAULT ''",
-    "ALTER TABLE review_events ADD COLUMN evidence TEXT NOT NULL DEFAULT ''",
-)
-EVENT_COLUMNS = "kind, time_ns, actor, note, state, replay_class, verdict, evidence"
-
-
-class ReviewStoreError(Exception):
-    """The file cannot be used as a review database (not SQLite, another schema, a newer
-    schema version, WAL unavailable), or the store is closed. The message names the file."""
-
-
-class UnreadableItem(ReviewStoreError):
-    """A stored review item that cannot be read: its ``item`` column holds no bytes (text, a number) or bytes that do
-    not decode as a ``tracefence.v1.ReviewItem``, or decode to an item that is not this row's (no trace id or another
-    one, no plan or a plan of another trace), or that holds an enum value this version does not know (a replay class,
-    a decision, ...), or its ``state`` column holds a state the queue does not know or another than its item's.
-    ``trace_id`` names its row; the other rows are unaffected."""
-
-    def __init__(self, trace_id: str, why: str) -> None:
-        super().__init__(f"the review item of trace {trace_id} cannot be read ({why})")
-        self.trace_id = trace_id
-
-
-def read_item(blob: object, trace_id: str, state: object = None) -> pb.ReviewItem:
-    """The ``ReviewItem`` stored for ``trace_id`` (the ``item`` column's value, bytes; ``state``: the row's ``state``
-    column, ``None`` when not read). Raises :class:`UnreadableItem` naming the row and what is wrong with it (see
-    there). The one reader of stored items for both stores' reads."""
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise UnreadableItem(trace_id, f"stored as {type(blob).__name__}, not as the bytes of a ReviewItem")
-    try:
-        item = pb.ReviewItem.FromString(bytes(blob))
-    except DecodeError as exc:
-        raise UnreadableItem(trace_id, f"its bytes do not decode: {exc}") from None
-    why = _not_this_rows_item(item, trace_id) or _unknown_enum_value(item) or _state_problem(item, state)
-    if why:
-        raise UnreadableItem(trace_id, why)
-    return item
-
-
-def _not_this_rows_item(item: pb.ReviewItem, trace_id: str) -> str:
-    """Why ``item`` is not the item of row ``trace_id`` (an empty blob decodes to an empty item), or ``""``."""
-    if item.trace_id != trace_id:
-        return f"its item holds trace id {item.trace_id!r}" if item.trace_id else "its item holds no trace id"
-    if not item.HasField("plan"):
-        return "its item holds no plan"
-    if item.plan.trace_id != trace_id:
-        return f"its plan is of trace {item.plan.trace_id!r}" if item.plan.trace_id else "its plan holds no trace id"
-    return ""
-
-
-def _unknown_enum_value(message: Message) -> str:
-    """The first enum field of ``message`` (searched depth first) holding a value its enum does not name, as
-    ``"its TracePlan.replay_class holds 9, not a tracefence.v1.ReplayClass value"``; ``""`` when there is none."""
-    for field, value in message.ListFields():
-        values = value if field.is_repeated else (value,)
-        if field.type == field.TYPE_ENUM:
-            for number in values:
-                if number not in field.enum_type.values_by_number:
-                    return f"its {field.containing_type.name}.{field.name} holds {number}, not a {field.enum_type.full_name} value"
-        elif field.type == field.TYPE_MESSAGE:
-            for child in values:
-                why = _unknown_enum_value(child)
-                if why:
-                    return why
-    return ""
-
-
-def _state_problem(item: pb.ReviewItem, state: object) -> str:
-    """Why the row's ``state`` column cannot be trusted (lists filter on it), or ``""``; ``None``: not read."""
-    if state is None or state == item.state:
-        return ""
-    if state not in KNOWN_STATES:
-        return f"its state column holds {state!r}, not a tracefence.v1.ReviewState value"
-    return f"its state column holds {state!r}, its item's state is {item.state}"
-
-
-def read_page(rows: Sequence[Sequence[object]], page_size: int, skipped: builtins.list[UnreadableItem] | None) -> builtins.list[pb.ReviewItem]:
-    """The items of a page's first ``page_size`` rows (``updated_ns, trace_id, item, state``, as
-    :meth:`~otel_tracefence.review.paging.ListQuery.statement` selects them). A row that cannot be read
-    (:func:`read_item`) is left out and appended to ``skipped``, so one bad row hides none of the others;
-    with ``skipped`` ``None`` it raises :class:`UnreadableItem`."""
-    items: builtins.list[pb.ReviewItem] = []
-    for row in rows[:page_size]:
-        try:
-            items.append(read_item(row[2], str(row[1]), row[3]))
-        except UnreadableItem as exc:
-            if skipped is None:
-                raise
-            skipped.append(exc)
-    return items
+__all__ = [
+    "DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "SCHEMA_VERSION", "EVENT_COLUMNS", "VERDICT_COLUMNS",
+    "ReviewStoreError", "SQLiteReviewStore", "UnreadableItem", "read_item", "read_page",
+]  # fmt: skip
 
 
 class SQLiteReviewStore(Resolutions):
@@ -335,7 +218,7 @@ class SQLiteReviewStore(Resolutions):
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
-            if version not in _MIGRATIONS and version != 0:
+            if version not in MIGRATIONS and version != 0:
                 raise ReviewStoreError(f"{self.path}: review database schema version {version}; this otel-tracefence reads version {SCHEMA_VERSION}")
             if version == 0 and not create:
                 raise ReviewStoreError(f"{self.path}: not a tracefence review database (no review schema)")
@@ -348,11 +231,11 @@ class SQLiteReviewStore(Resolutions):
                     tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
                     if tables:
                         raise ReviewStoreError(f"{self.path}: not a tracefence review database (it holds tables {', '.join(sorted(tables))})")
-                    for statement in _DDL + _DDL_EVENTS + VERDICT_COLUMNS:
+                    for statement in DDL_ITEMS + DDL_EVENTS + VERDICT_COLUMNS + DDL_SPANS:
                         conn.execute(statement)
                 else:
                     while version != SCHEMA_VERSION:  # forward, one version at a time, in this one transaction
-                        _MIGRATIONS[version](conn)
+                        MIGRATIONS[version](conn)
                         logger.warning("review database %s migrated from schema version %d to %d", self.path, version, version + 1)
                         version += 1
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -415,10 +298,15 @@ class SQLiteReviewStore(Resolutions):
         """
         return self.upsert_many([(plan, service_name)])[0]
 
-    def upsert_many(self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]]) -> builtins.list[pb.ReviewItem]:
+    keeps_spans = True  # upsert_many takes each item's ReviewSpans (issue 26)
+
+    def upsert_many(
+        self, plans: Sequence[tuple[TracePlan | pb.TracePlan, str]], *, spans: Mapping[str, pb.ReviewSpans] | None = None
+    ) -> builtins.list[pb.ReviewItem]:
         """:meth:`upsert` each ``(plan, service_name)``, all in one transaction (one commit, so one sync to disk
         for all of them: a stop hands on thousands at once). Returns the stored items; raises as :meth:`upsert`
-        (then none of them is stored)."""
+        (then none of them is stored). ``spans``: by trace id, what each item keeps of its trace for the item page
+        (:func:`otel_tracefence.pipeline.review_spans.review_spans`), replacing what it kept; read by :meth:`spans`."""
         messages = [(transitions.prepare_plan(plan, store_raw_values=self.store_raw_values), service_name) for plan, service_name in plans]
         changes = []
         try:
@@ -429,6 +317,11 @@ class SQLiteReviewStore(Resolutions):
                     change = transitions.apply_upsert(*stored, message, service_name=service_name, now_ns=self._clock())
                     self._write(conn, change)
                     changes.append(change)
+                    if spans and message.trace_id in spans:
+                        conn.execute(
+                            "INSERT OR REPLACE INTO review_spans (trace_id, spans) VALUES (?, ?)",
+                            (message.trace_id, spans[message.trace_id].SerializeToString(deterministic=True)),
+                        )
                 transitions.link_earlier(
                     changes, lambda trace_id: conn.execute("SELECT updated_ns, item FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone(),
                     lambda change: self._write(conn, change),
@@ -454,6 +347,13 @@ class SQLiteReviewStore(Resolutions):
         with self._lock:
             row = self._connection().execute("SELECT item, state FROM review_items WHERE trace_id = ?", (trace_id,)).fetchone()
         return None if row is None else read_item(row[0], trace_id, row[1])
+
+    def spans(self, trace_id: str) -> pb.ReviewSpans | None:
+        """What the item of ``trace_id`` keeps of its trace for the item page, or ``None`` (no item, an item stored
+        before schema version 4, or bytes that do not decode: the page shows what the item has)."""
+        with self._lock:
+            row = self._connection().execute("SELECT spans FROM review_spans WHERE trace_id = ?", (trace_id,)).fetchone()
+        return None if row is None else decode_spans(row[0], trace_id)
 
     def history(self, trace_id: str) -> builtins.list[ReviewEvent]:
         """The item's history, oldest first; ``[]`` when the queue has no item for ``trace_id``."""
@@ -565,34 +465,4 @@ class SQLiteReviewStore(Resolutions):
             "service_name = excluded.service_name, updated_ns = excluded.updated_ns, item = excluded.item",
             (item.trace_id, item.state, item.plan.replay_class, item.service_name, change.created_ns, change.updated_ns, item.SerializeToString(deterministic=True)),
         )
-        _append_events(conn, item.trace_id, change.events)
-
-
-def _append_events(conn: sqlite3.Connection, trace_id: str, events: Iterable[ReviewEvent]) -> None:
-    conn.executemany(
-        f"INSERT INTO review_events (trace_id, {EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class, e.verdict, e.evidence) for e in events],
-    )
-
-
-def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Version 1 -> 2: the history table, with each item's history synthesized
-    (:func:`otel_tracefence.review.transitions.migrated_events`), items in the order they were created."""
-    for statement in _DDL_EVENTS:
-        conn.execute(statement)
-    for (blob,) in conn.execute("SELECT item FROM review_items ORDER BY created_ns, trace_id").fetchall():
-        item = pb.ReviewItem.FromString(blob)
-        conn.executemany(  # version 2's columns: no verdict yet (version 3 adds them)
-            "INSERT INTO review_events (trace_id, kind, time_ns, actor, note, state, replay_class) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(item.trace_id, e.kind, e.time_ns, e.actor, e.note, e.state, e.replay_class) for e in transitions.migrated_events(item)],
-        )
-
-
-def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
-    """Version 2 -> 3: the events' verdict and evidence columns (``""`` for every event before)."""
-    for statement in VERDICT_COLUMNS:
-        conn.execute(statement)
-
-
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
-"""Schema version N -> the step that brings a file at version N to N + 1 (inside the caller's transaction)."""
+        append_events(conn, item.trace_id, change.events)

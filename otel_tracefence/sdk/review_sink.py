@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import TracePlan
@@ -57,11 +57,13 @@ class ReviewStoreWhenOpen:
     def upsert(self, plan: TracePlan, *, service_name: str = "") -> Any:
         return self._opened().upsert(plan, service_name=service_name)
 
-    def upsert_many(self, plans: Sequence[tuple[TracePlan, str]]) -> builtins.list[Any]:
+    keeps_spans = True  # handed on to a store that keeps them (issue 26)
+
+    def upsert_many(self, plans: Sequence[tuple[TracePlan, str]], *, spans: Mapping[str, Any] | None = None) -> builtins.list[Any]:
         store = self._opened()
         write_many = getattr(store, "upsert_many", None)
         if write_many is not None:
-            return write_many(plans)
+            return write_many(plans, spans=spans) if spans and getattr(store, "keeps_spans", False) else write_many(plans)
         return [store.upsert(plan, service_name=service) for plan, service in plans]
 
     def close(self) -> None:

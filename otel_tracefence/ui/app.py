@@ -29,7 +29,7 @@ import sqlite3
 import traceback
 import urllib.parse
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import anyio.to_thread
@@ -58,6 +58,7 @@ from otel_tracefence.ui.explain import conflict_pairs, reason_key
 from otel_tracefence.ui import queue_view
 from otel_tracefence.ui.inspector import INPUT_FORMATS, TooManySteps, inspect
 from otel_tracefence.ui.security import CSRF_FIELD, CSRF_HEADER, Refused, SessionGuard, served_hosts
+from otel_tracefence.ui.waterfall import duration_text, step_times, trace_links, waterfall
 
 _log = logging.getLogger("otel_tracefence.ui")
 HERE = Path(__file__).resolve().parent
@@ -124,16 +125,12 @@ def byte_size(n: int) -> str:
     return f"{n} bytes"
 
 
-def trace_url(template: str, trace_id: str) -> str:
-    """The trace's address in a backend: ``template`` with ``{trace_id}`` replaced (URL-quoted); ``""`` without a template."""
-    return template.replace("{trace_id}", urllib.parse.quote(trace_id, safe="")) if template else ""
-
-
 def create_app(
     store: ReviewStore | None,
     *,
     review_token: str = "",
     trace_url_template: str = "",
+    trace_link_templates: Mapping[str, str] | None = None,
     config: TraceFenceConfig | None = None,
     max_inspect_bytes: int = DEFAULT_MAX_INSPECT_BYTES,
     allowed_hosts: Sequence[str] | None = None,
@@ -143,7 +140,8 @@ def create_app(
 
     ``store``: the review queue shown (any :class:`~otel_tracefence.review.events.ReviewStore`); ``None``
     serves the inspector alone. ``review_token``: when set, every page needs a session signed in with it. ``trace_url_template``:
-    a link per trace, ``{trace_id}`` replaced, e.g. ``http://localhost:16686/trace/{trace_id}`` (Jaeger).
+    a link per trace, ``{trace_id}`` replaced, e.g. ``http://localhost:16686/trace/{trace_id}`` (Jaeger); ``trace_link_templates``:
+    more links, by label (``{"Tempo": "http://localhost:3000/explore?...{trace_id}..."}``, ``ui.trace_links``).
     ``config``: the planning configuration of the inspector (tool rules...; default: the defaults).
     ``max_inspect_bytes``: largest inspector input; larger is refused with 413. ``allowed_hosts``: the
     ``Host`` names served (Starlette's ``TrustedHostMiddleware``, against DNS rebinding); ``None``: any.
@@ -151,13 +149,15 @@ def create_app(
     Raises :class:`ValueError` for a ``trace_url_template`` that ``ui.trace_url_template`` would refuse.
     """
     try:
-        UiSettings(trace_url_template=trace_url_template)  # the configuration's own rule for the template
+        UiSettings(trace_url_template=trace_url_template, trace_links=dict(trace_link_templates or {}))  # the configuration's own rules
     except ValidationError as exc:
         raise ValueError(f"trace_url_template: {describe(exc)}") from None
     config = config or TraceFenceConfig()
+    links = [("tracing backend", trace_url_template), *(trace_link_templates or {}).items()]
     templates = Jinja2Templates(env=jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
     templates.env.filters["label"] = enum_label
     templates.env.filters["timestamp"] = rfc3339
+    templates.env.filters["duration"] = duration_text
     templates.env.globals.update(pb=pb, HELD=HELD)
     guard = SessionGuard(review_token, session_secret)
     reviewers: dict[str, str] = {}  # session id -> the name its last resolution gave (memory only, this process)
@@ -280,10 +280,13 @@ def create_app(
         if item is None:
             return problem(request, 404, f"no review item for trace id {shown_id(trace_id)}")
         history = await run_in_threadpool(store.history, trace_id) if hasattr(store, "history") else None
+        kept = await run_in_threadpool(store.spans, trace_id) if hasattr(store, "spans") else None
+        times = step_times(kept)
         return page(
             request,
             "item.html",
-            {"item": item, "plan": item.plan, "history": history, "verdicts": VERDICTS, "reviewer": reviewers.get(guard.session(request)[0], ""), "reason_key": reason_key(item.plan), "pairs": conflict_pairs(item.plan), "trace_url": trace_url(trace_url_template, item.trace_id), "resolved": request.query_params.get("resolved") == "1"},
+            {"item": item, "plan": item.plan, "history": history, "verdicts": VERDICTS, "reviewer": reviewers.get(guard.session(request)[0], ""), "reason_key": reason_key(item.plan), "pairs": conflict_pairs(item.plan, kept),
+             "trace_links": trace_links(links, item.trace_id), "resolved": request.query_params.get("resolved") == "1", "trace": waterfall(kept, item.plan), "step_times": times, "span_of": {t.call_id: t.span_id for t in times}},
         )
 
     async def resolve(request: Request) -> Response:
@@ -467,6 +470,7 @@ def app_for(store: ReviewStore | None, config: TraceFenceConfig, listen: str) ->
         store,
         review_token=config.service.review_token,
         trace_url_template=config.ui.trace_url_template,
+        trace_link_templates=config.ui.trace_links,
         config=config,
         max_inspect_bytes=config.ui.max_inspect_bytes,
         allowed_hosts=served_hosts(listen),

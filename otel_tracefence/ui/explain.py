@@ -53,8 +53,35 @@ def _fields(s: Any) -> list[tuple[str, str]]:
     ]
 
 
-def conflict_pairs(plan: pb.TracePlan) -> list[CallPair]:
-    """Each conflict step beside each related call of this trace, once per pair, the differing fields marked."""
+def _field_shown(field: Any) -> str:
+    """An argument field as the page may show it: its kept value, else its SHA-256 (the value was not kept)."""
+    return field.value_json if field.HasField("value_json") else f"sha256 {field.sha256}"
+
+
+def _argument_rows(left: Any, right: Any) -> tuple[FieldRow, ...]:
+    """The two calls' arguments field by field (``ReviewStepTimes``; ``None``: not kept), compared by the SHA-256
+    of each field's original value, so two calls compare even when their values were not kept; a field one call
+    lacks differs. ``()`` when either call's fields are not known."""
+    if left is None or right is None or left.fields_unavailable or right.fields_unavailable:
+        return ()
+    a = {f.name: f for f in left.fields}
+    b = {f.name: f for f in right.fields}
+    rows = []
+    for name in sorted(a.keys() | b.keys()):
+        fa, fb = a.get(name), b.get(name)
+        rows.append(
+            FieldRow(
+                f"arguments.{name}", _field_shown(fa) if fa else "(absent)", _field_shown(fb) if fb else "(absent)",
+                fa is None or fb is None or fa.sha256 != fb.sha256,
+            )  # fmt: skip
+        )
+    return tuple(rows)
+
+
+def conflict_pairs(plan: pb.TracePlan, kept: pb.ReviewSpans | None = None) -> list[CallPair]:
+    """Each conflict step beside each related call of this trace, once per pair, the differing fields marked; with
+    the spans the item kept (``kept``), its arguments field by field too (:func:`_argument_rows`)."""
+    fields = {s.call_id: s for s in kept.steps} if kept is not None else {}
     by_call = {d.step.call_id: d for d in plan.steps}
     pairs: list[CallPair] = []
     seen: set[frozenset[str]] = set()
@@ -70,5 +97,6 @@ def conflict_pairs(plan: pb.TracePlan) -> list[CallPair]:
             rows = tuple(
                 FieldRow(name, a, b, name != "call id" and a != b) for (name, a), (_, b) in zip(_fields(d.step), _fields(other.step))
             )
+            rows += _argument_rows(fields.get(d.step.call_id), fields.get(other_id))
             pairs.append(CallPair(d.step.call_id, other_id, tuple(dict.fromkeys([*d.reasons, *other.reasons])), rows))
     return pairs

@@ -124,7 +124,7 @@ def test_a_version_1_file_is_migrated_forward_on_open_with_a_synthesized_history
         store.resolve("t-open", resolved_by="bob", note="ok")
         assert [e.kind for e in store.history("t-open")] == ["plan_written", "resolved"]
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     with SQLiteReviewStore(db) as store:  # opened again: not migrated twice
         assert len(store.history("t-done")) == 2
 
@@ -136,13 +136,13 @@ def test_postgres_schema_version_is_created_and_checked(pg_url: str):
     with pytest.raises(ReviewStoreError, match="no review schema"):
         open_review_store(pg_url, create=False)
     open_review_store(pg_url).close()
-    assert _query(pg_url, "SELECT version FROM review_schema") == [(3,)]
+    assert _query(pg_url, "SELECT version FROM review_schema") == [(4,)]
     open_review_store(pg_url, create=False).close()  # made: a reader opens it
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE review_schema SET version = 99")
-    with pytest.raises(ReviewStoreError, match="schema version 99; this otel-tracefence reads version 3"):
+    with pytest.raises(ReviewStoreError, match="schema version 99; this otel-tracefence reads version 4"):
         open_review_store(pg_url)
 
 

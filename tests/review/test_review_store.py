@@ -408,7 +408,7 @@ def test_database_file_schema_and_mode(db: Path):
     SQLiteReviewStore(db).close()
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     if os.name == "posix":
         assert db.stat().st_mode & 0o777 == 0o600
 

@@ -57,6 +57,9 @@ def test_the_processor_starts_holds_the_item_and_writes_it_once_the_path_is_writ
         item = store.get(trace_id)
     assert item is not None and item.plan.replay_class == 4  # REPLAY_CLASS_REVIEW
     assert [s.reasons for s in item.plan.steps] == [["write_timeout"]]
+    with SQLiteReviewStore(db) as store:  # the spans the page draws waited with the item and were written with it
+        assert [(s.call_id, bool(s.span_id)) for s in store.spans(trace_id).steps] == [(item.plan.steps[0].step.call_id, True)]
+    assert processor._fence.reviews.spans.of([trace_id]) == {}
     assert any("is open now" in r.getMessage() for r in caplog.records)
 
 

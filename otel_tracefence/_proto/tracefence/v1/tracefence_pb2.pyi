@@ -230,6 +230,64 @@ class ReviewItem(_message.Message):
     later_traces: _containers.RepeatedCompositeFieldContainer[RelatedTrace]
     def __init__(self, trace_id: _Optional[str] = ..., plan: _Optional[_Union[TracePlan, _Mapping]] = ..., state: _Optional[_Union[ReviewState, str]] = ..., service_name: _Optional[str] = ..., created_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolution_note: _Optional[str] = ..., resolved_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., verdict_by: _Optional[str] = ..., verdict_evidence: _Optional[str] = ..., duplicate_effect_found: _Optional[bool] = ..., later_traces: _Optional[_Iterable[_Union[RelatedTrace, _Mapping]]] = ...) -> None: ...
 
+class ReviewSpans(_message.Message):
+    __slots__ = ("trace_id", "spans", "spans_left_out", "steps")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPANS_FIELD_NUMBER: _ClassVar[int]
+    SPANS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    spans: _containers.RepeatedCompositeFieldContainer[ReviewSpan]
+    spans_left_out: int
+    steps: _containers.RepeatedCompositeFieldContainer[ReviewStepTimes]
+    def __init__(self, trace_id: _Optional[str] = ..., spans: _Optional[_Iterable[_Union[ReviewSpan, _Mapping]]] = ..., spans_left_out: _Optional[int] = ..., steps: _Optional[_Iterable[_Union[ReviewStepTimes, _Mapping]]] = ...) -> None: ...
+
+class ReviewSpan(_message.Message):
+    __slots__ = ("span_id", "parent_span_id", "name", "kind", "start_time_unix_nano", "end_time_unix_nano", "status", "call_id")
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    status: str
+    call_id: str
+    def __init__(self, span_id: _Optional[str] = ..., parent_span_id: _Optional[str] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., status: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+
+class ReviewStepTimes(_message.Message):
+    __slots__ = ("call_id", "span_id", "start_time_unix_nano", "end_time_unix_nano", "fields", "fields_unavailable")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_UNIX_NANO_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    span_id: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    fields: _containers.RepeatedCompositeFieldContainer[ArgumentField]
+    fields_unavailable: bool
+    def __init__(self, call_id: _Optional[str] = ..., span_id: _Optional[str] = ..., start_time_unix_nano: _Optional[int] = ..., end_time_unix_nano: _Optional[int] = ..., fields: _Optional[_Iterable[_Union[ArgumentField, _Mapping]]] = ..., fields_unavailable: _Optional[bool] = ...) -> None: ...
+
+class ArgumentField(_message.Message):
+    __slots__ = ("name", "sha256", "value_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    VALUE_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    sha256: str
+    value_json: str
+    def __init__(self, name: _Optional[str] = ..., sha256: _Optional[str] = ..., value_json: _Optional[str] = ...) -> None: ...
+
 class ReviewEvent(_message.Message):
     __slots__ = ("kind", "time", "actor", "note", "state", "replay_class", "verdict", "evidence")
     KIND_FIELD_NUMBER: _ClassVar[int]
