@@ -75,6 +75,7 @@ EXPLANATIONS: dict[str, Explanation] = {
     r.ARGUMENTS_TOO_LARGE: Explanation("the arguments are too large to hash", ""),
     r.ARGUMENTS_TOO_DEEP: Explanation("the arguments nest too deep to hash", ""),
     r.ARGUMENTS_NOT_I_JSON: Explanation("the arguments are not I-JSON (RFC 7493): no canonical hash", ""),
+    r.ARGUMENTS_HIDDEN: Explanation("the producer hid the arguments (it recorded its stand-in for a hidden value): they cannot be compared", ""),
 }
 
 

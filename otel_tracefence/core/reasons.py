@@ -86,6 +86,7 @@ ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"
 ARGUMENTS_TOO_DEEP = "arguments_too_deep"
 ARGUMENTS_NOT_I_JSON = "arguments_not_i_json"
+ARGUMENTS_HIDDEN = "arguments_hidden"  # the producer recorded its stand-in for hidden arguments (conventions.REDACTED_VALUES)
 
 
 # Codes that explain without fencing (never decide): a later fencing code, such as
@@ -116,6 +117,7 @@ NOTES = frozenset(
         ARGUMENTS_TOO_LARGE,
         ARGUMENTS_TOO_DEEP,
         ARGUMENTS_NOT_I_JSON,
+        ARGUMENTS_HIDDEN,
     }
 )
 # Codes of the replay and skip rules: listed only when they decide (docs/DECISIONS.md 1).

@@ -103,6 +103,7 @@ LANGSMITH_INPUT_KEY = "gen_ai.prompt"
 LANGSMITH_OUTPUT_KEY = "gen_ai.completion"
 ARGUMENT_KEYS = (
     "gen_ai.tool.call.arguments",
+    "gen_ai.tool.input",  # Mastra 0.24's exporter (@mastra/otel-exporter 0.3: tool.execute spans)
     "input.value",
     "traceloop.entity.input",
     "langfuse.observation.input",
@@ -117,6 +118,7 @@ ARGUMENT_KEYS = (
 )
 RESULT_KEYS = (
     "gen_ai.tool.call.result",
+    "gen_ai.tool.output",  # Mastra 0.24's exporter (@mastra/otel-exporter 0.3: tool.execute spans)
     "output.value",
     "traceloop.entity.output",
     "langfuse.observation.output",
@@ -261,6 +263,17 @@ FRAMEWORK_ERROR_TEMPLATES = (
      "microsoft/autogen python/packages/autogen-agentchat/src/autogen_agentchat/agents/_assistant_agent.py, _execute_tool_call"),
     ("smolagents", ">= 1.0, a managed agent called as a tool", r"Error executing request to team member '[^'\n]*' with arguments ",
      "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
+    ("agno", "read in 3.1.10, MCPTools (a tool call that raised or timed out)", r"MCP tool '[^'\n]*' failed: ",
+     "agno-agi/agno libs/agno/agno/utils/mcp.py, call_tool's except branch"),
+    ("agno", "read in 3.1.10, MCPTools (an isError result)", r"Error from MCP tool '[^'\n]*': ",
+     "agno-agi/agno libs/agno/agno/utils/mcp.py, call_tool (result.isError)"),
+    # A result object recorded as its Python text rather than JSON: pydantic's str() (``status='failure' result=None
+    # error='...'``, agno's FunctionExecutionResult as OpenLLMetry's Agno instrumentation records it) or a dataclass's
+    # or model's repr (``Result(status='error', ...)``), whatever the framework: its status field says the call failed.
+    ("any (a result object's Python text)", "pydantic str() / repr(), dataclass repr",
+     r"(?:[A-Za-z_][A-Za-z0-9_.]*\()?status=['\"](?:failure|failed|error|errored|timeout|timed_out|cancelled|canceled)['\"]",
+     "pydantic BaseModel.__str__ / __repr_str__ (field=value pairs), dataclasses' repr; read in agno 3.1.10 FunctionExecutionResult "
+     "under opentelemetry-instrumentation-agno 0.62.4"),
 )
 # A framework's answer for a call it holds for human approval, recorded as the tool's result before the body runs
 # (docs/DECISIONS.md 600): (framework, versions, the key of a one-field result object holding the text, or None for a
@@ -311,17 +324,44 @@ PRODUCER_RESULT_DEFAULTS = (
      "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
 )
 
+# A producer's stand-in for a value it was told to hide: what it records in place of a tool's arguments or result, or a
+# model's output (producer, the exact recorded text, where it was read). Such a value is no value: arguments hidden so
+# cannot be compared, a result hidden so is no evidence a write committed (write_outcome_unrecorded), a model output
+# hidden so may hold requested calls that cannot be read (requested_call_unread) (docs/DECISIONS.md 952).
+REDACTED_VALUES = (
+    ("openinference", "__REDACTED__",
+     "Arize-ai/openinference python/openinference-instrumentation config.py REDACTED_VALUE (TraceConfig hide_inputs, "
+     "hide_outputs, hide_llm_invocation_parameters...; OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)"),
+)
+REDACTED_TEXTS = frozenset(text for _, text, _ in REDACTED_VALUES)
+# The last word of an attribute key that names what a call returned (``gen_ai.tool.output``, ``mastra.tool.result``,
+# ``output``): on a write span with no result read, such a key the normalizer does not read may hold the result in a
+# form no convention reads, so the write is not shown committed (write_outcome_unrecorded, docs/DECISIONS.md 953).
+RESULT_KEY_WORDS = frozenset({"output", "outputs", "result", "results", "response", "returnvalue", "return"})
+
 # Producer paths whose span status is known not to carry a failure: a write's ok (or unset) status is evidence of
 # commit only where the producer's path ends a failed call's span ERROR (docs/DECISIONS.md 780). One entry per path:
 # (path, the attributes (key, value) every span of the producer carries, the path's marker: an attribute key present
 # on the span, whether that marker is the path that reports failures (True: every other span of the producer is
-# held) or the path that drops them (False: the marked spans are held), where it was read). A write on a held path is
-# ``write_outcome_unrecorded``.
+# held) or the path that drops them (False: the marked spans are held), whether a recorded result is evidence on
+# that path (True: the result carries the failure the status drops, so an ok write with a result reads as before;
+# False: held with or without one), where it was read). A write on a held path is ``write_outcome_unrecorded``.
 STATUS_EVIDENCE_PATHS = (
-    ("autogen BaseTool.run_json (FunctionTool)", (("gen_ai.system", "autogen"),), "gen_ai.tool.description", True,
+    ("autogen BaseTool.run_json (FunctionTool)", (("gen_ai.system", "autogen"),), "gen_ai.tool.description", True, False,
      "microsoft/autogen autogen-core 0.7.5 tools/_base.py run_json: trace_tool_span with the tool's description, an exception "
      "ends it ERROR; autogen-ext McpWorkbench.call_tool opens the same span without one and catches isError and every "
      "exception inside it (autogen_ext/tools/mcp/_workbench.py)"),
+    # A LangChain tool whose error is handled (handle_tool_error, LangGraph's ToolNode handle_tool_errors, the
+    # default) returns its error as a ToolMessage with status "error": the callback sees a normal end, so OpenLLMetry's
+    # handler leaves the span unset and writes gen_ai.task.status=success; only the ToolMessage, recorded when content
+    # is traced, shows the failure (docs/DECISIONS.md 955).
+    ("OpenLLMetry's LangChain handler (LangGraph)", (("traceloop.span.kind", "tool"), ("gen_ai.provider.name", "langgraph")),
+     "traceloop.entity.name", False, True,
+     "traceloop/openllmetry opentelemetry-instrumentation-langchain 0.62.4 callback_handler.py on_tool_end (a handled "
+     "error ends the run normally); read with langgraph 1.2.22, langchain-core 1.8.1"),
+    ("OpenLLMetry's LangChain handler", (("traceloop.span.kind", "tool"), ("gen_ai.provider.name", "langchain")),
+     "traceloop.entity.name", False, True,
+     "traceloop/openllmetry opentelemetry-instrumentation-langchain 0.62.4 callback_handler.py on_tool_end"),
 )
 
 # A recorded result that is MCP content parts alone (a JSON object whose ``type`` is one of these, or a non-empty list

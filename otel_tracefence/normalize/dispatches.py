@@ -45,7 +45,7 @@ def http_dispatches(
             sent[(root, request.method, request.url)] += 1
         if request.server_error:
             failed.add(root)
-        if request.failed:
+        if _lost(request):
             lost[root] = _lost_status(span)
         evidence = key_evidence(span.attributes)
         contradicts = _contradicts(request) and _contradictable(steps[root]) and not _mcp_transport(span, by_id, root)
@@ -156,6 +156,14 @@ def _request_failure(step: ToolStep, server_error: bool, lost: ToolStatus | None
     return {}
 
 
+def _lost(request: HttpRequest) -> bool:
+    """True for a request whose outcome leaves an ok step's unknown: it ended in error with no response, or it is a
+    dispatch (a method that is not safe) the server refused with a 4xx, which a client span's status says is an error
+    (HTTP semantic conventions, "Status"; RFC 9110 section 15.5): the write the step's span calls ok was not carried
+    out as sent, or not known to be (docs/DECISIONS.md 954). A 5xx is an error in the result already."""
+    return request.failed or (request.unsafe and request.failed_response and not request.server_error)
+
+
 def _lost_status(span: SpanView) -> ToolStatus:
     """The outcome of a request whose client span ended in error with no response."""
     status = span_status(span)
@@ -170,7 +178,7 @@ def late_request(span: SpanView, step: ToolStep) -> tuple[ToolStep, bool] | None
     request = http_request(span)
     if request is None:
         return None
-    changes = _request_failure(step, request.server_error, _lost_status(span) if request.failed else None)
+    changes = _request_failure(step, request.server_error, _lost_status(span) if _lost(request) else None)
     # Its idempotency evidence is read as in time. A late unsafe request is a dispatch, which holds the step anyway
     # (decided_before_complete): whether it contradicts a hinted read is not asked (the step's span, which may be an
     # MCP client's whose transport it is, is not remembered).

@@ -26,7 +26,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, PRODUCER_RESULT_DEFAULTS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, REDACTED_TEXTS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
 
@@ -155,18 +155,21 @@ MCP_PARTS_ALONE = "a result of MCP content parts alone, the CallToolResult witho
 lifts it when the MCP server's own span of the call says ok (docs/DECISIONS.md 800)."""
 
 
-def status_blind_path(attributes: Mapping[str, Any], result_value: str | None) -> str | None:
+def status_blind_path(attributes: Mapping[str, Any], result_value: str | None, result_recorded: bool = False) -> str | None:
     """What makes a tool span's status no evidence of its outcome, or ``None``: the status is read as before.
 
     A recorded result of MCP content parts alone (``conventions.MCP_CONTENT_PART_TYPES``), whoever recorded it: the
     CallToolResult's ``isError`` was dropped, and with it the call's failure (MCP specification, Tools, "Error
     Handling"; docs/DECISIONS.md 800). Else a producer path of ``conventions.STATUS_EVIDENCE_PATHS``: under an entry
     marking the path that reports failures, a span of that producer without the marker is on another path; under an
-    entry marking a path that drops them, a marked span is on it (docs/DECISIONS.md 780). Asked of ok write steps
+    entry marking a path that drops them, a marked span is on it (docs/DECISIONS.md 780), unless the entry says a
+    recorded result is evidence there and ``result_recorded`` (docs/DECISIONS.md 955). Asked of ok write steps
     only: a read replays whatever its outcome."""
     if _is_content_parts(result_value):
         return f"{MCP_PARTS_ALONE} (MCP reports a tool's failure as a result with isError true)"
-    for path, producer, marker, reports, _ in STATUS_EVIDENCE_PATHS:
+    for path, producer, marker, reports, result_is_evidence, _ in STATUS_EVIDENCE_PATHS:
+        if result_is_evidence and result_recorded:
+            continue
         matched = True
         for key, value in producer:
             if attributes.get(key) != value:
@@ -191,3 +194,37 @@ def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
         if value is not None and not says_no_failure("status", value):
             return True
     return False
+
+
+def redacted(value: Any) -> bool:
+    """True when a recorded value (text, or a JSON string's canonical text) is a producer's stand-in for a value it
+    was told to hide (``conventions.REDACTED_VALUES``, docs/DECISIONS.md 952)."""
+    if not isinstance(value, str) or not value:
+        return False
+    return value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS)
+
+
+@cython.ccall
+def unread_result_key(attributes: Mapping[str, Any]) -> str | None:
+    """The first attribute key the normalizer does not read whose last part names what a call returned
+    (``conventions.RESULT_KEY_WORDS``, the part after its last dot or that part's last word: ``gen_ai.tool.output``,
+    ``mastra.tool.result``, ``output``, ``tool_outputs``, ``toolCallResult``) and whose value is
+    not empty, or ``None``: on a write span with no result read, the result may be there in a form no convention
+    reads (docs/DECISIONS.md 953)."""
+    for key, value in attributes.items():
+        if key in READ_KEYS or value is None or value == "" or value == [] or value == {}:
+            continue
+        last = key.rpartition(".")[2]
+        words = _WORDS.findall(last)
+        if folded_word(last) in RESULT_KEY_WORDS or (words and words[-1].lower() in RESULT_KEY_WORDS):
+            return key
+    return None
+
+
+_OUTPUT_KEYS = ("output.value", OUTPUT_MESSAGES_KEY)  # where a model span records its output (OpenInference, GenAI)
+
+
+def hidden_output(attributes: Mapping[str, Any]) -> bool:
+    """True when a span's recorded output is its producer's stand-in for a hidden value (:func:`redacted`): the calls
+    a model asked for in it cannot be read (docs/DECISIONS.md 952)."""
+    return any(redacted(attributes.get(key)) for key in _OUTPUT_KEYS)

@@ -248,8 +248,9 @@ _TEMPLATES = tuple((framework, versions, re.compile(pattern), source) for framew
 _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in FRAMEWORK_ERROR_TEMPLATES))
 
 
-# Words every template holds one of ("Error", "error", "timed out"): JSON text without any holds no template.
-_TEMPLATE_HINT = re.compile(r"rror|timed out")
+# Words every template holds one of ("Error", "error", "timed out", "failed", a repr's "status="): JSON text without
+# any holds no template.
+_TEMPLATE_HINT = re.compile(r"rror|timed out|failed|status=")
 
 
 @cython.ccall

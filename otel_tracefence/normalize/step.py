@@ -13,7 +13,9 @@ from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.core.value_text import described
-from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, status_blind_path
+from otel_tracefence.normalize.evidence import (
+    WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, redacted, status_blind_path, unread_result_key,
+)
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE,
 )
@@ -27,7 +29,7 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
-    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
+    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
     span_result,
 )
 
@@ -88,6 +90,8 @@ def _has_http_status(attributes) -> bool:
 
 
 SERVER_ERROR_RESULT = Result(error="http_status")
+# A write whose result its producer hid (``conventions.REDACTED_VALUES``): what it returned cannot be read (DECISIONS 952).
+_HIDDEN_RESULT = "is its producer's stand-in for a hidden value: whether the write committed cannot be read"
 """What an HTTP response of 500 to 599 says of a call's result (``http.py``): an error, read by :func:`result_status`
 whether the response is the tool span's own or a request's below it (docs/DECISIONS.md 254); a 400 to 499 says so
 too when it is the tool span's own response (303)."""
@@ -231,6 +235,8 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         if evidence is not None:
             malformed.append(evidence)
     arguments = span_arguments(attributes, config.limits, span.events)
+    if redacted(arguments.value) or redacted(arguments.json):  # a producer's stand-in for hidden arguments (DECISIONS 952)
+        arguments = Arguments(unavailable=reasons.ARGUMENTS_HIDDEN, notes=arguments.notes)
     length_limit = span.value_length_limit
     if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
         arguments = TRUNCATED_ARGUMENTS
@@ -249,6 +255,11 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
                 malformed.append(MalformedField("idempotency_key", why))
             replayed = evidence.replayed
     result = span_result(attributes, config.limits, span.events, config)
+    if result.recorded and redacted(result.value):  # a producer's stand-in for a hidden result: no result (DECISIONS 952)
+        if effect is WRITE:
+            why = f"its result {result.value} {_HIDDEN_RESULT}"
+            malformed.append(MalformedField("result", why, reason=reasons.WRITE_OUTCOME_UNRECORDED))
+        result = Result()
     cut_off = length_limit is not None and not result.truncated and _at_length_limit(attributes, RESULT_KEYS, length_limit)
     status, notes = recorded_result_outcome(status, result, cut_off, malformed)
     if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
@@ -260,9 +271,15 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
             status, notes = result_status(status, SERVER_ERROR_RESULT)
     if status is OK and effect is WRITE:  # an ok status is commit evidence only where the path reports failures (DECISIONS 780)
-        blind = status_blind_path(attributes, result.value)
+        blind = status_blind_path(attributes, result.value, result.recorded)
         if blind is not None:
             malformed.append(MalformedField("status", f"{blind}: its status is no evidence the write committed", reason=reasons.WRITE_OUTCOME_UNRECORDED))
+        unread = None if result.recorded else unread_result_key(attributes)  # a result no convention reads (DECISIONS 953)
+        if unread is not None:
+            malformed.append(MalformedField(
+                "result", f"attribute {unread!r} may hold its result, and no convention reads it: whether the write committed cannot be read",
+                reason=reasons.WRITE_OUTCOME_UNRECORDED,
+            ))
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)

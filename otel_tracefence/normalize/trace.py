@@ -25,6 +25,7 @@ from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_cal
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
 from otel_tracefence.normalize.dispatches import http_dispatches
+from otel_tracefence.normalize.evidence import hidden_output
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS
 from otel_tracefence.normalize.pending import folded, superseded
 from otel_tracefence.normalize.request_matching import request_order, unrecorded_requests
@@ -257,6 +258,8 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
     sign = tool_activity_sign(span)
     if sign is None and not reading.any_tool_span and asked_for_tools(span):
         sign = "its finish reason says the model asked for tool calls, and none could be read"
+    elif sign is None and not reading.any_tool_span and hidden_output(span.attributes):  # DECISIONS 952
+        sign = "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read"
     if sign is not None and not below_any(span, reading.by_id, reading.tool_ids):
         return unrecognized_step(span, sign, config)
     return None

@@ -14,7 +14,7 @@ from otel_tracefence.core.model import EFFECT_UNKNOWN, WRITE, ToolStep
 # Why a step's arguments have no canonical hash although they were recorded: two such writes of one tool cannot be
 # told apart, so they may be one call made twice (docs/DECISIONS.md 501). Arguments not recorded at all are not here:
 # a producer that records none would hold every tool used twice.
-UNCOMPARED_ARGUMENTS = frozenset({reasons.ARGUMENTS_TOO_LARGE, reasons.ARGUMENTS_TOO_DEEP, reasons.ARGUMENTS_NOT_I_JSON})
+UNCOMPARED_ARGUMENTS = frozenset({reasons.ARGUMENTS_TOO_LARGE, reasons.ARGUMENTS_TOO_DEEP, reasons.ARGUMENTS_NOT_I_JSON, reasons.ARGUMENTS_HIDDEN})
 
 
 class Group(list):

@@ -154,3 +154,26 @@ def test_text_that_only_looks_like_the_repr_commits(output):
 def test_a_repr_read_replays():
     genai = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": REPR}
     assert plan_of(genai, 1, "read") == ("dynamic", [("lookup", "replay", ("declared_read",))])
+
+
+# OpenLLMetry's LangChain handler (0.62.4) on a LangGraph tool span: a handled error ends it unset and writes
+# gen_ai.task.status=success (DECISIONS 955); with content traced, the ToolMessage shows the outcome.
+LANGGRAPH_OPENLLMETRY = {
+    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.provider.name": "langgraph",
+    "traceloop.span.kind": "tool", "traceloop.entity.name": "charge_card", "gen_ai.task.status": "success",
+}
+
+
+def test_an_openllmetry_langgraph_write_with_no_result_is_held_its_status_says_nothing():
+    assert plan_of(LANGGRAPH_OPENLLMETRY, 0) == (
+        "review", [("charge_card", "review", ("write_outcome_unrecorded", "result_not_recorded", "arguments_not_recorded"))]
+    )
+
+
+def test_an_openllmetry_langgraph_write_whose_result_reads_as_success_commits():
+    result = {"traceloop.entity.output": json.dumps({"output": {"content": "charged ch_1", "type": "tool", "tool_call_id": "c1", "status": "success"}})}
+    assert plan_of({**LANGGRAPH_OPENLLMETRY, **result}, 0) == ("injected", [("charge_card", "skip", ("write_committed", "arguments_not_recorded"))])
+
+
+def test_an_openllmetry_langgraph_read_with_no_result_replays():
+    assert plan_of(LANGGRAPH_OPENLLMETRY, 0, "read") == ("dynamic", [("charge_card", "replay", ("declared_read", "arguments_not_recorded"))])

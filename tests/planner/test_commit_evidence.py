@@ -88,6 +88,11 @@ TEMPLATES = {
     "mcp_server_tool_error": "Error executing tool book_carrier: carrier API closed the connection",  # FastMCP 1.x, MCPServer 2.x
     "mcp_server_unexpected_error": "Error executing tool book_carrier",  # MCPServer 2.x hides an unexpected error's text
     "autogen_tool_not_found": "Error: tool 'book_carrier' not found in any workbench",
+    "agno_mcp_tool_failed": "MCP tool 'book_carrier' failed: Request 'tools/call' timed out. The MCP server may be unreachable",
+    "agno_mcp_is_error": "Error from MCP tool 'book_carrier': carrier API closed the connection",
+    # A result object recorded as its Python text (agno's FunctionExecutionResult under OpenLLMetry; a dataclass repr).
+    "repr_status_failure": "status='failure' result=None error='carrier refused: 402' images=None",
+    "repr_dataclass_error": "ToolResult(status=\"error\", content='carrier API closed the connection')",
 }
 
 
