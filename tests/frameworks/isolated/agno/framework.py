@@ -26,10 +26,10 @@ CELLS = [
         "FunctionCall.execute and OpenInference ends the TOOL span ERROR (exception event StopAgentRun)",
     ),
     cell(
-        K, "write_times_out", "review", (("send_payment", "review", ("unrecognized_failure_evidence", "write_timeout", "dispatch_attempt_failed")),),
+        K, "write_times_out", "review", (("send_payment", "review", ("unrecognized_failure_evidence", "write_error", "error_template_in_result")),),
         "Agno's own tool timeout is MCPTools' timeout_seconds: Agno answers the model with its own text ('MCP tool ... failed: "
-        f"Request 'tools/call' timed out ...') on an OK TOOL span; {FASTMCP} ends ERROR (error.type -32001, read as a timeout "
-        "by its message) and carries rpc.response.status_code -32001, a key the normalizer does not read",
+        "Request 'tools/call' timed out ...') on an OK TOOL span, one of Agno's error templates (DECISIONS 956); "
+        f"{FASTMCP} ends ERROR (error.type -32001) and carries rpc.response.status_code -32001, a key the normalizer does not read",
     ),
     cell(
         K, "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),),
@@ -56,10 +56,10 @@ CELLS = [
         "billing.continue_run), committed; the paused run made no TOOL span",
     ),
     cell(
-        K, "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded", "write_error", "dispatch_attempt_failed")),),
+        K, "mcp_is_error", "review", (("charge_card", "review", ("write_error", "error_template_in_result")),),
         "MCPTools (stdio) against the billing server: Agno turns isError into a successful ToolResult ('Error from MCP "
-        "tool ...: [TextContent(...)]'), so the TOOL span is OK; the content parts without isError are no evidence "
-        f"(DECISIONS 801) and {FASTMCP} ends ERROR (error.type tool_error)",
+        "tool ...: [TextContent(...)]') on an OK TOOL span, Agno's template for an isError result (DECISIONS 956); "
+        f"{FASTMCP} ends ERROR (error.type tool_error) too",
     ),
 ]
 # The MCP tools' bodies run in the server process: nothing labels Agno's span of them, so the operator's rules name them.

@@ -20,10 +20,6 @@ FRAMEWORK = Framework(
 
 K = FRAMEWORK.key
 FASTMCP = "fastmcp 4's client span below it (tools/call, gen_ai.operation.name execute_tool)"
-REPR_FAILURE = (
-    "A: fail-open: an OK span whose traceloop.entity.output is the repr of Agno's FunctionExecutionResult with "
-    "status='failure' and error='...' (pydantic's repr, not JSON: the envelope's status is not read), planned skip write_committed"
-)
 CELLS = [
     cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (tool span, arguments in traceloop.entity.input)"),
     cell(
@@ -42,15 +38,15 @@ CELLS = [
         "ERROR (error.type -32001) and carries rpc.response.status_code, a key the normalizer does not read",
     ),
     cell(
-        K, "tool_error_to_model", "review", (("refund_order", "review", ("write_error", "error_in_result")),),
+        K, "tool_error_to_model", "review", (("refund_order", "review", ("write_error", "error_template_in_result")),),
         "Agno's default hands the error to the model as a failure result; OpenLLMetry ends the span OK and records "
-        "the result's repr, status='failure' error='refund refused: ...'",
-        wrong_today=REPR_FAILURE,
+        "the result's Python text, status='failure' error='refund refused: ...': a result object's text whose status "
+        "says failure is an error template (DECISIONS 956)",
     ),
     cell(
-        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error", "error_in_result"))),
-        "arun runs the turn's calls together; the failed refund is an OK span whose output repr says status='failure'",
-        wrong_today=REPR_FAILURE,
+        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error", "error_template_in_result"))),
+        "arun runs the turn's calls together; the failed refund is an OK span whose output's Python text says "
+        "status='failure' (DECISIONS 956)",
     ),
     cell(
         K, "framework_retries", "review", (("create_invoice", "review", ("write_error",)),),
