@@ -1,7 +1,7 @@
 """A whole trace's spans to its tool steps: nesting, dispatch attempts, requested calls, what no convention reads.
 
 The parts each have a module of their own: which tool spans are attempts of another (``attempts.py``), the HTTP
-requests below a step (``dispatches.py``), requested calls matched to the spans that ran them
+requests below a step (``dispatches.py``), writes with no result in a run that failed (``failed_runs.py``), requested calls matched to the spans that ran them
 (``request_matching.py``), the steps standing for what no convention reads (``unread.py``); this module runs them
 over one trace in order."""
 
@@ -26,6 +26,7 @@ from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
 from otel_tracefence.normalize.dispatches import http_dispatches
 from otel_tracefence.normalize.evidence import hidden_output
+from otel_tracefence.normalize.failed_runs import hold_writes_of_failed_runs
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS
 from otel_tracefence.normalize.pending import folded, superseded
 from otel_tracefence.normalize.request_matching import request_order, unrecorded_requests
@@ -142,6 +143,8 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
     root_steps = nesting.steps
     if root_steps and found.talking:  # HTTP requests are in spans that are not quiet
         http_dispatches(root_steps, found.talking, by_id, tool_ids, nesting.root_of)
+    if root_steps:
+        hold_writes_of_failed_runs(root_steps, by_id)  # a write with no result in a run that failed (DECISIONS 957)
     result = NormalizedTrace(attempt_of=nesting.attempt_of)
     result.steps.extend(root_steps.values())
     result.steps.extend(found.clashing_steps)
