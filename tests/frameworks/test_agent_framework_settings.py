@@ -6,8 +6,8 @@ environment, runs (1) the framework's default settings, sensitive data off (``TR
 and (2) a ``MiddlewareFailure`` (the framework's fail-closed abort) from a failed read cancelling the write that ran
 beside it (runner scenario ``parallel_abort_read``): the write's ``execute_tool`` span ends UNSET with no result and
 no error, the same record as a write that committed with its result unrecorded, whatever the body did. Its plan is a
-strict xfail (issue 24 kind A, a fail-open: the cancelled write is planned ``skip``, ``write_committed``, and the
-trace ``static``) until the normalizer reads such a span as an outcome it cannot see.
+held: a write with no result in a run that ended in error is ``write_outcome_unrecorded`` (issue 24 kind A, DECISIONS
+957; before it, a fail-open: the cancelled write was planned ``skip``, ``write_committed``, the trace ``static``).
 """
 
 from __future__ import annotations
@@ -94,11 +94,6 @@ def test_a_write_cancelled_by_a_siblings_abort_ends_unset_with_no_result(aborted
 
 
 @pytest.mark.parametrize("content", ["on", "off"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="A: the cancelled write's span (UNSET, no result, its agent run ERROR) is planned skip write_committed "
-    "(result_not_recorded), the trace static: a fail-open",
-)
 def test_a_write_cancelled_by_a_siblings_abort_is_held(aborted, content):
     extra = () if content == "on" else (NA,)
     assert _plan(aborted[content]) == (
