@@ -285,6 +285,15 @@ APPROVAL_PENDING_RESULTS = (
      r"This tool call requires confirmation, please approve or reject\.",
      "google/adk-python src/google/adk/tools/_confirmation_utils.py (tool_context.request_confirmation, then this answer)"),
 )
+# A framework's own text for a run that paused with tool calls waiting (for approval, user input or an external
+# run), recorded as the agent span's output where no span records the calls themselves (framework, versions, the text's
+# pattern (``re.fullmatch`` on the output, white space stripped), where it was read). Such a span in a trace where no
+# tool step starts after it holds requested calls that cannot be read (docs/DECISIONS.md 958).
+PAUSED_RUN_TEXTS = (
+    ("agno", "read in 3.1.10 (requires_confirmation, requires_user_input, external_execution)",
+     r"I have tools to execute, but (?:I need (?:confirmation|user input)(?:(?:,| or) (?:user input|external execution))*(?:,? or external execution)?|it needs external execution)\.",
+     "agno-agi/agno libs/agno/agno/utils/response.py, get_paused_content"),
+)
 # A run paused for human input records its pause as its agent span's output: a finish reason among these on an
 # ``invoke_agent`` span's output event, its message the framework's record of the pause (Strands Agents: StopReason
 # "interrupt", "Agent was interrupted for human input", strands-agents/sdk-python src/strands/types/event_loop.py;

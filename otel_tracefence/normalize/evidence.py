@@ -26,7 +26,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, REDACTED_TEXTS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PAUSED_RUN_TEXTS, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, REDACTED_TEXTS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
 
@@ -228,3 +228,20 @@ def hidden_output(attributes: Mapping[str, Any]) -> bool:
     """True when a span's recorded output is its producer's stand-in for a hidden value (:func:`redacted`): the calls
     a model asked for in it cannot be read (docs/DECISIONS.md 952)."""
     return any(redacted(attributes.get(key)) for key in _OUTPUT_KEYS)
+
+
+_PAUSED_RUN = tuple((framework, re.compile(pattern)) for framework, _, pattern, _ in PAUSED_RUN_TEXTS)
+_PAUSED_OUTPUT_KEYS = (*RESULT_KEYS, OUTPUT_MESSAGES_KEY)  # where a run's output is recorded
+
+
+def paused_run(attributes: Mapping[str, Any]) -> str | None:
+    """The framework whose text for a run paused with tool calls waiting (``conventions.PAUSED_RUN_TEXTS``) a span's
+    recorded output is, or ``None`` (docs/DECISIONS.md 958)."""
+    for key in _PAUSED_OUTPUT_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            text = value.strip().strip('"')
+            for framework, pattern in _PAUSED_RUN:
+                if pattern.fullmatch(text):
+                    return framework
+    return None

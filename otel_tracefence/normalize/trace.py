@@ -25,7 +25,7 @@ from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_cal
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
 from otel_tracefence.normalize.dispatches import http_dispatches
-from otel_tracefence.normalize.evidence import hidden_output
+from otel_tracefence.normalize.evidence import hidden_output, paused_run
 from otel_tracefence.normalize.failed_runs import hold_writes_of_failed_runs
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS
 from otel_tracefence.normalize.pending import folded, superseded
@@ -123,6 +123,7 @@ class _Unread:
     lost: dict[int, list[Unread]]
     covered: set[str]
     any_tool_span: bool
+    last_step_start: int = 0  # the latest start of a tool step (Unix nanoseconds), 0 with none
 
 
 def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> NormalizedTrace:
@@ -162,6 +163,7 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
         result.steps.extend(unrecorded_requests(result.steps, requests, config, agents, by_id, handoffs))
     reading = _Unread(
         by_id, tool_ids, {id(span) for span in found.talking}, {id(r.span) for r in requests}, lost, tool_ids | above_steps, bool(own_steps),
+        max((step.start_time_unix_nano or 0 for step in root_steps.values()), default=0),
     )
     for span in found.stepless:
         step = _unread_step(span, config, reading)
@@ -255,6 +257,10 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
     # A quiet span recorded no output and holds no requested call: nothing of it can be unread.
     why = unread_requests(span, reading.lost.get(id(span), ()), id(span) in reading.asking) if id(span) in reading.talking else None
     if why is not None:  # wherever the span is, whatever else the trace holds
+        return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
+    paused = paused_run(span.attributes) if id(span) in reading.talking else None
+    if paused is not None and reading.last_step_start < (span.end_time_unix_nano or span.start_time_unix_nano):  # DECISIONS 958
+        why = f"its output is {paused}'s text for a run paused with tool calls waiting, and no tool step came after it: which calls cannot be read"
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
     if id(span) in reading.asking or span.span_id in reading.covered:
         return None

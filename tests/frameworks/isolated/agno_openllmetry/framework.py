@@ -55,14 +55,11 @@ CELLS = [
         "asked again: one failed write (a bug of the instrumentation, which changes the run)",
     ),
     cell(
-        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
-        "requires_confirmation never confirmed: no tool span, and OpenLLMetry records no model output, so only the agent "
-        "span's output (Agno's paused text 'I have tools to execute, but I need confirmation.') hints at it. OpenLLMetry "
-        "would have to record the run's requirements (or a model span with the requested calls)",
-        wrong_today=(
-            "C: fail-open (requested calls the trace does not show): no span records the request; the trace plans "
-            "tool-free (no class, no step)"
-        ),
+        K, "requested_never_ran", "review", (("billing.agent", "review", ("requested_call_unread", "effect_unknown", "arguments_not_recorded")),),
+        "requires_confirmation never confirmed: no tool span, and OpenLLMetry records no model output; the agent span's "
+        "output is Agno's text for a paused run ('I have tools to execute, but I need confirmation.'), with no tool step "
+        "after it: the waiting calls cannot be read, so the agent span is held (DECISIONS 958). OpenLLMetry would have to "
+        "record the run's requirements (or a model span with the requested calls) for the call to be named",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
