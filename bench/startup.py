@@ -5,7 +5,7 @@ beside the interpreter), so both meet the same load. Prints each command's min, 
 over the rounds, and the ratio of the medians, and of each round's pair (min, median, max).
 
     .venv/bin/python bench/startup.py --rounds 20
-    .venv/bin/python bench/startup.py --rounds 20 plan --help    # another command line after `tracefence`
+    .venv/bin/python bench/startup.py --rounds 20 -- plan --help    # another command line after `tracefence`
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def test_a_command_imports_what_it_needs_when_chosen():
     code, modules = _imported("plan", "--help")
     assert code == 0
     assert "otel_tracefence.cli.plan" in modules and "otel_tracefence.pipeline.documents" in modules
-    assert [name for name in modules if name.startswith("otel_tracefence.cli.") and name != "otel_tracefence.cli.plan"] == ["otel_tracefence.cli.inputs", "otel_tracefence.cli.table"]
+    assert [name for name in modules if name.startswith("otel_tracefence.cli.") and name != "otel_tracefence.cli.plan"] == ["otel_tracefence.cli.inputs", "otel_tracefence.cli.plan_common", "otel_tracefence.cli.table"]
     assert not any(name.startswith(("otel_tracefence.service", "otel_tracefence.ui", "grpc_health", "starlette", "uvicorn")) for name in modules)
 
 
