@@ -77,3 +77,18 @@ def test_a_command_chosen_gets_its_own_options_and_the_global_ones():
     proc = run("plan", str(ROOT / "examples" / "reads_only.csv"), "--nosuchflag")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.splitlines()[-1] == "tracefence: error: unrecognized arguments: --nosuchflag"
+
+
+def test_ctrl_c_while_a_command_loads_is_one_line_and_130():
+    child = """
+import sys
+class Interrupt:  # Ctrl-C arriving while the chosen command's module is imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "otel_tracefence.cli.plan":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from otel_tracefence.cli import main
+sys.exit(main(["plan", "x.json"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "tracefence plan: interrupted\n")
