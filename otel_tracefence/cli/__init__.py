@@ -1,16 +1,19 @@
-"""The ``tracefence`` command line."""
+"""The ``tracefence`` command line.
+
+:func:`main` builds a parser that lists the commands without importing them: a command's module
+(``otel_tracefence.cli.plan`` ...) is imported, and its options added, only when that command is chosen
+(:class:`LazyCommands`), so ``tracefence --help`` starts as fast as Python does. :func:`build_parser` builds the
+whole parser, every command imported (the shell completion scripts are generated from it)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
-from otel_tracefence.core.config import ConfigError, load_config
-from otel_tracefence.readers.errors import UnreadableInput
-from otel_tracefence.cli import completion, plan, reconcile, review, serve, tools, ui
-from otel_tracefence.cli.inputs import bad_url_flag
+# Nothing of the engine, pydantic or the review package is imported here: ``tracefence --help`` builds the command
+# list from COMMANDS alone, and a command's module is imported when it is chosen (docs/decisions/operations.md 890).
 
 
 #: The top-level modules only an extra installs (pyproject.toml, [project.optional-dependencies]) -> the extras that
@@ -42,6 +45,58 @@ def _everywhere(parser: argparse.ArgumentParser) -> None:
                 _everywhere(sub)
 
 
+#: The commands, in the order ``tracefence --help`` lists them: name -> (the module that adds its parser with
+#: ``add_parser(subparsers)`` and runs it, its one-line help as that module gives it; tests/cli/test_cli_startup.py).
+COMMANDS = {
+    "plan": ("otel_tracefence.cli.plan", "plan the traces in one or more files"),
+    "review": ("otel_tracefence.cli.review", "list, show and resolve the traces held for review"),
+    "reconcile": ("otel_tracefence.cli.reconcile", "ask the reconcilers whether held writes took effect, and record their verdicts"),
+    "serve": ("otel_tracefence.cli.serve", "run the OTLP service (gRPC and HTTP) beside or behind the OpenTelemetry Collector"),
+    "tools": ("otel_tracefence.cli.tools", "list the tools the traces show: calls, effect and its source, statuses, steps held"),
+    "ui": ("otel_tracefence.cli.ui", "serve the review page and the trace inspector"),
+    "completion": ("otel_tracefence.cli.completion", "print the shell completion script (bash, zsh or tcsh)"),
+}
+
+
+class CommandImportError(Exception):
+    """A chosen command's module could not be imported (``cause``: the ``ModuleNotFoundError``)."""
+
+    def __init__(self, command: str, cause: ModuleNotFoundError) -> None:
+        super().__init__(command)
+        self.command, self.cause = command, cause
+
+
+class LazyCommands(argparse._SubParsersAction):
+    """The subcommands, each a placeholder parser (its name and help) until it is chosen: then its module is imported,
+    its own parser replaces the placeholder, and parsing goes on in it. Raises :class:`CommandImportError` when the
+    module cannot be imported (an extra not installed)."""
+
+    loaded: frozenset[str] = frozenset()  # the commands whose module is imported
+    chosen = ""  # the command chosen, once parsing reaches it
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        name = values[0]
+        if name in COMMANDS:
+            self.chosen = name
+            if name not in self.loaded:
+                self.load(name)
+        super().__call__(parser, namespace, values, option_string)
+
+    def load(self, name: str) -> None:
+        """Import command ``name``'s module and put its parser, with the global options, in place of the placeholder."""
+        try:
+            module = importlib.import_module(COMMANDS[name][0])
+        except ModuleNotFoundError as exc:
+            raise CommandImportError(name, exc) from exc
+        del self._name_parser_map[name]
+        self._choices_actions = [action for action in self._choices_actions if action.dest != name]
+        module.add_parser(self)
+        self.loaded = self.loaded | {name}
+        sub = self._name_parser_map[name]
+        _global_options(sub, argparse.SUPPRESS)
+        _everywhere(sub)
+
+
 class _VersionAction(argparse.Action):
     """``--version``: the installed version and which engine runs (``compiled`` or ``python``, see
     :func:`otel_tracefence.engine`), on standard output, then exit 0."""
@@ -56,27 +111,44 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lazy: bool = False) -> argparse.ArgumentParser:
+    """The ``tracefence`` parser: every command's module imported and its options added, or with ``lazy`` each
+    command a placeholder until it is chosen (:class:`LazyCommands`; what :func:`main` uses)."""
     parser = argparse.ArgumentParser(prog="tracefence", description="Tell which agent traces are safe to replay or retry.")
     parser.add_argument("--version", action=_VersionAction, help="show the version and the engine (compiled or python), and exit")
     _global_options(parser, None)
     parser.set_defaults(log_level=None)  # each command's own default: WARNING, INFO for serve
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    plan.add_parser(subparsers)
-    review.add_parser(subparsers)
-    reconcile.add_parser(subparsers)
-    serve.add_parser(subparsers)
-    tools.add_parser(subparsers)
-    ui.add_parser(subparsers)
-    completion.add_parser(subparsers, parser)
-    _everywhere(parser)
+    subparsers = parser.add_subparsers(dest="command", required=True, action=LazyCommands if lazy else argparse._SubParsersAction)
+    for name, (module_name, help_line) in COMMANDS.items():
+        if lazy:
+            subparsers.add_parser(name, help=help_line)
+        else:
+            importlib.import_module(module_name).add_parser(subparsers)
+    if not lazy:
+        _everywhere(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (2 for usage, config and input errors)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the CLI; returns the exit code (2 for usage, config and input errors; 130 for Ctrl-C)."""
+    parser = build_parser(lazy=True)
+    try:
+        return _run(parser.parse_args(argv))
+    except CommandImportError as exc:
+        return _missing_module(exc.command, exc.cause)
+    except KeyboardInterrupt:  # Ctrl-C, while a command runs or loads: one line and the shell's code for SIGINT, never a traceback
+        command = next((f" {action.chosen}" for action in parser._actions if isinstance(action, LazyCommands) and action.chosen), "")
+        print(f"tracefence{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+
+    from otel_tracefence.cli.inputs import bad_url_flag
+    from otel_tracefence.core.config import ConfigError, load_config
+    from otel_tracefence.readers.errors import UnreadableInput
+
     bad_url = bad_url_flag(args)
     if bad_url is not None:
         print(f"tracefence {args.command}: {bad_url}", file=sys.stderr)
@@ -92,22 +164,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{args.file}: " if getattr(args, "file", None) else ""
         print(f"tracefence {args.command}: {where}{exc}; nothing was planned", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, never a traceback
-        print(f"tracefence {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (| head): not an error of ours
         sys.stderr.close()
         return 0
     except ModuleNotFoundError as exc:
-        extra = missing_extra(args.command, exc.name or "")
-        if extra is None:
-            raise
-        module = (exc.name or "").partition(".")[0]
-        print(f"tracefence {args.command}: needs the [{extra}] extra ({module} is not installed): pip install 'otel-tracefence[{extra}]'", file=sys.stderr)
-        return 2
+        return _missing_module(args.command, exc)
     except OSError as exc:
         print(f"tracefence {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _missing_module(command: str, exc: ModuleNotFoundError) -> int:
+    """Exit 2 naming the extra that brings the missing module; re-raises ``exc`` when no extra does."""
+    extra = missing_extra(command, exc.name or "")
+    if extra is None:
+        raise exc
+    module = (exc.name or "").partition(".")[0]
+    print(f"tracefence {command}: needs the [{extra}] extra ({module} is not installed): pip install 'otel-tracefence[{extra}]'", file=sys.stderr)
+    return 2
 
 
 def missing_extra(command: str, module: str) -> str | None:

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-from otel_tracefence.core.config import TraceFenceConfig
+from typing import Any
 
 SHELLS = ("bash", "zsh", "tcsh")
 #: The ``dest`` of every argument or option that names a file (or a review database file) to read or write.
 FILE_DESTS = frozenset({"files", "file", "config", "db", "review_db", "output_file", "ca_file", "worker_of"})
 
 
-def add_parser(subparsers: argparse._SubParsersAction, root: argparse.ArgumentParser) -> None:
-    """The ``completion`` command of ``root`` (the whole command line, which its script completes)."""
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """The ``completion`` command: its script completes the whole command line (every command imported to build it:
+    :func:`otel_tracefence.cli.build_parser`)."""
     parser = subparsers.add_parser(
         "completion",
         help="print the shell completion script (bash, zsh or tcsh)",
@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction, root: argparse.ArgumentPa
         "`eval \"$(tracefence completion bash)\"` in ~/.bashrc. See docs/cli.md.",
     )
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    parser.set_defaults(run=run, completed_parser=root)
+    parser.set_defaults(run=run)
 
 
 def _mark_files(parser: argparse.ArgumentParser, file_completion: dict) -> None:
@@ -46,6 +46,8 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     return shtab.complete(parser, shell=shell)
 
 
-def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
-    sys.stdout.write(script(args.completed_parser, args.shell))
+def run(args: argparse.Namespace, config: Any) -> int:
+    from otel_tracefence.cli import build_parser
+
+    sys.stdout.write(script(build_parser(), args.shell))
     return 0

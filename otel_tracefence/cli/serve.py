@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="forward over OTLP/gRPC or OTLP/HTTP (POST .../v1/traces) to upstreams that name no protocol of their own (default grpc)",
     )
     parser.add_argument("--output-file", help="OTLP/JSON lines file when no upstream is set (default tracefence-spans.otlp.jsonl)")
-    parser.add_argument("--review-db", "--db", dest="review_db", help="review queue (--db, as the other commands say it): a SQLite file, or a postgresql:// URL shared by replicas (default tracefence-review.db)")
+    parser.add_argument("--db", "--review-db", dest="review_db", help="review queue, as every command names it (--review-db: the old name, kept): a SQLite file, or a postgresql:// URL shared by replicas (default tracefence-review.db)")
     parser.add_argument("--decision-wait-ms", type=float, help="wait after a trace's root span arrives (default 1000)")
     parser.add_argument("--max-wait-ms", type=float, help="longest a trace is held (default 30000)")
     parser.add_argument(

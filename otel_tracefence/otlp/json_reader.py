@@ -13,7 +13,7 @@ import base64
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -230,12 +230,13 @@ def _loads(text: str, objects: _Objects) -> Any:
     return json.loads(text, object_pairs_hook=objects)
 
 
-def _requests(text: str, objects: _Objects) -> Iterator[tuple[int, Any]]:
+def _requests(text: str, objects: _Objects) -> Iterator[tuple[int, Any, int]]:
     """The requests of a file, one JSON document or one per line (JSON Lines: lines end at ``\n`` only, so a
-    U+2028, U+0085 or form feed inside a string, which ``str.splitlines`` would split at, stays in its line)."""
+    U+2028, U+0085 or form feed inside a string, which ``str.splitlines`` would split at, stays in its line), each
+    with its line number and its length in characters."""
     stripped = text.strip()
     try:
-        yield 1, _loads(stripped, objects)
+        yield 1, _loads(stripped, objects), len(text)
         return
     except json.JSONDecodeError:
         pass
@@ -245,14 +246,19 @@ def _requests(text: str, objects: _Objects) -> Iterator[tuple[int, Any]]:
         raise UnreadableInput(f"line 1: {exc}") from None
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
-            try:
-                yield number, _loads(line, objects)
-            except json.JSONDecodeError as exc:
-                raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
-            except RecursionError:
-                raise UnreadableInput(f"line {number}: JSON nested too deep") from None
-            except ValueError as exc:
-                raise UnreadableInput(f"line {number}: {exc}") from None
+            yield number, _line_request(number, line, objects), len(line) + 1
+
+
+def _line_request(number: int, line: str, objects: _Objects) -> Any:
+    """One line of a JSON Lines file parsed; :class:`UnreadableInput` naming the line when it is not JSON."""
+    try:
+        return _loads(line, objects)
+    except json.JSONDecodeError as exc:
+        raise UnreadableInput(f"line {number}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise UnreadableInput(f"line {number}: JSON nested too deep") from None
+    except ValueError as exc:
+        raise UnreadableInput(f"line {number}: {exc}") from None
 
 
 def _readable_trace_ids(span_json: Any) -> list[str]:
@@ -348,15 +354,29 @@ def _no_hidden_spans(obj: dict[str, Any], known: frozenset[str], where: str, lin
             errors.append(InputError(line, field, f"{where} has a key OTLP/JSON does not define, holding {kind}: spans under it would be missed"))
 
 
-def read_otlp_json(text: str) -> OtlpRead:
+def read_otlp_json(text: str, progress: Callable[[int], None] | None = None) -> OtlpRead:
     """Read OTLP/JSON text into one request; bad spans are listed in ``errors`` by line and span id.
 
+    ``progress``, when given, is called with the characters of each request (line) once it is read (a progress bar).
     Raises :class:`UnreadableInput` when the text is not JSON.
     """
     result = OtlpRead()
     objects = _Objects()
-    for line, request in _requests(text, objects):
+    for line, request, length in _requests(text, objects):
         _read_request(request, line, result, objects)
+        if progress is not None:
+            progress(length)
+    return result
+
+
+def read_otlp_json_line(number: int, line: str, into: OtlpRead | None = None) -> OtlpRead:
+    """Read line ``number`` of an OTLP/JSON Lines file (one ``ExportTraceServiceRequest``), as :func:`read_otlp_json`
+    reads each line of a whole file, adding its spans and errors to ``into`` (a new :class:`OtlpRead` when ``None``),
+    which is returned. Raises :class:`UnreadableInput` naming the line when it is not one JSON object
+    (``tracefence plan --stream`` reads a file so, a line at a time)."""
+    objects = _Objects()
+    result = into if into is not None else OtlpRead()
+    _read_request(_line_request(number, line, objects), number, result, objects)
     return result
 
 
@@ -445,4 +465,4 @@ def _read_request(request: Any, line: int, result: OtlpRead, objects: _Objects) 
             result.request.resource_spans.append(resource_spans)
 
 
-__all__ = ["OtlpRead", "read_otlp_json", "read_otlp_json_request"]
+__all__ = ["OtlpRead", "read_otlp_json", "read_otlp_json_line", "read_otlp_json_request"]

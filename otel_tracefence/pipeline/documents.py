@@ -13,7 +13,7 @@ from otel_tracefence.core.model import SCHEMA_VERSION, ReplayClass, TracePlan
 from otel_tracefence.core.reasons import TRACE_ROOT_MISSING
 from otel_tracefence.core.schema import PLAN_JSON_SCHEMA_VERSION, looks_like_plan_json, plan_from_json, plan_from_proto, plan_to_json
 from otel_tracefence.normalize import SpanView
-from otel_tracefence.otlp.json_reader import read_otlp_json
+from otel_tracefence.otlp.json_reader import OtlpRead, read_otlp_json
 from otel_tracefence.pipeline.annotate import PLAN_SCHEMA_VERSION, REPLAY_CLASS, TRACE_LATE, TRACE_PARTIAL, TRACE_REASONS
 from otel_tracefence.pipeline.plan import group_request, plan_spans, plan_steps
 from otel_tracefence.pipeline.write_index import MemoryWriteIndex
@@ -37,40 +37,21 @@ def plan_text(
     *,
     warnings: list[InputError] | None = None,
     progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+    reading: Callable[[int], None] | None = None,
 ) -> tuple[list[TracePlan], list[InputError]]:
     """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
 
     ``warnings``, when given, receives what was read but ignored (a row column that is no field).
     ``progress`` wraps the traces as they are planned (``progress(traces, count)``), e.g.
-    :func:`terminal_progress`. Raises :class:`UnreadableInput` when the text as a whole cannot
+    :func:`~otel_tracefence.cli.plan_common.terminal_progress`; ``reading``, when given, is called with the characters of each OTLP/JSON request
+    (line) once it is read, before planning begins. Raises :class:`UnreadableInput` when the text as a whole cannot
     be read, or is empty.
     """
     if not text.strip():
         raise UnreadableInput("the input is empty: no rows or spans to plan")
     fmt = detect_format(text) if input_format == "auto" else input_format
     if fmt == "otlp-json":
-        read = read_otlp_json(text)
-        errors = [replace(e, planned=True) if e.trace_id else e for e in read.errors]
-        traces = group_request(read.request)
-        for error in errors:
-            if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
-                view = SpanView(error.trace_id, error.span_id, "", {}, sequence=error.line, unreadable=(error.field, error.message))
-                traces.setdefault(error.trace_id, []).append(view)
-        plans = []
-        notes = warnings if warnings is not None else []
-        index = MemoryWriteIndex(config.write_index_max_entries)
-        for trace_id, views in progress(sorted(traces.items(), key=_ended), len(traces)):
-            planned = plan_spans(trace_id, views, config, partial=incomplete(views))
-            plan = index.plan_against(planned.plan, config.limits.max_related_call_ids)
-            plans.append(_bound_by_record(plan, views, read.span_lines, notes))
-            for d in planned.plan.steps:
-                errors.extend(
-                    InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
-                    for f in d.step.malformed
-                    # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
-                    if d.step.span_id and f.reason != TRACE_ROOT_MISSING
-                )
-        return sorted(plans, key=_trace_id), errors
+        return plan_read(read_otlp_json(text, reading), config, warnings=warnings, progress=progress)
     rows = read_rows(text, fmt, config)
     if warnings is not None:
         warnings.extend(rows.warnings)
@@ -80,6 +61,40 @@ def plan_text(
         for trace_id, steps in progress(sorted(rows.steps.items(), key=_row_trace_ended), len(rows.steps))
     ]
     return sorted(plans, key=_trace_id), rows.errors
+
+
+def plan_read(
+    read: OtlpRead,
+    config: TraceFenceConfig,
+    *,
+    warnings: list[InputError] | None = None,
+    progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+    index: MemoryWriteIndex | None = None,
+) -> tuple[list[TracePlan], list[InputError]]:
+    """Plans for every trace of the OTLP/JSON ``read`` (sorted by trace id), and the spans rejected, as
+    :func:`plan_text` gives them for OTLP/JSON text. ``index``: the write index the traces meet, in the order they
+    ended (a new one when ``None``; ``tracefence plan --stream`` passes one index to every part of a file)."""
+    errors = [replace(e, planned=True) if e.trace_id else e for e in read.errors]
+    traces = group_request(read.request)
+    for error in errors:
+        if error.trace_id:  # it may have been a tool call: it stands in its trace as a review step
+            view = SpanView(error.trace_id, error.span_id, "", {}, sequence=error.line, unreadable=(error.field, error.message))
+            traces.setdefault(error.trace_id, []).append(view)
+    plans = []
+    notes = warnings if warnings is not None else []
+    index = index if index is not None else MemoryWriteIndex(config.write_index_max_entries)
+    for trace_id, views in progress(sorted(traces.items(), key=_ended), len(traces)):
+        planned = plan_spans(trace_id, views, config, partial=incomplete(views))
+        plan = index.plan_against(planned.plan, config.limits.max_related_call_ids)
+        plans.append(_bound_by_record(plan, views, read.span_lines, notes))
+        for d in planned.plan.steps:
+            errors.extend(
+                InputError(read.span_lines.get(d.step.span_id, 0), f.field, f.message, d.step.span_id, planned=True)
+                for f in d.step.malformed
+                # an unreadable span's step: its error is listed already; a rootless trace is no error of the file (301)
+                if d.step.span_id and f.reason != TRACE_ROOT_MISSING
+            )
+    return sorted(plans, key=_trace_id), errors
 
 
 def _trace_id(plan: TracePlan) -> str:
@@ -203,20 +218,28 @@ def plan_document(
     *,
     on_malformed: str | None = None,
     progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
+    reading: Callable[[int], None] | None = None,
 ) -> PlanOutcome:
     """Plan ``text`` as ``tracefence plan`` does: the one function behind the command line and the
     inspector page (``tracefence ui``), so both give the same plans and messages.
 
     ``input_format``: ``auto`` or one of :data:`~otel_tracefence.readers.detect.FORMATS`.
-    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`.
+    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`. ``progress`` and
+    ``reading``: as :func:`plan_text` takes them.
     Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
     """
     if input_format == "auto" and looks_like_plan_json(text.lstrip().partition("\n")[0]):
         return saved_plans(text)
     fmt = detect_format(text) if input_format == "auto" and text.strip() else input_format
-    on_malformed = on_malformed or on_malformed_default(fmt)
     warnings: list[InputError] = []
-    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress)
+    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress, reading=reading)
+    return outcome(plans, errors, warnings, on_malformed or on_malformed_default(fmt))
+
+
+def outcome(plans: list[TracePlan], errors: list[InputError], warnings: list[InputError], on_malformed: str) -> PlanOutcome:
+    """The :class:`PlanOutcome` of ``plans`` and the ``errors`` and ``warnings`` met making them (:func:`plan_text`,
+    :func:`plan_read`): rejected when a row or span could not be read at all, or any was malformed and
+    ``on_malformed`` is ``reject``."""
     messages = [f"warning: {warning}" for warning in warnings]
     if errors:
         # A row or span that could not be read at all is missing from the plans: planning the

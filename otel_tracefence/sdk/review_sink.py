@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import TracePlan
 from otel_tracefence.pipeline.review_writer import ReviewSink, open_review_sink
-from otel_tracefence.review.targets import display_target
+from otel_tracefence.review.targets import display_target, url_scheme
 
 _log = logging.getLogger("otel_tracefence.sdk")
 
@@ -75,9 +76,11 @@ class ReviewStoreWhenOpen:
 
 def open_review_sink_or_hold(config: TraceFenceConfig, component: str) -> ReviewSink | None:
     """The review store ``config.review_db`` names (``None`` when it is empty); when it cannot be opened now, logged
-    once as a warning and a :class:`ReviewStoreWhenOpen` that opens it at a later write. Never raises."""
+    once as a warning and a :class:`ReviewStoreWhenOpen` that opens it at a later write. Opened, where it is is logged
+    once at INFO (a SQLite file by its absolute path: the default, ``tracefence-review.db``, is made in the working
+    directory; DECISIONS 893). Never raises."""
     try:
-        return open_review_sink(config)
+        sink = open_review_sink(config)
     except Exception as exc:  # noqa: BLE001 - the agent starts whatever the disk says
         _log.warning(
             "tracefence %s: cannot open the review database %s (%s); spans are planned and handed on annotated as always, "
@@ -85,3 +88,7 @@ def open_review_sink_or_hold(config: TraceFenceConfig, component: str) -> Review
             component, display_target(config.review_db), exc, config.max_traces,
         )  # fmt: skip
         return ReviewStoreWhenOpen(config, exc)
+    if sink is not None:
+        where = display_target(config.review_db) if url_scheme(config.review_db) else os.path.abspath(config.review_db)
+        _log.info("tracefence %s: review items go to the review database %s (review_db; empty keeps no review queue)", component, where)
+    return sink

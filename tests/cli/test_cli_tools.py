@@ -120,3 +120,16 @@ def test_unreadable_inputs_exit_2_naming_them(tmp_path: Path):
     assert (proc.returncode, proc.stderr) == (2, f"tracefence tools: {empty}: the input is empty: no rows or spans to plan; nothing was listed\n")
     proc = run("tools", str(tmp_path / "missing.csv"))
     assert (proc.returncode, proc.stderr) == (2, f"tracefence tools: {tmp_path / 'missing.csv'}: No such file or directory\n")
+
+
+def test_standard_input_plain_or_gzip_as_a_file(tmp_path: Path):
+    import gzip
+
+    path = ndjson(tmp_path, ROWS)
+    for stdin in (path.read_bytes(), gzip.compress(path.read_bytes())):
+        proc = run("tools", "-", stdin=stdin)
+        assert (proc.returncode, proc.stdout) == (0, TABLE)
+        assert proc.stderr == "tracefence tools: -: warning: line 7: effect: effect (a string of 5 characters) is not one of read, write, unknown\n"
+    proc = run("tools", "-", "-", stdin=b"")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "tracefence tools: -: standard input given more than once: it can be read once; nothing was listed\n"

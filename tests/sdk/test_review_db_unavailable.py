@@ -92,3 +92,15 @@ def test_the_zero_code_exporter_holds_items_the_same_way(tmp_path, caplog):
     with SQLiteReviewStore(db) as store:
         assert store.get(trace_id) is not None
     assert {s.attributes["tracefence.replay.class"] for s in inner.get_finished_spans()} == {"review"}
+
+
+def test_the_processor_says_once_where_its_review_database_is(tmp_path, caplog, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO, logger="otel_tracefence.sdk")
+    processor = TraceFenceSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()))  # the default review_db, made in the working directory
+    said = [r.getMessage() for r in caplog.records if "review items go to" in r.getMessage()]
+    processor.shutdown()
+    assert said == [f"tracefence processor: review items go to the review database {tmp_path / 'tracefence-review.db'} (review_db; empty keeps no review queue)"]
+    caplog.clear()
+    TraceFenceSpanProcessor(SimpleSpanProcessor(InMemorySpanExporter()), review_db="").shutdown()
+    assert [r.getMessage() for r in caplog.records if "review" in r.getMessage()] == []
