@@ -80,6 +80,11 @@ HAYSTACK_COMPONENT_INPUT = "haystack.component.input"
 HAYSTACK_COMPONENT_OUTPUT = "haystack.component.output"
 # Conventions whose tool spans are named after the tool itself.
 NAME_IS_TOOL_KINDS = ("openinference.span.kind", "langfuse.observation.type", "langsmith.span.kind", "mlflow.spanType")
+# A call-method suffix such a name may end with, taken off to give the tool (docs/DECISIONS.md 960): OpenInference's DSPy
+# instrumentation (openinference-instrumentation-dspy 0.1.48, _ToolCallWrapper / _AsyncToolCallWrapper) names a tool's
+# span ``(tool.name or its class name) + ".__call__"`` / ``+ ".acall"``, with no tool-name attribute. Tool names of the
+# model APIs hold no ``.`` (OpenAI and Anthropic: ``^[a-zA-Z0-9_-]+$``), so no such tool is named so.
+NAME_IS_TOOL_CALL_SUFFIXES = (".__call__", ".acall")
 
 TOOL_NAME_KEYS = (
     GEN_AI_TOOL_NAME,
