@@ -284,6 +284,14 @@ APPROVAL_PENDING_RESULTS = (
 # written by src/strands/telemetry/tracer.py end_agent_span). Text there that is not JSON holds no requested call
 # (docs/DECISIONS.md 601); JSON is read as any output is.
 PAUSE_FINISH_REASONS = frozenset({"interrupt"})
+# Keys by which an output-message part of a type no convention defines refers to a call (docs/DECISIONS.md 961): a part
+# whose every reference names a call another part of the same message requests (same id; same tool and arguments where
+# it repeats them) adds no call and is read, not held as unread. Read from: the Vercel AI SDK 7 (`ai` 7.x, @ai-sdk/otel:
+# {"type": "tool_approval_request", "approval_id", "tool_call_id"}) and the Microsoft Agent Framework 1.26
+# (agent_framework/_types.py FunctionApprovalRequestContent: {"type": "function_approval_request", "function_call":
+# {"type": "function_call", "call_id", "name", "arguments"}, "user_input_request": true}). A nested object that is
+# itself a call part refers to that call; a top-level key below refers by id alone.
+CALL_REFERENCE_KEYS = ("tool_call_id", "toolCallId", "call_id", "tool_use_id", "toolUseId")
 PAUSE_FINISH_REASON_KEY = "finish_reason"  # the output event's attribute (GenAI event form: gen_ai.choice)
 INVOKE_AGENT = "invoke_agent"
 # Keys inside a JSON result whose string value is the text a framework handed the model (a LangChain ToolMessage's
