@@ -138,6 +138,16 @@ RESULT_KEYS = (
 # "sanitize_inputs_outputs": ...}``. Taken off only when nothing positional is inside.
 ARGUMENT_WRAPPER_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 WRAPPED_ARGUMENT_KEYS = ("input.value",)
+# A callback's envelope around a tool's arguments, on any argument key (docs/DECISIONS.md 962): an object whose keys
+# are all among ``keys`` and hold every one of ``marks``. Its arguments are the value under ``arguments`` (when it is
+# not null), else the text under ``text`` read as a JSON or Python literal (else that text); the call id is the string
+# at ``call_id``. (keys, marks, arguments, text, call-id path, where it was read.)
+ARGUMENT_ENVELOPES = (
+    (frozenset({"input_str", "tags", "metadata", "inputs", "kwargs"}), frozenset({"input_str", "inputs"}), "inputs", "input_str", ("kwargs", "tool_call_id"),
+     "OpenLLMetry opentelemetry-instrumentation-langchain 0.62.4, callback_handler.py on_tool_start: json.dumps({input_str, tags, metadata, "
+     "inputs, kwargs}) as gen_ai.tool.call.arguments and traceloop.entity.input; langchain-core 1.8 BaseTool.run passes inputs=the tool "
+     "input, tool_call_id in kwargs"),
+)
 
 # GenAI span events that carry a tool call's arguments or result when the attributes do not
 # (Strands Agents' default; the GenAI conventions' event form). Read in this order.
