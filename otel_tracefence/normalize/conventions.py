@@ -302,6 +302,20 @@ PAUSE_FINISH_REASONS = frozenset({"interrupt"})
 # {"type": "function_call", "call_id", "name", "arguments"}, "user_input_request": true}). A nested object that is
 # itself a call part refers to that call; a top-level key below refers by id alone.
 CALL_REFERENCE_KEYS = ("tool_call_id", "toolCallId", "call_id", "tool_use_id", "toolUseId")
+# Requested calls a framework records only in its own output fields, with no call id (docs/DECISIONS.md 963): a module's
+# prediction (an object, or JSON text of one or of a list of them) on OUTPUT_FIELDS_KEY, or a model's raw answer there
+# in the framework's sections (OUTPUT_FIELD_SECTION: "[[ ## <field> ## ]]" then the field's text). Per form: (the fields
+# that mark it, the tool-name field, the arguments field, the calls field (a list of {"name", "args"[, "id"]}, or an
+# object holding that list under the same name), where it was read).
+OUTPUT_FIELDS_KEY = "output.value"
+OUTPUT_FIELD_SECTION = r"\[\[ ## (\w+) ## \]\]"
+OUTPUT_FIELD_CALLS = (
+    (frozenset({"next_tool_name"}), "next_tool_name", "next_tool_args", None,
+     "DSPy 3.4.1 dspy/predict/react.py ReAct: the signature's output fields next_thought, next_tool_name, next_tool_args"),
+    (frozenset({"next_thought", "tool_calls"}), None, None, "tool_calls",
+     "DSPy 3.4.1 dspy/predict/react_v2.py ReActV2: output fields next_thought, tool_calls (dspy.ToolCalls, "
+     "adapters/types/tool.py: {tool_calls: [{id, name, args}]})"),
+)
 PAUSE_FINISH_REASON_KEY = "finish_reason"  # the output event's attribute (GenAI event form: gen_ai.choice)
 INVOKE_AGENT = "invoke_agent"
 # Keys inside a JSON result whose string value is the text a framework handed the model (a LangChain ToolMessage's

@@ -17,6 +17,8 @@
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
 * LangSmith's OpenTelemetry export: a model run's ``gen_ai.completion``, LangChain's ``LLMResult`` whose
   generations' messages hold LangChain ``tool_calls`` ``[{"name", "args", "id"}]`` (``conventions.LANGSMITH_OUTPUT_KEY``).
+* A framework's own output fields (DSPy ReAct's ``next_tool_name`` / ``next_tool_args``, ReActV2's ``tool_calls``) in
+  OpenInference ``output.value``: ``output_fields.py`` (docs/DECISIONS.md 963).
 * The Vercel AI SDK: ``ai.response.toolCalls``, JSON text of ``[{"toolCallId", "toolName", "args" | "input"}]``
   (``conventions.VERCEL_TOOL_CALLS_KEY``; docs/DECISIONS.md 341).
 
@@ -37,9 +39,10 @@ from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
-    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS,
+    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY,
 )
 from otel_tracefence.normalize import haystack
+from otel_tracefence.normalize.output_fields import Unread, output_field_calls
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
@@ -57,12 +60,6 @@ NOT_CALL_PART_TYPES = frozenset({
 CALL_WORDS = ("tool", "function", "call")
 
 
-class Unread(str):
-    """What a requested call the reader found could not be read from (a description, for the reason's message)."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class RequestedCall:
     """One tool call in a model's output: its id (if any), tool name and arguments."""
@@ -72,6 +69,7 @@ class RequestedCall:
     arguments: Arguments
     span: SpanView
     index: int
+    echoed: bool = False  # read from a framework's output fields: no call id, recorded again around its model (963)
 
 
 def _id(value: Any) -> str | None:
@@ -408,6 +406,9 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))
+    echoed = len(found)  # the calls read below are a framework's output fields (docs/DECISIONS.md 963)
+    if OUTPUT_FIELDS_KEY in attributes:
+        found.extend(output_field_calls(attributes[OUTPUT_FIELDS_KEY]))
     calls = []
     for index, item in enumerate(found):
         if isinstance(item, Unread):
@@ -416,5 +417,5 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
             continue
         call_id, tool, raw = item
         arguments = arguments_from_value(raw, limits) if raw is not None else Arguments()
-        calls.append(RequestedCall(call_id, tool, arguments, span, index))
+        calls.append(RequestedCall(call_id, tool, arguments, span, index, index >= echoed and call_id is None))
     return calls

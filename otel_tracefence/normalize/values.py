@@ -98,7 +98,7 @@ def _in_envelope(value: Any) -> tuple[Any, str | None] | None:
             continue
         inner = value.get(arguments_key)
         if inner is None:
-            inner = _literal(value.get(text_key))
+            inner = literal_value(value.get(text_key))
         found: Any = value
         for step in call_id_path:
             found = found.get(step) if isinstance(found, dict) else None
@@ -106,7 +106,7 @@ def _in_envelope(value: Any) -> tuple[Any, str | None] | None:
     return None
 
 
-def _literal(text: Any) -> Any:
+def literal_value(text: Any) -> Any:
     """``text`` read as JSON, else as a Python literal (``ast.literal_eval``: a ``repr`` of a dict), else as itself."""
     if not isinstance(text, str):
         return text

@@ -6,7 +6,8 @@ labels its own span; its arguments are ``input.value`` ``{"kwargs": {...}}`` (un
 A tool that raises ends its span ERROR with the exception event; ReAct catches it and hands the model
 ``Execution error in <tool>: <traceback>`` as the observation. The model's requests are DSPy's own: ReAct's
 ``next_tool_name`` / ``next_tool_args`` output fields, in the LM span's text (``[[ ## next_tool_name ## ]]`` sections
-of the ChatAdapter) and, once parsed, in the ``Predict`` CHAIN span's ``output.value``; no ``tool_calls`` anywhere.
+of the ChatAdapter) and, once parsed, in the ``Predict`` CHAIN span's ``output.value``; no ``tool_calls`` anywhere. They are
+read as requested calls with no call id, every record of one turn one request (DECISIONS 963).
 
 ReAct ends every run by calling its own ``finish`` tool (args ``{}``, result ``Completed.``), which no user code can
 label: the operator's rule names it a read, as smolagents' ``final_answer`` is. The MCP tool's body runs in the server,
@@ -48,11 +49,8 @@ CELLS = [
         K, "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")),),
         "a call to a tool the agent lacks: next_tool_name is a Literal of ReAct's tools, the ChatAdapter and its JSONAdapter fallback "
         "cannot parse the turn, and the AdapterParseError (no ValueError in DSPy 3.4, so ReAct does not catch it) ends the run "
-        "before any tool ran; the request is only in the LM span's text ([[ ## next_tool_name ## ]] delete_customer)",
-        wrong_today=(
-            "C: the requested call is recorded only in DSPy's own format (ReAct's next_tool_name / next_tool_args fields in the LM's "
-            "text, or a Predict span's output.value once parsed), which is not read: today the trace has no step and passes as tool-free"
-        ),
+        "before any tool ran; the request is only in the LM spans' text ([[ ## next_tool_name ## ]] delete_customer), once per adapter "
+        "attempt: one request (DECISIONS 963)",
     ),
     cannot(K, "approval_interrupt_resume", "no human-approval or interrupt API in DSPy 3.4 (ReAct runs each requested tool at once)"),
     cell(
