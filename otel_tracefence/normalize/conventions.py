@@ -80,6 +80,11 @@ HAYSTACK_COMPONENT_INPUT = "haystack.component.input"
 HAYSTACK_COMPONENT_OUTPUT = "haystack.component.output"
 # Conventions whose tool spans are named after the tool itself.
 NAME_IS_TOOL_KINDS = ("openinference.span.kind", "langfuse.observation.type", "langsmith.span.kind", "mlflow.spanType")
+# A call-method suffix such a name may end with, taken off to give the tool (docs/DECISIONS.md 960): OpenInference's DSPy
+# instrumentation (openinference-instrumentation-dspy 0.1.48, _ToolCallWrapper / _AsyncToolCallWrapper) names a tool's
+# span ``(tool.name or its class name) + ".__call__"`` / ``+ ".acall"``, with no tool-name attribute. Tool names of the
+# model APIs hold no ``.`` (OpenAI and Anthropic: ``^[a-zA-Z0-9_-]+$``), so no such tool is named so.
+NAME_IS_TOOL_CALL_SUFFIXES = (".__call__", ".acall")
 
 TOOL_NAME_KEYS = (
     GEN_AI_TOOL_NAME,
@@ -135,6 +140,16 @@ RESULT_KEYS = (
 # "sanitize_inputs_outputs": ...}``. Taken off only when nothing positional is inside.
 ARGUMENT_WRAPPER_KEYS = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 WRAPPED_ARGUMENT_KEYS = ("input.value",)
+# A callback's envelope around a tool's arguments, on any argument key (docs/DECISIONS.md 962): an object whose keys
+# are all among ``keys`` and hold every one of ``marks``. Its arguments are the value under ``arguments`` (when it is
+# not null), else the text under ``text`` read as a JSON or Python literal (else that text); the call id is the string
+# at ``call_id``. (keys, marks, arguments, text, call-id path, where it was read.)
+ARGUMENT_ENVELOPES = (
+    (frozenset({"input_str", "tags", "metadata", "inputs", "kwargs"}), frozenset({"input_str", "inputs"}), "inputs", "input_str", ("kwargs", "tool_call_id"),
+     "OpenLLMetry opentelemetry-instrumentation-langchain 0.62.4, callback_handler.py on_tool_start: json.dumps({input_str, tags, metadata, "
+     "inputs, kwargs}) as gen_ai.tool.call.arguments and traceloop.entity.input; langchain-core 1.8 BaseTool.run passes inputs=the tool "
+     "input, tool_call_id in kwargs"),
+)
 
 # GenAI span events that carry a tool call's arguments or result when the attributes do not
 # (Strands Agents' default; the GenAI conventions' event form). Read in this order.
@@ -301,6 +316,28 @@ PAUSED_RUN_TEXTS = (
 # written by src/strands/telemetry/tracer.py end_agent_span). Text there that is not JSON holds no requested call
 # (docs/DECISIONS.md 601); JSON is read as any output is.
 PAUSE_FINISH_REASONS = frozenset({"interrupt"})
+# Keys by which an output-message part of a type no convention defines refers to a call (docs/DECISIONS.md 961): a part
+# whose every reference names a call another part of the same message requests (same id; same tool and arguments where
+# it repeats them) adds no call and is read, not held as unread. Read from: the Vercel AI SDK 7 (`ai` 7.x, @ai-sdk/otel:
+# {"type": "tool_approval_request", "approval_id", "tool_call_id"}) and the Microsoft Agent Framework 1.26
+# (agent_framework/_types.py FunctionApprovalRequestContent: {"type": "function_approval_request", "function_call":
+# {"type": "function_call", "call_id", "name", "arguments"}, "user_input_request": true}). A nested object that is
+# itself a call part refers to that call; a top-level key below refers by id alone.
+CALL_REFERENCE_KEYS = ("tool_call_id", "toolCallId", "call_id", "tool_use_id", "toolUseId")
+# Requested calls a framework records only in its own output fields, with no call id (docs/DECISIONS.md 963): a module's
+# prediction (an object, or JSON text of one or of a list of them) on OUTPUT_FIELDS_KEY, or a model's raw answer there
+# in the framework's sections (OUTPUT_FIELD_SECTION: "[[ ## <field> ## ]]" then the field's text). Per form: (the fields
+# that mark it, the tool-name field, the arguments field, the calls field (a list of {"name", "args"[, "id"]}, or an
+# object holding that list under the same name), where it was read).
+OUTPUT_FIELDS_KEY = "output.value"
+OUTPUT_FIELD_SECTION = r"\[\[ ## (\w+) ## \]\]"
+OUTPUT_FIELD_CALLS = (
+    (frozenset({"next_tool_name"}), "next_tool_name", "next_tool_args", None,
+     "DSPy 3.4.1 dspy/predict/react.py ReAct: the signature's output fields next_thought, next_tool_name, next_tool_args"),
+    (frozenset({"next_thought", "tool_calls"}), None, None, "tool_calls",
+     "DSPy 3.4.1 dspy/predict/react_v2.py ReActV2: output fields next_thought, tool_calls (dspy.ToolCalls, "
+     "adapters/types/tool.py: {tool_calls: [{id, name, args}]})"),
+)
 PAUSE_FINISH_REASON_KEY = "finish_reason"  # the output event's attribute (GenAI event form: gen_ai.choice)
 INVOKE_AGENT = "invoke_agent"
 # Keys inside a JSON result whose string value is the text a framework handed the model (a LangChain ToolMessage's

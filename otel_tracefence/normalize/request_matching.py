@@ -42,7 +42,7 @@ def unrecorded_requests(
     one-element count, decremented) and a span of that agent that may have run it (docs/DECISIONS.md 347).
     """
     pools = _Pools(s for s in steps if not s.requested_only)
-    left = [request for request in _distinct(requests) if not pools.take_exact(request)]  # first: the span that ran exactly this call
+    left = [request for request in _distinct(requests, steps, spans_by_id) if not pools.take_exact(request)]  # first: the span that ran exactly this call
     extra = []
     uncompared: list[RequestedCall] = []  # matched last, by tool only, where one side recorded no arguments
     for request in left:
@@ -82,11 +82,14 @@ def request_order(request: RequestedCall) -> tuple:
     return (when, span.sequence, span.span_id, request.index, request.call_id or "", request.tool, request.arguments.sha256 or "")
 
 
-def _distinct(requests: list[RequestedCall]) -> list[RequestedCall]:
+def _distinct(requests: list[RequestedCall], steps: Sequence[ToolStep], by_id: dict[str, SpanView]) -> list[RequestedCall]:
     """``requests`` less the model's structured answers (a tool its span declares an output tool, DECISIONS 444) and
-    the repeats of one request recorded in several spans (same call id, tool and arguments)."""
+    the repeats of one request recorded in several spans (same call id, tool and arguments; for a framework's output
+    fields, which carry no id, :func:`_one_turn`)."""
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
+    echoes: dict[tuple, list[RequestedCall]] = {}  # (tool, arguments) -> the output-field records kept
+    around_steps: set[str] | None = None
     answers: dict[int, frozenset] = {}  # per requesting span: the output tools it declares
     for request in requests:
         if OUTPUT_TOOLS_KEY in request.span.attributes:
@@ -100,8 +103,46 @@ def _distinct(requests: list[RequestedCall]) -> list[RequestedCall]:
             if identity in seen:
                 continue
             seen.add(identity)
+        elif request.echoed:
+            kept = echoes.setdefault((request.tool, request.arguments.sha256), [])
+            if kept and around_steps is None:
+                around_steps = _around_steps(steps, by_id)
+            if any(_one_turn(earlier.span, request.span, by_id, around_steps or set()) for earlier in kept):
+                continue
+            kept.append(request)
         distinct.append(request)
     return distinct
+
+
+def _around_steps(steps: Sequence[ToolStep], by_id: dict[str, SpanView]) -> set[str]:
+    """The span ids of the tool steps' spans and of every span above one."""
+    ids = {step.span_id for step in steps if not step.requested_only and step.span_id}
+    return ids | ancestors_of(ids, by_id)
+
+
+def _one_turn(first: SpanView, second: SpanView, by_id: dict[str, SpanView], around_steps: set[str]) -> bool:
+    """True when two spans' records of one call (no call id; the same tool and arguments) are one model turn's
+    (docs/DECISIONS.md 963): different spans whose nearest common span (one of them, when one is above the other) is
+    known and is neither a tool step's span nor above one. A framework's modules record the prediction again above
+    the model's span, and an adapter's second attempt asks the model again under the same module; two turns of an
+    agent that ran a tool between them meet at or above the span that holds that tool's."""
+    if first is second or first.span_id == second.span_id:
+        return False
+    chain = _chain(first, by_id)
+    common = next((span_id for span_id in _chain(second, by_id) if span_id in chain), None)
+    return common is not None and common not in around_steps
+
+
+def _chain(span: SpanView, by_id: dict[str, SpanView]) -> list[str]:
+    """The span's id and its ancestors' up the trace, bounded by the number of spans (a parent cycle ends it)."""
+    chain = [span.span_id]
+    parent_id = span.parent_span_id
+    for _ in range(len(by_id)):
+        if not parent_id or parent_id not in by_id or parent_id in chain:
+            break
+        chain.append(parent_id)
+        parent_id = by_id[parent_id].parent_span_id
+    return chain
 
 
 class _Pools:

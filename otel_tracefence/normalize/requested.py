@@ -17,6 +17,8 @@
 * Haystack: ``tool_call`` parts in a model span's recorded replies (``haystack.py``).
 * LangSmith's OpenTelemetry export: a model run's ``gen_ai.completion``, LangChain's ``LLMResult`` whose
   generations' messages hold LangChain ``tool_calls`` ``[{"name", "args", "id"}]`` (``conventions.LANGSMITH_OUTPUT_KEY``).
+* A framework's own output fields (DSPy ReAct's ``next_tool_name`` / ``next_tool_args``, ReActV2's ``tool_calls``) in
+  OpenInference ``output.value``: ``output_fields.py`` (docs/DECISIONS.md 963).
 * The Vercel AI SDK: ``ai.response.toolCalls``, JSON text of ``[{"toolCallId", "toolName", "args" | "input"}]``
   (``conventions.VERCEL_TOOL_CALLS_KEY``; docs/DECISIONS.md 341).
 
@@ -37,9 +39,10 @@ from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
-    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY,
+    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY,
 )
 from otel_tracefence.normalize import haystack
+from otel_tracefence.normalize.output_fields import Unread, output_field_calls
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
 
@@ -57,12 +60,6 @@ NOT_CALL_PART_TYPES = frozenset({
 CALL_WORDS = ("tool", "function", "call")
 
 
-class Unread(str):
-    """What a requested call the reader found could not be read from (a description, for the reason's message)."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class RequestedCall:
     """One tool call in a model's output: its id (if any), tool name and arguments."""
@@ -72,6 +69,7 @@ class RequestedCall:
     arguments: Arguments
     span: SpanView
     index: int
+    echoed: bool = False  # read from a framework's output fields: no call id, recorded again around its model (963)
 
 
 def _id(value: Any) -> str | None:
@@ -108,6 +106,66 @@ def _part_call(part: dict) -> Call | Unread | None:
     return None
 
 
+_CALL_PART_TYPES = frozenset({"tool_call", "function_call", "tool_use"})
+
+
+def _block_calls(blocks: list) -> list[Call | Unread | None]:
+    """:func:`_part_call` of each of one message's parts (or of a list of content blocks), in order; a part of a type
+    no convention defines whose every reference names a call another part of the same list requests adds no call:
+    ``None`` (:func:`_references`, docs/DECISIONS.md 961)."""
+    found = [_part_call(block) if isinstance(block, dict) else None for block in blocks]
+    if not any(isinstance(call, Unread) for call in found):
+        return found
+    requested = {call[0]: call for call in found if isinstance(call, tuple) and call[0] is not None}
+    for index, (block, call) in enumerate(zip(blocks, found)):
+        if isinstance(call, Unread) and block.get("type") not in _CALL_PART_TYPES and "toolUse" not in block:
+            references = _references(block)
+            if references and all(_same_call(requested.get(ref[0]), ref) for ref in references):
+                found[index] = None
+    return found
+
+
+def _references(part: dict) -> list[Call]:
+    """The calls a part of an unknown type refers to: each nested object that is itself a readable call part (its id,
+    tool and arguments), and each ``conventions.CALL_REFERENCE_KEYS`` value at its top level (an id alone: no tool,
+    arguments ``None``). An empty list when it refers to none, or to one it names unreadably."""
+    references: list[Call] = []
+    for key, value in part.items():
+        if isinstance(value, dict):
+            nested = _part_call(value)
+            if isinstance(nested, Unread) or (nested is not None and nested[0] is None):
+                return []
+            if nested is not None:
+                references.append(nested)
+        elif key in CALL_REFERENCE_KEYS:
+            call_id = _id(value)
+            if call_id is None:
+                return []
+            references.append((call_id, "", None))
+    return references
+
+
+def _same_call(requested: Call | None, reference: Call) -> bool:
+    """True when ``reference`` names the ``requested`` call: its id, and its tool and arguments where it repeats
+    them (JSON text and the value it holds are the same arguments)."""
+    if requested is None:
+        return False
+    if not reference[1]:
+        return True
+    return requested[1] == reference[1] and _same_raw(requested[2], reference[2])
+
+
+def _same_raw(first: Any, second: Any) -> bool:
+    if first == second:
+        return True
+    try:
+        first = parse_json_text(first) if isinstance(first, str) else first
+        second = parse_json_text(second) if isinstance(second, str) else second
+    except (JSONTextError, RecursionError):
+        return False
+    return bool(first == second)
+
+
 def _message_calls(messages: Any, pause: bool = False) -> Iterator[Call | Unread]:
     """Tool calls in a list of messages or content blocks (or one message), in any of the shapes above. ``pause``:
     the output is an agent run's record of its pause for human input (:func:`_pause_record`), whose text, when it is
@@ -127,18 +185,15 @@ def _message_calls(messages: Any, pause: bool = False) -> Iterator[Call | Unread
         messages = [messages]
     if not isinstance(messages, list):
         return
-    for message in messages:
+    for message, call in zip(messages, _block_calls(messages)):
         if not isinstance(message, dict):
             continue
-        call = _part_call(message)  # a list of content blocks rather than of messages
-        if call is not None:
+        if call is not None:  # a list of content blocks rather than of messages
             yield call
             continue
         blocks = message.get("parts", message.get("content"))
-        for part in blocks if isinstance(blocks, list) else ():
-            call = _part_call(part) if isinstance(part, dict) else None
-            if call is not None:
-                yield call
+        if isinstance(blocks, list):
+            yield from (call for call in _block_calls(blocks) if call is not None)
         tool_calls = message.get("tool_calls")
         if tool_calls not in (None, []) and not isinstance(tool_calls, list):
             yield Unread("tool_calls that are not a list")
@@ -351,6 +406,9 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))
+    echoed = len(found)  # the calls read below are a framework's output fields (docs/DECISIONS.md 963)
+    if OUTPUT_FIELDS_KEY in attributes:
+        found.extend(output_field_calls(attributes[OUTPUT_FIELDS_KEY]))
     calls = []
     for index, item in enumerate(found):
         if isinstance(item, Unread):
@@ -359,5 +417,5 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
             continue
         call_id, tool, raw = item
         arguments = arguments_from_value(raw, limits) if raw is not None else Arguments()
-        calls.append(RequestedCall(call_id, tool, arguments, span, index))
+        calls.append(RequestedCall(call_id, tool, arguments, span, index, index >= echoed and call_id is None))
     return calls

@@ -12,7 +12,7 @@ import cython
 from otel_tracefence.normalize.conventions import (
     AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_PREFIX,
     GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MCP_TOOL_SPAN_NAME_PATTERN,
-    NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
+    NAME_IS_TOOL_CALL_SUFFIXES, NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
     TOOL_MARKER_KEYS, TOOL_NAME_KEYS, TOOL_PRESENCE_KEYS, TRACELOOP_TOOL_SPAN_SUFFIX,
 )
 
@@ -104,7 +104,8 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
     tool spans), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
     (OpenLLMetry's OpenAI Agents spans), ``tool.<tool>`` on an ``execute_tool`` span (Koog),
     ``[MCP send ]tools/call <tool>`` (MCP), and the
-    whole name for conventions that name tool spans after the tool (OpenInference, ...).
+    whole name for conventions that name tool spans after the tool (OpenInference, ...), less a trailing call-method
+    suffix (``NAME_IS_TOOL_CALL_SUFFIXES``: DSPy's ``lookup_customer.__call__``, ``charge_card.acall``; DECISIONS 960).
     """
     for key in TOOL_NAME_KEYS:
         value = attributes.get(key)
@@ -126,8 +127,16 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
         if match:
             return match.group(1)
     if any(_kind_is(attributes, key, "tool") for key in NAME_IS_TOOL_KINDS) and name:
-        return name
+        return _without_call_suffix(name)
     return None
+
+
+def _without_call_suffix(name: str) -> str:
+    """``name`` less one trailing ``NAME_IS_TOOL_CALL_SUFFIXES`` entry, unless nothing would be left."""
+    for suffix in NAME_IS_TOOL_CALL_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def call_id(attributes: Mapping[str, Any]) -> str | None:

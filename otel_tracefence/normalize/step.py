@@ -289,7 +289,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         trace_id=span.trace_id,
         call_id=call_id or span.span_id,
         call_id_from_span=call_id is None,
-        result_call_id=result_call_id(result) if call_id is None else None,  # DECISIONS 443
+        result_call_id=(result_call_id(result) or arguments.call_id) if call_id is None else None,  # DECISIONS 443, 962
         span_id=span.span_id,
         tool=tool,
         effect=effect,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any, Mapping, Sequence
 
@@ -27,7 +28,7 @@ from otel_tracefence.core.canonical import (
 from otel_tracefence.core.config import Limits, TraceFenceConfig
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
+    ARGUMENT_ENVELOPES, ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
     TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
@@ -55,6 +56,7 @@ class Arguments:
     malformed: MalformedField | None = None
     value: Any = None  # the parsed value, for reading an idempotency key out of it
     notes: tuple[str, ...] = ()  # how they were read (``arguments_unwrapped``)
+    call_id: str | None = None  # the call id a callback's envelope around them names (docs/DECISIONS.md 962)
 
     def __repr__(self) -> str:
         return fields_repr(self)  # not Cython's: it fails outside the importing thread (reprs.py)
@@ -80,6 +82,42 @@ def _unwrapped(value: Any) -> Any:
     if not isinstance(kwargs, dict) or value.get("args"):
         return None
     return kwargs
+
+
+_ENVELOPE_MARKS = frozenset(key for _, marks, *_ in ARGUMENT_ENVELOPES for key in marks)
+
+
+def _in_envelope(value: Any) -> tuple[Any, str | None] | None:
+    """The arguments inside a callback's envelope (``conventions.ARGUMENT_ENVELOPES``) and the call id it names, or
+    ``None`` when ``value`` is no such envelope. The arguments are the envelope's arguments value when it is not null,
+    else its text read as a JSON or Python literal, else that text (docs/DECISIONS.md 962)."""
+    if not isinstance(value, dict):
+        return None
+    for keys, marks, arguments_key, text_key, call_id_path, _ in ARGUMENT_ENVELOPES:
+        if not (marks <= value.keys() <= keys):
+            continue
+        inner = value.get(arguments_key)
+        if inner is None:
+            inner = literal_value(value.get(text_key))
+        found: Any = value
+        for step in call_id_path:
+            found = found.get(step) if isinstance(found, dict) else None
+        return inner, found if isinstance(found, str) and found else None
+    return None
+
+
+def literal_value(text: Any) -> Any:
+    """``text`` read as JSON, else as a Python literal (``ast.literal_eval``: a ``repr`` of a dict), else as itself."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return parse_json_text(text)
+    except (JSONTextError, RecursionError):
+        pass
+    try:  # a JSON value or the text: tuples read as lists; sets, bytes, NaN and the like leave the text
+        return json.loads(json.dumps(ast.literal_eval(text), allow_nan=False))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = True, unwrap: bool = False) -> Arguments:
@@ -110,14 +148,19 @@ def arguments_from_value(value: Any, limits: Limits, *, text_is_json: bool = Tru
         except RecursionError:
             return Arguments(unavailable=reasons.ARGUMENTS_TOO_DEEP)
     notes: tuple[str, ...] = ()
+    call_id = None
     if unwrap:
         inner = _unwrapped(value)
         if inner is not None:
             value, notes = inner, (reasons.ARGUMENTS_UNWRAPPED,)
+    if isinstance(value, dict) and not _ENVELOPE_MARKS.isdisjoint(value):  # a first C-level test: most values hold no mark
+        enveloped = _in_envelope(value)
+        if enveloped is not None:
+            (value, call_id), notes, simple = enveloped, (reasons.ARGUMENTS_UNWRAPPED,), False
     canonical = canonicalize(value, max_bytes=limits.max_argument_bytes, max_depth=limits.max_argument_depth, simple=simple)
     if canonical.text is None:
         return Arguments(unavailable=canonical.unavailable)
-    return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes)
+    return Arguments(json=canonical.text, sha256=canonical.sha256, unavailable=None, value=value, notes=notes, call_id=call_id)
 
 
 def bare_value_sha256(arguments: Arguments, limits: Limits) -> str | None:

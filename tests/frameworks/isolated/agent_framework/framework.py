@@ -17,11 +17,6 @@ FRAMEWORK = Framework(
 )
 
 K = FRAMEWORK.key
-APPROVAL_PART = (
-    "the paused invoke_agent span's gen_ai.output.messages holds MAF's own part type function_approval_request (its "
-    "function_call the same call_w1 as the tool_call part beside it), read as a requested call that cannot be read: "
-    "an extra step 'invoke_agent billing' review (requested_call_unread, effect_unknown, arguments_not_recorded)"
-)
 CELLS = [
     cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (arguments and result on the execute_tool span, sensitive data on)"),
     cell(K, "write_commits", "injected", (COMMITTED,), "UNSET execute_tool span with gen_ai.tool.call.result: committed, the result injected on replay"),
@@ -49,13 +44,11 @@ CELLS = [
         K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
         "approval_mode always_require, never answered: the run stops on a function_approval_request, no execute_tool "
         "span; the chat span's tool_call part is the requested call no tool span records",
-        wrong_today=f"D: {APPROVAL_PART}, beside the create_invoice step",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
         "approval_mode always_require, approved in the next run of the same session: MAF opens no span for the paused "
         "call, the resumed run's execute_tool span (call id call_w1) is the one run, committed",
-        wrong_today=f"D: {APPROVAL_PART}; class review instead of injected",
     ),
     cell(
         K, "mcp_is_error", "review", (("charge_card", "review", ("write_error",)),),

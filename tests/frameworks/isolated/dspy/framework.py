@@ -6,7 +6,8 @@ labels its own span; its arguments are ``input.value`` ``{"kwargs": {...}}`` (un
 A tool that raises ends its span ERROR with the exception event; ReAct catches it and hands the model
 ``Execution error in <tool>: <traceback>`` as the observation. The model's requests are DSPy's own: ReAct's
 ``next_tool_name`` / ``next_tool_args`` output fields, in the LM span's text (``[[ ## next_tool_name ## ]]`` sections
-of the ChatAdapter) and, once parsed, in the ``Predict`` CHAIN span's ``output.value``; no ``tool_calls`` anywhere.
+of the ChatAdapter) and, once parsed, in the ``Predict`` CHAIN span's ``output.value``; no ``tool_calls`` anywhere. They are
+read as requested calls with no call id, every record of one turn one request (DECISIONS 963).
 
 ReAct ends every run by calling its own ``finish`` tool (args ``{}``, result ``Completed.``), which no user code can
 label: the operator's rule names it a read, as smolagents' ``final_answer`` is. The MCP tool's body runs in the server,
@@ -19,28 +20,20 @@ FRAMEWORK = Framework("dspy", "DSPy (ReAct)", "dspy", "OpenInference", "openinfe
 TOOL_RULES = [dict(match="finish", effect="read"), dict(match="charge_card", effect="write")]
 K = FRAMEWORK.key
 FINISH = ("finish", "replay", ("declared_read", U))  # ReAct's own last tool (the operator's rule names it a read)
-NAMED = (
-    "D: OpenInference's DSPy TOOL spans carry no tool.name, so each tool is named by its span name: {today}; the operator's "
-    "rule for finish (by the tool's name) then matches nothing and ReAct's finish step is effect_unknown, holding the trace ({plans})"
-)
 CELLS = [
     cell(
         K, "read_ok", "dynamic", (oi(READ_OK), FINISH), "a declared read replays; ReAct's finish is a read by the operator's rule",
-        wrong_today=NAMED.format(today="lookup_customer.__call__, finish.__call__", plans="review"),
     ),
     cell(
         K, "write_commits", "injected", (oi(COMMITTED), FINISH), "OK TOOL span with output.value: committed; the result is injected on replay",
-        wrong_today=NAMED.format(today="create_invoice.__call__, finish.__call__", plans="review"),
     ),
     cell(
         K, "write_raises", "review", (("charge_card", "review", ("write_error", U)), FINISH),
         "ReAct catches the error and hands the model 'Execution error in charge_card: ...'; the TOOL span ends ERROR",
-        wrong_today=NAMED.format(today="charge_card.__call__, finish.__call__", plans="review, the write held all the same"),
     ),
     cell(
         K, "write_times_out", "review", (("send_payment", "review", ("write_timeout", U)), FINISH),
         "no tool timeout in DSPy: a TimeoutError raised in the tool (ReAct hands it to the model); the TOOL span records it",
-        wrong_today=NAMED.format(today="send_payment.__call__, finish.__call__", plans="review, the write held all the same"),
     ),
     cannot(
         K, "tool_error_to_model",
@@ -51,23 +44,18 @@ CELLS = [
     cell(
         K, "framework_retries", "review", (*(oi(s) for s in RETRIED), FINISH),
         "no tool retry in DSPy: the first create_invoice raises (handed to the model), the model asks again; one write dispatched twice",
-        wrong_today=NAMED.format(today="create_invoice.__call__, finish.__call__", plans="review, the writes held all the same"),
     ),
     cell(
         K, "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")),),
         "a call to a tool the agent lacks: next_tool_name is a Literal of ReAct's tools, the ChatAdapter and its JSONAdapter fallback "
         "cannot parse the turn, and the AdapterParseError (no ValueError in DSPy 3.4, so ReAct does not catch it) ends the run "
-        "before any tool ran; the request is only in the LM span's text ([[ ## next_tool_name ## ]] delete_customer)",
-        wrong_today=(
-            "C: the requested call is recorded only in DSPy's own format (ReAct's next_tool_name / next_tool_args fields in the LM's "
-            "text, or a Predict span's output.value once parsed), which is not read: today the trace has no step and passes as tool-free"
-        ),
+        "before any tool ran; the request is only in the LM spans' text ([[ ## next_tool_name ## ]] delete_customer), once per adapter "
+        "attempt: one request (DECISIONS 963)",
     ),
     cannot(K, "approval_interrupt_resume", "no human-approval or interrupt API in DSPy 3.4 (ReAct runs each requested tool at once)"),
     cell(
         K, "mcp_is_error", "review", (("charge_card", "review", ("write_error", U)), FINISH),
         "dspy.Tool.from_mcp_tool (an mcp ClientSession over stdio) against the billing server: DSPy raises RuntimeError on "
         "isError ('Failed to call a MCP tool: card declined') inside Tool.acall, so the TOOL span ends ERROR; ReAct hands it to the model",
-        wrong_today=NAMED.format(today="charge_card.acall, finish.acall (the write's rule matches nothing either)", plans="review"),
     ),
 ]

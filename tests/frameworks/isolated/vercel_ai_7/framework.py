@@ -27,12 +27,7 @@ TOOL_RULES = [dict(match="charge_card", effect="write")]
 
 # The approval request is recorded as a part of the invoke_agent span's gen_ai.output.messages that no convention
 # defines ({"type": "tool_approval_request", "approval_id": ..., "tool_call_id": <the call's id>}), beside the
-# tool_call part of the same call: today it becomes a step of its own (the span, effect unknown).
-APPROVAL_PART = (
-    "D: an over-hold of a new shape (an output-message part of a type no convention defines that only names, by "
-    "tool_call_id, a call a tool_call part of the same message requests): today the invoke_agent span becomes one more "
-    "step, review (requested_call_unread, effect_unknown, arguments_not_recorded)"
-)
+# tool_call part of the same call: it refers to that call and adds none (docs/DECISIONS.md 961).
 
 K = FRAMEWORK.key
 NEVER_RAN = ("create_invoice", "review", ("effect_unknown", "requested_not_recorded"))
@@ -57,12 +52,10 @@ CELLS = [
     cell(
         K, "requested_never_ran", "review", (NEVER_RAN,),
         "needsApproval: the agent stops with a tool-approval-request that is never answered; only the model's tool_call part shows the call",
-        wrong_today=APPROVAL_PART,
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
         "needsApproval, approved (a tool-approval-response) and run once by the resumed agent: one committed write",
-        wrong_today=APPROVAL_PART.replace("one more step, review", "one more step and the trace review"),
     ),
     cell(
         K, "mcp_is_error", "review", (("charge_card", "review", ("write_error", "error_in_result")),),
