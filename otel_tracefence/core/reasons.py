@@ -66,7 +66,7 @@ REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 RESULT_UNREAD = "result_unread"  # a result too large or too deep to check for an error: a write's status is unknown, not ok
-ERROR_TEMPLATE_IN_RESULT = "error_template_in_result"  # the result is a framework's own error or timeout text (conventions.FRAMEWORK_ERROR_TEMPLATES)
+ERROR_TEMPLATE_IN_RESULT = "error_template_in_result"  # the result is a framework's own error or timeout text (framework_texts.FRAMEWORK_ERROR_TEMPLATES)
 FRAMEWORK_STATUS_ERROR = "framework_status_error"  # status error read from a framework's own status attribute (conventions.FRAMEWORK_STATUS_KEYS)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
 ARGUMENTS_UNWRAPPED = "arguments_unwrapped"  # a framework's wrapper ({"kwargs": ...}) taken off the arguments
@@ -74,7 +74,7 @@ RESPONSE_REPLAYED = "response_replayed"  # a request's response says the server 
 REPEATS_COMMITTED_WRITE = "repeats_committed_write"  # the same key and arguments as an earlier trace's committed write: the key did its job
 RETRIES_UNCHECKED = "retries_unchecked"  # the write index was unavailable: this write was not checked against earlier traces' writes (docs/DECISIONS.md 722)
 # Pending records (normalize/pending.py, docs/DECISIONS.md 600): a call a framework held for human approval.
-APPROVAL_PENDING = "approval_pending"  # the result is the framework's answer that the call waits for approval (conventions.APPROVAL_PENDING_RESULTS): its body did not run
+APPROVAL_PENDING = "approval_pending"  # the result is the framework's answer that the call waits for approval (framework_texts.APPROVAL_PENDING_RESULTS): its body did not run
 RESUMES_PENDING_CALL = "resumes_pending_call"  # an earlier span recorded this call pending and its run stopped there; this step is the call's run after the resume
 # Data flow between steps (planner/dataflow.py), seen through hashes of id-like tokens (normalize/tokens.py).
 CONSUMES_RESULT_OF = "consumes_result_of"  # this step's arguments hold a token an earlier recorded result returned
@@ -86,7 +86,7 @@ ARGUMENTS_NOT_RECORDED = "arguments_not_recorded"
 ARGUMENTS_TOO_LARGE = "arguments_too_large"
 ARGUMENTS_TOO_DEEP = "arguments_too_deep"
 ARGUMENTS_NOT_I_JSON = "arguments_not_i_json"
-ARGUMENTS_HIDDEN = "arguments_hidden"  # the producer recorded its stand-in for hidden arguments (conventions.REDACTED_VALUES)
+ARGUMENTS_HIDDEN = "arguments_hidden"  # the producer recorded its stand-in for hidden arguments (framework_texts.REDACTED_VALUES)
 
 
 # Codes that explain without fencing (never decide): a later fencing code, such as

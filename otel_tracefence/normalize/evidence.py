@@ -26,8 +26,9 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PAUSED_RUN_TEXTS, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, REDACTED_TEXTS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
+from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
 
 
@@ -198,7 +199,7 @@ def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
 
 def redacted(value: Any) -> bool:
     """True when a recorded value (text, or a JSON string's canonical text) is a producer's stand-in for a value it
-    was told to hide (``conventions.REDACTED_VALUES``, docs/DECISIONS.md 952)."""
+    was told to hide (``framework_texts.REDACTED_VALUES``, docs/DECISIONS.md 952)."""
     if not isinstance(value, str) or not value:
         return False
     return value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS)
@@ -235,7 +236,7 @@ _PAUSED_OUTPUT_KEYS = (*RESULT_KEYS, OUTPUT_MESSAGES_KEY)  # where a run's outpu
 
 
 def paused_run(attributes: Mapping[str, Any]) -> str | None:
-    """The framework whose text for a run paused with tool calls waiting (``conventions.PAUSED_RUN_TEXTS``) a span's
+    """The framework whose text for a run paused with tool calls waiting (``framework_texts.PAUSED_RUN_TEXTS``) a span's
     recorded output is, or ``None`` (docs/DECISIONS.md 958)."""
     for key in _PAUSED_OUTPUT_KEYS:
         value = attributes.get(key)

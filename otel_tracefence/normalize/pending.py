@@ -2,7 +2,7 @@
 
 A framework that gates a call on approval may still record a tool span for it when the run pauses: the OpenAI Agents
 SDK's function span of a call waiting for approval (arguments, no result: the body never ran), Google ADK's
-``execute_tool`` span answered by its confirmation gate (``conventions.APPROVAL_PENDING_RESULTS``). After the
+``execute_tool`` span answered by its confirmation gate (``framework_texts.APPROVAL_PENDING_RESULTS``). After the
 approval a resumed run runs the call, under the same call id, and records it again. Read as two steps, the trace
 holds a call of unknown outcome beside its own run (``effect_unknown``, ``call_id_executed_more_than_once``): a
 safe trace held. A span is such a pending record, superseded by the later run and no step of its own, only when
@@ -29,7 +29,8 @@ from typing import Mapping, Sequence
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import OK, ToolStep, step_order
-from otel_tracefence.normalize.conventions import APPROVAL_PENDING_RESULTS, TRACEFENCE_INPUTS
+from otel_tracefence.normalize.conventions import TRACEFENCE_INPUTS
+from otel_tracefence.normalize.framework_texts import APPROVAL_PENDING_RESULTS
 from otel_tracefence.normalize.span_kinds import agent_name
 from otel_tracefence.normalize.requested import RequestedCall
 from otel_tracefence.normalize.span_view import SpanView
@@ -42,7 +43,7 @@ _ANSWER_KEYS = frozenset(key for key, _ in _ANSWERS if key is not None)
 
 def approval_pending(result: Result) -> bool:
     """True when a recorded result is a framework's answer that the call waits for approval
-    (``conventions.APPROVAL_PENDING_RESULTS``): a one-field object holding the text, or the text itself."""
+    (``framework_texts.APPROVAL_PENDING_RESULTS``): a one-field object holding the text, or the text itself."""
     if not result.recorded:
         return False
     parsed = result.parsed

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.core.textfold import folded_word, unconfused
-from otel_tracefence.normalize import conventions
+from otel_tracefence.normalize import conventions, framework_texts
 from otel_tracefence.normalize.conventions import REQUEST_HEADER_PREFIXES, RESPONSE_HEADER_PREFIXES
 
 
@@ -33,7 +33,7 @@ READ_WORDS = ("tool", "function", "exception", "tracefence", "trace", "fence", "
 
 
 def _constant_strings() -> list[str]:
-    """Every string in the upper-case constants of ``conventions.py`` and of this module (tuples, sets and dicts
+    """Every string in the upper-case constants of ``conventions.py``, ``framework_texts.py`` and this module (tuples, sets and dicts
     walked, keys and values), as defined when it is called: the keys and words the normalizer reads are named there."""
     found: list[str] = []
 
@@ -48,7 +48,7 @@ def _constant_strings() -> list[str]:
                 walk(key)
                 walk(item)
 
-    for constants in (vars(conventions), globals()):
+    for constants in (vars(conventions), vars(framework_texts), globals()):
         for name, value in list(constants.items()):
             if name.isupper() and not name.startswith("_") and not name.endswith("PATTERN"):
                 walk(value)

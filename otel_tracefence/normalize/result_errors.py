@@ -49,9 +49,8 @@ import re
 
 from otel_tracefence.core.config import ResultErrorShape
 from otel_tracefence.core.textfold import folded_word
-from otel_tracefence.normalize.conventions import (
-    FRAMEWORK_ERROR_TEMPLATES, LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS, TOOL_MESSAGE_SHAPE,
-)
+from otel_tracefence.normalize.conventions import LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS, TOOL_MESSAGE_SHAPE
+from otel_tracefence.normalize.framework_texts import FRAMEWORK_ERROR_TEMPLATES
 
 # The HTTP statuses that say a call failed or may have done part of its work, read alike under every status-like key
 # (docs/DECISIONS.md 371): 500-599 (RFC 9110 section 15.6), 408 Request Timeout, 429 Too Many Requests; as [low, high).
@@ -261,7 +260,7 @@ def template_hint(text: str) -> bool:
 
 @cython.ccall
 def _template_of(text: str) -> str | None:
-    """The framework whose own error or timeout text ``text`` is (``conventions.FRAMEWORK_ERROR_TEMPLATES``), or ``None``."""
+    """The framework whose own error or timeout text ``text`` is (``framework_texts.FRAMEWORK_ERROR_TEMPLATES``), or ``None``."""
     if not _TEMPLATE_START.match(text):  # one match for the common result: none of them
         return None
     for framework, _, pattern, _ in _TEMPLATES:
@@ -271,7 +270,7 @@ def _template_of(text: str) -> str | None:
 
 
 def error_template(result: Any) -> str | None:
-    """The framework whose own error or timeout text (``conventions.FRAMEWORK_ERROR_TEMPLATES``) a recorded result
+    """The framework whose own error or timeout text (``framework_texts.FRAMEWORK_ERROR_TEMPLATES``) a recorded result
     is: the result as a string, or a string under a content key (``conventions.TEMPLATE_TEXT_KEYS``) or in a list
     inside a JSON result, down to ``MAX_DEPTH``; ``None`` for none (docs/DECISIONS.md 402)."""
     if type(result) is str:

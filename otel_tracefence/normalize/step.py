@@ -90,7 +90,7 @@ def _has_http_status(attributes) -> bool:
 
 
 SERVER_ERROR_RESULT = Result(error="http_status")
-# A write whose result its producer hid (``conventions.REDACTED_VALUES``): what it returned cannot be read (DECISIONS 952).
+# A write whose result its producer hid (``framework_texts.REDACTED_VALUES``): what it returned cannot be read (DECISIONS 952).
 _HIDDEN_RESULT = "is its producer's stand-in for a hidden value: whether the write committed cannot be read"
 """What an HTTP response of 500 to 599 says of a call's result (``http.py``): an error, read by :func:`result_status`
 whether the response is the tool span's own or a request's below it (docs/DECISIONS.md 254); a 400 to 499 says so

@@ -1,5 +1,5 @@
 """An agent span whose output is a framework's text for a run paused with tool calls waiting
-(``conventions.PAUSED_RUN_TEXTS``), in a trace where no tool step starts after it, holds its trace
+(``framework_texts.PAUSED_RUN_TEXTS``), in a trace where no tool step starts after it, holds its trace
 (``requested_call_unread``): the calls waiting are in no span (docs/DECISIONS.md 958). The shape is Agno's under
 OpenLLMetry, which records no model span."""
 

@@ -1,4 +1,4 @@
-"""A producer's stand-in for a value it was told to hide (``conventions.REDACTED_VALUES``: OpenInference's
+"""A producer's stand-in for a value it was told to hide (``framework_texts.REDACTED_VALUES``: OpenInference's
 ``__REDACTED__`` under OPENINFERENCE_HIDE_INPUTS / _OUTPUTS, docs/DECISIONS.md 952) is no value: a write whose result
 is hidden is not shown committed (``write_outcome_unrecorded``, naming it), hidden arguments are not compared, and a
 trace with no tool step whose model output is hidden is held (the calls it asked for cannot be read)."""

@@ -277,7 +277,7 @@ def test_rows_are_not_judged_so() -> None:
 
 
 def test_every_template_has_its_source_and_holds_a_word_the_prefilter_looks_for() -> None:
-    from otel_tracefence.normalize.conventions import FRAMEWORK_ERROR_TEMPLATES
+    from otel_tracefence.normalize.framework_texts import FRAMEWORK_ERROR_TEMPLATES
     from otel_tracefence.normalize.result_errors import template_hint
 
     assert all(framework and versions and source for framework, versions, _, source in FRAMEWORK_ERROR_TEMPLATES)

@@ -1,5 +1,5 @@
 """A row's recorded result is read by the rule a span's is (docs/DECISIONS.md 500): a write row that says ``ok`` but
-whose result is an error object, a framework's own error or timeout text (``conventions.FRAMEWORK_ERROR_TEMPLATES``)
+whose result is an error object, a framework's own error or timeout text (``framework_texts.FRAMEWORK_ERROR_TEMPLATES``)
 or JSON text cut off before its end is no committed write. Before, rows never looked at the result: each of these
 passed as ``skip``/``write_committed`` while the same result on an OTLP span held the write (a break-it trial's find)."""
 
