@@ -424,6 +424,15 @@ LANGSMITH_MODEL_KINDS = frozenset({"llm"})
 VERCEL_TOOL_CALLS_KEY = "ai.response.toolCalls"
 VERCEL_OUTPUT_KEYS = (VERCEL_TOOL_CALLS_KEY, "ai.response.text")
 VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
+# Call records in the Vercel AI SDK's shape ({"toolCallId", "toolName", "args" or "input"}) in a framework's own
+# output objects, where no model span records the calls (docs/DECISIONS.md 959): per key, the JSON object is a record
+# itself, or holds a list of them under CALL_RECORD_LIST_FIELD, or is a list of them. Only objects with both a call id
+# and a tool name are read. Mastra 1.x (@mastra/observability 1.17.9, @mastra/otel-exporter 1.4.0: the chat span's
+# gen_ai.output.messages drops the calls; agent_step's model_step output holds them, a suspended run's output and the
+# stream's chunk records name them).
+CALL_RECORD_KEYS = ("mastra.model_step.output", "mastra.model_generation.output", "mastra.agent_run.output", "mastra.model_chunk.output")
+CALL_RECORD_ARGUMENT_FIELDS = ("input", "args", "toolInput")  # the first present is the call's arguments
+CALL_RECORD_LIST_FIELD = "toolCalls"
 
 
 TOOL_PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS

@@ -84,10 +84,12 @@ def request_order(request: RequestedCall) -> tuple:
 
 def _distinct(requests: list[RequestedCall], steps: Sequence[ToolStep], by_id: dict[str, SpanView]) -> list[RequestedCall]:
     """``requests`` less the model's structured answers (a tool its span declares an output tool, DECISIONS 444) and
-    the repeats of one request recorded in several spans (same call id, tool and arguments; for a framework's output
-    fields, which carry no id, :func:`_one_turn`)."""
+    the repeats of one request recorded in several spans (same call id, tool and arguments, or same call id and tool
+    where a record names no arguments, as a paused run's record of its waiting call does: DECISIONS 959; for a
+    framework's output fields, which carry no id, :func:`_one_turn`)."""
     distinct: list[RequestedCall] = []
     seen: set[tuple] = set()
+    with_arguments = {(r.call_id, r.tool) for r in requests if r.call_id is not None and r.arguments.sha256 is not None}
     echoes: dict[tuple, list[RequestedCall]] = {}  # (tool, arguments) -> the output-field records kept
     around_steps: set[str] | None = None
     answers: dict[int, frozenset] = {}  # per requesting span: the output tools it declares
@@ -100,7 +102,7 @@ def _distinct(requests: list[RequestedCall], steps: Sequence[ToolStep], by_id: d
                 continue
         if request.call_id is not None:
             identity = (request.call_id, request.tool, request.arguments.sha256)
-            if identity in seen:
+            if identity in seen or (request.arguments.sha256 is None and identity[:2] in with_arguments):
                 continue
             seen.add(identity)
         elif request.echoed:

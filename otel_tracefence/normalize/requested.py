@@ -39,7 +39,7 @@ from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
-    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY,
+    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY, CALL_RECORD_ARGUMENT_FIELDS, CALL_RECORD_KEYS, CALL_RECORD_LIST_FIELD,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.output_fields import Unread, output_field_calls
@@ -268,6 +268,24 @@ def _vercel_calls(value: Any) -> Iterator[Call | Unread]:
         yield _call(f"an {VERCEL_TOOL_CALLS_KEY} entry", entry.get("toolCallId"), entry.get("toolName"), entry.get("input", entry.get("args")))
 
 
+def _record_calls(key: str, value: Any) -> Iterator[Call | Unread]:
+    """The call records (``{"toolCallId", "toolName", "args"|"input"}``) in a framework's own output object under
+    ``key`` (``conventions.CALL_RECORD_KEYS``, docs/DECISIONS.md 959): the object itself, the list under
+    ``toolCalls``, or a list of records. A value that is not JSON, and objects without both a call id and a tool
+    name, hold no record: such an output is the framework's, not a list of calls."""
+    if isinstance(value, str):
+        try:
+            value = parse_json_text(value)
+        except (JSONTextError, RecursionError):
+            return
+    if isinstance(value, dict) and isinstance(value.get(CALL_RECORD_LIST_FIELD), list):
+        value = value[CALL_RECORD_LIST_FIELD]
+    for entry in value if isinstance(value, list) else (value,):
+        if isinstance(entry, dict) and "toolCallId" in entry and "toolName" in entry:
+            arguments = next((entry[field] for field in CALL_RECORD_ARGUMENT_FIELDS if field in entry), None)
+            yield _call(f"a {key} record", entry.get("toolCallId"), entry.get("toolName"), arguments)
+
+
 def _pause_record(span: SpanView, event_attributes: Mapping[str, Any]) -> bool:
     """True for an agent span's output event whose finish reason says the run paused for human input
     (``conventions.PAUSE_FINISH_REASONS``): its message is the framework's record of the pause, not the model's output
@@ -363,7 +381,7 @@ def recorded_output(span: SpanView) -> bool:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, *CALL_RECORD_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
 
 
 def output_tools(span: SpanView) -> frozenset:
@@ -403,6 +421,9 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
         found.extend(_vercel_calls(attributes[VERCEL_TOOL_CALLS_KEY]))
     if _langsmith_model_output(span):
         found.extend(_langchain_generation_calls(attributes[LANGSMITH_OUTPUT_KEY]))
+    for key in CALL_RECORD_KEYS:
+        if key in attributes:
+            found.extend(_record_calls(key, attributes[key]))
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))

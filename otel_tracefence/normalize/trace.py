@@ -20,7 +20,7 @@ from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.attempts import nest
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
-from otel_tracefence.normalize.conventions import EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
+from otel_tracefence.normalize.conventions import CALL_REFERENCE_KEYS, EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
 from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_call_id, is_tool_invoker, tool_name
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
@@ -124,6 +124,7 @@ class _Unread:
     covered: set[str]
     any_tool_span: bool
     last_step_start: int = 0  # the latest start of a tool step (Unix nanoseconds), 0 with none
+    call_ids: frozenset = frozenset()  # the call ids the trace's steps and requests name (DECISIONS 959)
 
 
 def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> NormalizedTrace:
@@ -164,6 +165,7 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
     reading = _Unread(
         by_id, tool_ids, {id(span) for span in found.talking}, {id(r.span) for r in requests}, lost, tool_ids | above_steps, bool(own_steps),
         max((step.start_time_unix_nano or 0 for step in root_steps.values()), default=0),
+        frozenset(step.call_id for step in result.steps if not step.call_id_from_span) | {r.call_id for r in requests if r.call_id},
     )
     for span in found.stepless:
         step = _unread_step(span, config, reading)
@@ -254,21 +256,36 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
     own_key = misread_own_key(span.attributes)
     if own_key is not None:
         return unrecognized_step(span, misread_message(*own_key), config)
-    # A quiet span recorded no output and holds no requested call: nothing of it can be unread.
-    why = unread_requests(span, reading.lost.get(id(span), ()), id(span) in reading.asking) if id(span) in reading.talking else None
+    # A quiet span recorded no output and holds no requested call: nothing of it can be unread. A model span whose
+    # enclosing step span recorded its turn's calls asked for those (Mastra's chat span under agent_step, DECISIONS 959).
+    parent = reading.by_id.get(span.parent_span_id) if span.parent_span_id else None
+    read_any = id(span) in reading.asking or (parent is not None and id(parent) in reading.asking)
+    why = unread_requests(span, reading.lost.get(id(span), ()), read_any) if id(span) in reading.talking else None
     if why is not None:  # wherever the span is, whatever else the trace holds
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
     paused = paused_run(span.attributes) if id(span) in reading.talking else None
     if paused is not None and reading.last_step_start < (span.end_time_unix_nano or span.start_time_unix_nano):  # DECISIONS 958
         why = f"its output is {paused}'s text for a run paused with tool calls waiting, and no tool step came after it: which calls cannot be read"
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
-    if id(span) in reading.asking or span.span_id in reading.covered:
+    if id(span) in reading.asking or span.span_id in reading.covered or _names_known_call(span, reading.call_ids):
         return None
     sign = tool_activity_sign(span)
-    if sign is None and not reading.any_tool_span and asked_for_tools(span):
+    if sign is None and not reading.any_tool_span and not read_any and asked_for_tools(span):
         sign = "its finish reason says the model asked for tool calls, and none could be read"
     elif sign is None and not reading.any_tool_span and hidden_output(span.attributes):  # DECISIONS 952
         sign = "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read"
     if sign is not None and not below_any(span, reading.by_id, reading.tool_ids):
         return unrecognized_step(span, sign, config)
     return None
+
+
+def _names_known_call(span: SpanView, call_ids: frozenset) -> bool:
+    """True when an attribute of ``span`` whose key ends in a call-reference name (``conventions.CALL_REFERENCE_KEYS``:
+    ``mastra.metadata.toolCallId``, ``tool_call_id``) names a call a step or a request of the trace names: the span is a
+    record of that call (a stream chunk), not tool activity of its own (docs/DECISIONS.md 959)."""
+    if not call_ids:
+        return False
+    for key, value in span.attributes.items():
+        if isinstance(value, str) and value in call_ids and key.rpartition(".")[2] in CALL_REFERENCE_KEYS:
+            return True
+    return False

@@ -29,59 +29,47 @@ TOOL_RULES = [
     dict(match="billing_charge_card", effect="write"),
 ]
 
-# C: the model's requested calls are in Mastra's own key (agent_step's mastra.model_step.output toolCalls); the GenAI
-# chat span's gen_ai.output.messages drops the tool_call parts while its finish reason says tool-calls, so each chat
-# span that asked for tools is a requested_call_unread step (an over-hold), and a run suspended before any call ran
-# (no finish reason recorded) reads as tool-free (a FAIL-OPEN). D: the tool-result model_chunk span (keys
-# mastra.metadata.toolCallId / toolName) is an unrecognized_tool_span step.
-C = "C: requested calls only in mastra.model_step.output (the chat span's gen_ai.output.messages drops them, its finish reason says tool-calls)"
-CD = f"{C}; and D: the tool-result model_chunk span (mastra.metadata.toolCallId) an unrecognized_tool_span step"
-EXTRA = "plans review with a requested_call_unread step per chat span that asked for tools"
+# The model's requested calls are in Mastra's own keys (agent_step's mastra.model_step.output toolCalls, a suspended
+# run's mastra.agent_run.output, the stream chunks' mastra.model_chunk.output): read as call records (DECISIONS 959);
+# the GenAI chat span drops its tool_call parts, its enclosing step span holds them; the tool-result chunk span
+# (mastra.metadata.toolCallId) is a record of a call the trace names, no activity of its own.
 UFE = "unrecognized_failure_evidence"  # error.message, which the normalizer does not read, on the failed write
 
 K = FRAMEWORK.key
 CELLS = [
-    cell(K, "read_ok", "dynamic", (READ_OK,), "an OK execute_tool span, a read by the operator's rule, replays", wrong_today=f"{CD}: {EXTRA}, and the chunk step"),
+    cell(K, "read_ok", "dynamic", (READ_OK,), "an OK execute_tool span, a read by the operator's rule, replays"),
     cell(
         K, "write_commits", "injected", (COMMITTED,), "an OK execute_tool span with gen_ai.tool.call.result: committed",
-        wrong_today=f"{CD}: {EXTRA}, and the chunk step",
     ),
     cell(
         K, "write_raises", "review", (("charge_card", "review", (UFE, "write_error")),),
         "the tool wrapper hands the error to the model; the execute_tool span ends ERROR with error.message",
-        wrong_today=f"{C}: {EXTRA}",
     ),
     cell(
         K, "write_times_out", "review", (("send_payment", "review", (UFE, "write_timeout")),),
         "no tool timeout in Mastra: the run's abortSignal reaches the tool, which ends with its TimeoutError",
-        wrong_today=f"{C}: {EXTRA}",
     ),
     cannot(K, "tool_error_to_model", "Mastra has one failure path: a thrown error becomes the tool's result for the model, which write_raises is"),
     cell(
         K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", (UFE, "write_error"))),
         "one step's calls run together; the failed write holds the trace",
-        wrong_today=f"{CD}: {EXTRA}, and the chunk step",
     ),
     cell(
         K, "framework_retries", "review",
         (("create_invoice", "review", (UFE, "write_error", "repeated_later")), ("create_invoice", "review", ("repeats_earlier_write",))),
         "no tool retry in Mastra: the model asks again, so one write was dispatched twice",
-        wrong_today=f"{CD}: {EXTRA}, and the chunk step",
     ),
     cell(
         K, "requested_never_ran", "review", (("create_invoice", "review", ("write_status_unknown", "requested_not_recorded")),),
         "requireApproval, never approved: the suspended run ends its spans; the call is in invoke_agent's output "
         "(status suspended, toolName, toolCallId), agent_step records no output, the chat span no output nor finish reason",
-        wrong_today=f"{C}: FAIL-OPEN, plans the trace tool-free (no class, no step): nothing it reads holds the requested write",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
         "requireApproval, approved with approveToolCall (one trace through tracingOptions): the write ran once, committed",
-        wrong_today=f"{CD}: {EXTRA}, and the chunk step",
     ),
     cell(
         K, "mcp_is_error", "review", (("billing_charge_card", "review", (UFE, "write_error")),),
         "@mastra/mcp 2.0 throws on isError (MCP_CLIENT_TOOL_EXECUTION_FAILED): the execute_tool span ends ERROR",
-        wrong_today=f"{C}: {EXTRA}",
     ),
 ]
