@@ -233,11 +233,14 @@ def hidden_output(attributes: Mapping[str, Any]) -> bool:
 
 _PAUSED_RUN = tuple((framework, re.compile(pattern)) for framework, _, pattern, _ in PAUSED_RUN_TEXTS)
 _PAUSED_OUTPUT_KEYS = (*RESULT_KEYS, OUTPUT_MESSAGES_KEY)  # where a run's output is recorded
+_PAUSED_OUTPUT_KEY_SET = frozenset(_PAUSED_OUTPUT_KEYS)
 
 
 def paused_run(attributes: Mapping[str, Any]) -> str | None:
     """The framework whose text for a run paused with tool calls waiting (``framework_texts.PAUSED_RUN_TEXTS``) a span's
     recorded output is, or ``None`` (docs/DECISIONS.md 958)."""
+    if _PAUSED_OUTPUT_KEY_SET.isdisjoint(attributes):  # most spans: one C-level test
+        return None
     for key in _PAUSED_OUTPUT_KEYS:
         value = attributes.get(key)
         if isinstance(value, str) and value:

@@ -125,6 +125,7 @@ class _Unread:
     any_tool_span: bool
     last_step_start: int = 0  # the latest start of a tool step (Unix nanoseconds), 0 with none
     call_ids: frozenset = frozenset()  # the call ids the trace's steps and requests name (DECISIONS 959)
+    waiting: bool = False  # a requested call no span ran is a step already (DECISIONS 958)
 
 
 def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> NormalizedTrace:
@@ -166,6 +167,7 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
         by_id, tool_ids, {id(span) for span in found.talking}, {id(r.span) for r in requests}, lost, tool_ids | above_steps, bool(own_steps),
         max((step.start_time_unix_nano or 0 for step in root_steps.values()), default=0),
         frozenset(step.call_id for step in result.steps if not step.call_id_from_span) | {r.call_id for r in requests if r.call_id},
+        any(step.requested_only for step in result.steps),
     )
     for span in found.stepless:
         step = _unread_step(span, config, reading)
@@ -263,18 +265,18 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
     why = unread_requests(span, reading.lost.get(id(span), ()), read_any) if id(span) in reading.talking else None
     if why is not None:  # wherever the span is, whatever else the trace holds
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
-    paused = paused_run(span.attributes) if id(span) in reading.talking else None
+    paused = paused_run(span.attributes) if id(span) in reading.talking and not reading.waiting else None
     if paused is not None and reading.last_step_start < (span.end_time_unix_nano or span.start_time_unix_nano):  # DECISIONS 958
         why = f"its output is {paused}'s text for a run paused with tool calls waiting, and no tool step came after it: which calls cannot be read"
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
-    if id(span) in reading.asking or span.span_id in reading.covered or _names_known_call(span, reading.call_ids):
+    if id(span) in reading.asking or span.span_id in reading.covered:
         return None
     sign = tool_activity_sign(span)
     if sign is None and not reading.any_tool_span and not read_any and asked_for_tools(span):
         sign = "its finish reason says the model asked for tool calls, and none could be read"
     elif sign is None and not reading.any_tool_span and hidden_output(span.attributes):  # DECISIONS 952
         sign = "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read"
-    if sign is not None and not below_any(span, reading.by_id, reading.tool_ids):
+    if sign is not None and not below_any(span, reading.by_id, reading.tool_ids) and not _names_known_call(span, reading.call_ids):
         return unrecognized_step(span, sign, config)
     return None
 
