@@ -49,6 +49,22 @@ FRAMEWORK_ERROR_TEMPLATES = (
      "agno-agi/agno libs/agno/agno/utils/mcp.py, call_tool's except branch"),
     ("agno", "read in 3.1.10, MCPTools (an isError result)", r"Error from MCP tool '[^'\n]*': ",
      "agno-agi/agno libs/agno/agno/utils/mcp.py, call_tool (result.isError)"),
+    ("llama-index-core", "FunctionTool.call / acall (an exception caught, is_error=True)", r"Encountered error: ",
+     "run-llama/llama_index llama-index-core/llama_index/core/tools/function_tool.py, call / acall"),
+    ("haystack-ai", "ToolInvoker (ToolInvocationError)", r"Failed to invoke Tool `[^`\n]*` with parameters ",
+     "deepset-ai/haystack haystack/tools/errors.py, ToolInvocationError (components/tools/tool_invoker.py)"),
+    # Any framework: a plain-text result that opens as an error report does (an error word and its text, a Python
+    # exception's name or traceback, "<what> failed: <why>"). The text a framework hands the model for a failure it
+    # caught is written so (AutoGen's "Error: ...", a tool returning str(exc)); a write's result written so is no
+    # evidence it committed (issue 24 section 2: what looks like a failure and is not understood holds the write).
+    ("any (a plain-text result that opens as an error report)", "read across frameworks",
+     r"(?:(?:(?:Error|ERROR|Exception|EXCEPTION|Failure|FAILURE|Failed|FAILED|Fatal|FATAL)\b\s*[:!-]"
+     r"|[A-Z][A-Za-z0-9_.]*(?:Error|Exception|Timeout)(?:\(|:)"
+     r"|[^\n:]{0,60}\b(?:[Ff]ailed|[Ee]rror|[Ee]xception|[Tt]imed out)\s*:)"
+     r"(?!\s*['\"]?(?:none|None|NONE|null|nil|no|No|false|False|0|n/a|N/A|-)?['\"]?[.\s]*$)"  # "Error: none" says no error
+     r"|Traceback \(most recent call last\))",
+     "AutoGen f\"Error: {e}\" (autogen_core tools FunctionTool), str(exc) of a Python exception, an API client's "
+     "\"Request failed: ...\"; checked not to match a committed write's results in the project's fixtures and cases"),
     # A result object recorded as its Python text rather than JSON: pydantic's str() (``status='failure' result=None
     # error='...'``, agno's FunctionExecutionResult as OpenLLMetry's Agno instrumentation records it) or a dataclass's
     # or model's repr (``Result(status='error', ...)``), whatever the framework: its status field says the call failed.
@@ -85,5 +101,17 @@ REDACTED_VALUES = (
     ("openinference", "__REDACTED__",
      "Arize-ai/openinference python/openinference-instrumentation config.py REDACTED_VALUE (TraceConfig hide_inputs, "
      "hide_outputs, hide_llm_invocation_parameters...; OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)"),
+    ("opentelemetry-collector-contrib redaction processor", "****",
+     "processor/redactionprocessor: a blocked value is masked as ****"),
+    ("sentry", "[Filtered]", "getsentry data scrubbing: a scrubbed value is [Filtered]"),
+    ("rails / many scrubbers", "[FILTERED]", "Rails filter_parameters and the scrubbers that copy it"),
+    # Masks written by hand in span processors and log scrubbers: a whole value that is one of these is a stand-in.
+    ("hand-written scrubbers", "[REDACTED]", "a common mask"),
+    ("hand-written scrubbers", "<REDACTED>", "a common mask"),
+    ("hand-written scrubbers", "REDACTED", "a common mask"),
+    ("hand-written scrubbers", "***", "a common mask"),
+    ("hand-written scrubbers", "<hidden>", "a common mask"),
+    ("hand-written scrubbers", "<masked>", "a common mask"),
+    ("hand-written scrubbers", "[omitted]", "a common mask"),
 )
 REDACTED_TEXTS = frozenset(text for _, text, _ in REDACTED_VALUES)

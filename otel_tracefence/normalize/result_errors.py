@@ -247,9 +247,9 @@ _TEMPLATES = tuple((framework, versions, re.compile(pattern), source) for framew
 _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in FRAMEWORK_ERROR_TEMPLATES))
 
 
-# Words every template holds one of ("Error", "error", "timed out", "failed", a repr's "status="): JSON text without
-# any holds no template.
-_TEMPLATE_HINT = re.compile(r"rror|timed out|failed|status=")
+# Words every template holds one of, in any case ("error", "timed out", "fail", "exception", "traceback", "fatal", a
+# repr's "status="): JSON text without any holds no template.
+_TEMPLATE_HINT = re.compile(r"(?i)rror|timed out|fail|exception|traceback|fatal|status=|timeout")
 
 
 @cython.ccall

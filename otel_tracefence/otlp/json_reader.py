@@ -92,7 +92,7 @@ def _check_status(status: Any) -> Any:
     if isinstance(code, int) and not isinstance(code, bool):
         low, high = _INT32
         return status if low <= code <= high else {**status, "code": min(max(code, low), high)}
-    if code not in _STATUS_CODES:
+    if not isinstance(code, str) or code not in _STATUS_CODES:  # a list or object is no code either (never hashed)
         raise ValueError(f"status: code {code!r} is not one of 0 (unset), 1 (ok), 2 (error)"[:200])
     return status
 

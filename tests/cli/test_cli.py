@@ -406,6 +406,10 @@ def test_a_status_otlp_does_not_define_holds_the_span(tmp_path):
         ("ERROR", "status: must be an object with a code, got 'ERROR'", ["malformed_status", "effect_unknown", "arguments_not_recorded"]),
         ({"code": 7}, "status: status code 7 is not one of 0 (unset), 1 (ok), 2 (error): not understood",
          ["malformed_status", "write_status_unknown", "arguments_not_recorded"]),
+        # a code that is a list or an object is no code (found by a fresh user: it was a TypeError in every door)
+        ({"code": [2]}, "status: code [2] is not one of 0 (unset), 1 (ok), 2 (error)", ["malformed_status", "effect_unknown", "arguments_not_recorded"]),
+        ({"code": {"v": 2}}, "status: code {'v': 2} is not one of 0 (unset), 1 (ok), 2 (error)",
+         ["malformed_status", "effect_unknown", "arguments_not_recorded"]),
     ):  # fmt: skip
         write = _span("2222222222222222", "charge", tracefence__effect="write")
         write["status"] = status

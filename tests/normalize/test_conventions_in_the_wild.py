@@ -226,8 +226,10 @@ def test_error_shaped_results_are_not_committed_writes():
 
 
 def test_ok_shaped_results_stay_committed_and_an_error_result_beats_a_declared_ok():
-    for result in ('{"isError": false, "content": []}', '{"error": null, "id": 1}', '{"status_code": 201}', 'error: plain text is not read'):
+    for result in ('{"isError": false, "content": []}', '{"error": null, "id": 1}', '{"status_code": 201}', 'plain text with no error report'):
         assert plan(result_write(result)) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))]), result
+    # Plain text that opens as an error report is a template of any framework (DECISIONS 964; 36 read no plain text).
+    assert plan(result_write("error: plain text is read")) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_template_in_result"))])
     # tool_call() declares ok when nothing raised; the MCP result it recorded says otherwise: the fencing record wins.
     assert plan(result_write('{"isError": true}', **{"tracefence.status": "ok"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))])
     assert plan(result_write('{"id": 1}', **{"tracefence.status": "timeout"})) == (ReplayClass.REVIEW, [("dp1", "review", ("write_timeout",))])

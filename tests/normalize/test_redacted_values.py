@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from otlp_json_helpers import json_span
 
 from otel_tracefence.core.config import TraceFenceConfig
@@ -66,3 +67,9 @@ def test_a_trace_with_no_tool_step_whose_model_output_is_hidden_is_held():
 def test_a_model_output_that_is_shown_holds_nothing():
     model = json_span(TRACE, "e3" * 8, "ScriptedModel.invoke", ROOT, **{"openinference.span.kind": "LLM", "output.value": "Paris."})
     assert plan_of(json_span(TRACE, ROOT, "billing.run", **{"openinference.span.kind": "AGENT"}), model)[:2] == (None, [])
+
+
+@pytest.mark.parametrize("stand_in", ["****", "[Filtered]", "<REDACTED>", "REDACTED", "***", "<hidden>", "<masked>"])
+def test_a_write_whose_result_is_a_scrubbers_mask_is_held(stand_in):
+    cls, steps, _ = plan_of(root(), tool("e1" * 8, "create_invoice", "write", '{"amount": 5}', stand_in))
+    assert (cls, steps) == ("review", [("create_invoice", "review", ("write_outcome_unrecorded", "result_not_recorded"))])

@@ -147,9 +147,15 @@ def test_a_result_that_says_the_call_timed_out_or_was_cancelled_is_an_error(resu
 @pytest.mark.parametrize("result", ["{\"status\": \"ok\"}", "{\"status\": \"success\"}", "{\"status\": \"completed\"}", "{\"status\": \"paid\"}",
                                     "{\"Status\": \"paid\"}", "{\"status\": 200}", "{\"status\": 201}", "{\"timeout\": 30}", "{\"error\": null}",
                                     "{\"data\": {\"items\": [{\"status\": \"failed\"}]}}", "{\"invoice\": {\"status\": \"error\"}}",
-                                    "Error: TimeoutError('billing API did not answer within 10 s')"])  # fmt: skip
+                                    "Error: none"])  # fmt: skip
 def test_a_result_that_says_success_or_nests_a_status_deeper_is_committed(result: str) -> None:
     assert _decisions(_plan(_write(**{"gen_ai.tool.call.result": result}))) == ("injected", [("invoice.create", "skip", ("write_committed",))])
+
+
+def test_plain_text_that_opens_as_an_error_report_is_an_error_template() -> None:
+    # DECISIONS 964: a write's plain-text result written as a failure is reported (here a timeout) is no commit.
+    plan = _plan(_write(**{"gen_ai.tool.call.result": "Error: TimeoutError('billing API did not answer within 10 s')"}))
+    assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_template_in_result"))])
 
 
 # --- 4. a tool span's own 5xx with no HTTP method (343) ------------------------------------------------------------
