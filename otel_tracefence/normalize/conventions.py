@@ -433,6 +433,23 @@ VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
 CALL_RECORD_KEYS = ("mastra.model_step.output", "mastra.model_generation.output", "mastra.agent_run.output", "mastra.model_chunk.output")
 CALL_RECORD_ARGUMENT_FIELDS = ("input", "args", "toolInput")  # the first present is the call's arguments
 CALL_RECORD_LIST_FIELD = "toolCalls"
+# A model provider's raw response recorded as a span's output (OpenInference ``output.value``: all that is left of the
+# calls with OPENINFERENCE_HIDE_OUTPUT_MESSAGES, or where an instrumentation records no indexed output messages), read
+# for requested calls when the span's other keys gave none (docs/DECISIONS.md 967). Per provider format: (name, the
+# path to the call objects (a key, or "*" for every item of a list), the call id's key, the tool name's path, the
+# arguments' key, where it was read).
+PROVIDER_RESPONSE_CALLS = (
+    ("OpenAI Chat Completions", ("choices", "*", "message", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
+     "platform.openai.com API reference, chat completion object: choices[].message.tool_calls[]"),
+    ("OpenAI Responses", ("output", "*"), "call_id", ("name",), ("arguments",),
+     "platform.openai.com API reference, response object: output[] items of type function_call"),
+    ("Anthropic Messages", ("content", "*"), "id", ("name",), ("input",),
+     "docs.anthropic.com Messages API: content[] blocks of type tool_use"),
+    ("Amazon Bedrock Converse", ("output", "message", "content", "*", "toolUse"), "toolUseId", ("name",), ("input",),
+     "Bedrock Converse API: output.message.content[].toolUse"),
+    ("Google Gemini", ("candidates", "*", "content", "parts", "*", "functionCall"), "id", ("name",), ("args",),
+     "Gemini API generateContent response: candidates[].content.parts[].functionCall"),
+)
 
 
 TOOL_PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS

@@ -42,6 +42,7 @@ from otel_tracefence.normalize.conventions import (
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY, CALL_RECORD_ARGUMENT_FIELDS, CALL_RECORD_KEYS, CALL_RECORD_LIST_FIELD,
 )
 from otel_tracefence.normalize import haystack
+from otel_tracefence.normalize.provider_responses import provider_response_calls
 from otel_tracefence.normalize.output_fields import Unread, output_field_calls
 from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.values import Arguments, arguments_from_value
@@ -427,6 +428,8 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))
+    if not found and OUTPUT_FIELDS_KEY in attributes:  # a provider's raw response, where nothing else named a call (967)
+        found.extend(provider_response_calls(attributes[OUTPUT_FIELDS_KEY]))
     echoed = len(found)  # the calls read below are a framework's output fields (docs/DECISIONS.md 963)
     if OUTPUT_FIELDS_KEY in attributes:
         found.extend(output_field_calls(attributes[OUTPUT_FIELDS_KEY]))
