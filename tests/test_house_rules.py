@@ -29,7 +29,6 @@ COMPLEX_FUNCTIONS = {
     "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)
     "otel_tracefence/normalize/status.py:_read_record",
     "otel_tracefence/planner/groups.py:TraceGroups.build",
-    "otel_tracefence/service/wire_span.py:_read",
 }
 
 
