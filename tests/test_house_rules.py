@@ -27,7 +27,6 @@ LONG_MODULES = {
 COMPLEX_FUNCTIONS = {
     "otel_tracefence/normalize/step.py:span_to_step",  # rows and spans to one step builder (issue 27 step 1)
     "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)
-    "otel_tracefence/normalize/status.py:_read_record",
 }
 
 
