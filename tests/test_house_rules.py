@@ -26,7 +26,6 @@ LONG_MODULES = {
 #: Functions still over MAX_COMPLEXITY, as "path:qualified name".
 COMPLEX_FUNCTIONS = {
     "otel_tracefence/normalize/step.py:span_to_step",  # rows and spans to one step builder (issue 27 step 1)
-    "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)
 }
 
 
