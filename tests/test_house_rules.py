@@ -24,11 +24,6 @@ LONG_MODULES: set[str] = set()
 #: Functions still over MAX_COMPLEXITY, as "path:qualified name".
 COMPLEX_FUNCTIONS = {
     "otel_tracefence/normalize/step.py:span_to_step",  # rows and spans to one step builder (issue 27 step 1)
-    "otel_tracefence/readers/rows.py:row_to_step",
-    "otel_tracefence/normalize/span_view.py:from_readable",  # one span-view builder (issue 27 step 1)
-    "otel_tracefence/normalize/status.py:_read_record",
-    "otel_tracefence/planner/groups.py:TraceGroups.build",
-    "otel_tracefence/service/wire_span.py:_read",
 }
 
 

@@ -226,6 +226,19 @@ def _sdk_readable_span() -> type:
     return _READABLE_SPAN[0]
 
 
+@cython.cfunc
+def _sdk_status_name(code: object) -> str:
+    """The view's ``status_code`` (``"error"``, ``"ok"`` or ``"unset"``) of an SDK ``StatusCode``, compared by identity."""
+    return STATUS_ERROR if code is _STATUS_ERROR_CODE else STATUS_OK if code is _STATUS_OK_CODE else STATUS_UNSET
+
+
+@cython.cfunc
+def _sdk_events(events: Any) -> tuple:
+    """An SDK span's events (``opentelemetry.sdk.trace.Event``, a non-empty sequence) as a tuple of :class:`SpanEvent`, their
+    attributes copied into plain dicts, with the attributes each dropped (0 when the event does not say)."""
+    return tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}, getattr(e, "dropped_attributes", 0) or 0) for e in events)
+
+
 def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | None = None, span_hexes: dict[int, str] | None = None) -> SpanView:
     """View of an SDK span (``opentelemetry.sdk.trace.ReadableSpan``).
 
@@ -296,9 +309,9 @@ def from_readable(span: Any, sequence: int = 0, trace_hexes: dict[int, str] | No
         parent_remote,
         start or 0,
         end,
-        STATUS_ERROR if code is _STATUS_ERROR_CODE else STATUS_OK if code is _STATUS_OK_CODE else STATUS_UNSET,
+        _sdk_status_name(code),
         description or "",
-        tuple(SpanEvent(e.name, dict(e.attributes) if e.attributes else {}, getattr(e, "dropped_attributes", 0) or 0) for e in events) if events else (),
+        _sdk_events(events) if events else (),
         sequence,
         (),
         _SDK_KIND_BY_ID.get(id(kind), KIND_UNSPECIFIED),

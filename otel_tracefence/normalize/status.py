@@ -89,6 +89,38 @@ def ends_before_start(span: SpanView) -> str:
     return f"the span ends at {span.end_time_unix_nano} before it starts at {span.start_time_unix_nano} (Unix nanoseconds): how the call ended is not recorded"
 
 
+@cython.cfunc
+def _failure_flags(attributes: Any, all_named: cython.bint, raised: list) -> object:
+    """Whether a failure flag a convention sets (``conventions.FAILURE_FLAG_KEYS``) is boolean ``true`` on the span: ``True``
+    or ``False``, each flag set true appended to ``raised`` (all of them when ``all_named``, else the first); a
+    :class:`MalformedField` for a flag that is anything but a boolean before any set true (whether the call failed cannot be known)."""
+    flagged = False
+    for key in FAILURE_FLAG_KEYS:  # a loop, not any(): a generator here is a coroutine object per span
+        flag = attributes.get(key)
+        if flag is True:
+            flagged = True
+            raised.append(key)  # naming them all: the first decides, the message names every one set
+            if not all_named:
+                break
+        elif not flagged and flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
+            return MalformedField("status", f"failure flag {key} ({described(flag)}) is not a boolean: whether the call failed cannot be known")
+    return flagged
+
+
+@cython.cfunc
+def _name_failure_evidence(span: SpanView, excepted: cython.bint, error_type: Any, raised: list, found: list) -> cython.void:
+    """Append to ``found`` what in the span's record says the call did not end ok: ``status error ('message')``, ``an exception
+    event`` (``excepted``), ``error.type ('X')``, ``<failure flag> true`` for each flag in ``raised`` (docs/DECISIONS.md 255, 304)."""
+    if span.status_code == STATUS_ERROR:
+        found.append(f"status error{f' ({shown(span.status_message)})' if span.status_message else ''}")
+    if excepted:
+        found.append("an exception event")
+    if error_type is not None:
+        found.append(f"error.type ({shown(error_type)})")
+    for key in raised:
+        found.append(f"{key} true")
+
+
 @cython.ccall
 def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedField:
     """:func:`observed_status`, the one reading of the span's own record; when ``found`` is a list and the record
@@ -112,30 +144,16 @@ def _read_record(span: SpanView, found: list | None) -> ToolStatus | MalformedFi
     error_type = attributes.get("error.type")
     if error_type is not None:
         signs.append(str(error_type))
-    flagged = False
     raised: list[str] = []
-    for key in FAILURE_FLAG_KEYS:  # a loop, not any(): a generator here is a coroutine object per span
-        flag = attributes.get(key)
-        if flag is True:
-            flagged = True
-            if found is None:
-                break
-            raised.append(key)  # naming them all: the first decides, the message names every one set
-        elif not flagged and flag is not None and flag is not False:  # "true", 1, an object: whether the call failed is not known
-            return MalformedField("status", f"failure flag {key} ({described(flag)}) is not a boolean: whether the call failed cannot be known")
+    flagged = _failure_flags(attributes, found is not None, raised)
+    if isinstance(flagged, MalformedField):  # a flag that is not a boolean
+        return flagged
     if span.status_code != STATUS_ERROR and not signs and not flagged:
         if span.status_message and span.status_code == STATUS_UNSET:  # a message says something an unset code does not
             return MalformedField("status", f"status unset with a message ({shown(span.status_message)}): what the message says is not read")
         return OK
     if found is not None:
-        if span.status_code == STATUS_ERROR:
-            found.append(f"status error{f' ({shown(span.status_message)})' if span.status_message else ''}")
-        if excepted:
-            found.append("an exception event")
-        if error_type is not None:
-            found.append(f"error.type ({shown(error_type)})")
-        for key in raised:
-            found.append(f"{key} true")
+        _name_failure_evidence(span, excepted, error_type, raised, found)
     if span.status_message:
         signs.append(span.status_message)
     return classify_failure(signs)

@@ -55,6 +55,31 @@ def _repeated(keys: list, steps: Sequence[ToolStep]) -> dict:
     return groups
 
 
+@cython.cfunc
+def _count_result(results: dict, step: ToolStep) -> cython.void:
+    """Count ``step`` (a tool step, not requested-only) in ``results[step.producer]`` (``[with a recorded result,
+    readable without one]``; a malformed step without one is in neither)."""
+    counts = results.get(step.producer)
+    if counts is None:
+        counts = results[step.producer] = [0, 0]
+    if step.result_recorded:
+        counts[0] += 1
+    elif not step.malformed:
+        counts[1] += 1
+
+
+@cython.cfunc
+def _classify_keys(by_key: dict, conflicting: set, uncomparable: set) -> cython.void:
+    """Add to ``conflicting`` each (tool, idempotency key) of ``by_key`` whose steps were called with different
+    arguments (two or more hashes), and to ``uncomparable`` each other one with a step whose arguments have no hash."""
+    for key, group in by_key.items():
+        hashes = {s.arguments_sha256 for s in group if s.arguments_sha256 is not None}
+        if len(hashes) > 1:
+            conflicting.add(key)
+        elif any(s.arguments_sha256 is None for s in group):
+            uncomparable.add(key)
+
+
 @cython.dataclasses.dataclass(repr=False)
 @cython.cclass
 class TraceGroups:
@@ -97,13 +122,7 @@ class TraceGroups:
         results: dict = {}
         for step in ordered:
             if not step.requested_only:
-                counts = results.get(step.producer)
-                if counts is None:
-                    counts = results[step.producer] = [0, 0]
-                if step.result_recorded:
-                    counts[0] += 1
-                elif not step.malformed:
-                    counts[1] += 1
+                _count_result(results, step)
             key_of.append((step.tool, step.idempotency_key) if step.idempotency_key is not None else _NO_KEY)
             call_id_of.append(step.call_id if not step.call_id_from_span and not step.requested_only else _NO_KEY)
             if step.arguments_sha256 is None:
@@ -130,12 +149,7 @@ class TraceGroups:
             group = by_content.get((False, step.tool, step.arguments_sha256))
             if group is not None:
                 repeats[id(step)] = (group, 0)
-        for key, group in groups.by_key.items():
-            hashes = {s.arguments_sha256 for s in group if s.arguments_sha256 is not None}
-            if len(hashes) > 1:
-                groups.conflicting_keys.add(key)
-            elif any(s.arguments_sha256 is None for s in group):
-                groups.uncomparable_keys.add(key)
+        _classify_keys(groups.by_key, groups.conflicting_keys, groups.uncomparable_keys)
         return groups
 
     def __repr__(self) -> str:

@@ -168,11 +168,9 @@ def _not_text(name: str, value: object, wanted: str) -> str:
     return f"{name} {shown} is not {wanted}"[:300]
 
 
-def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
-    """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
-    row, malformed = _one_spelling(row)
-    # Names and ids end up in the plan, which is written as UTF-8: one that is not a string or an
-    # integer, or holds a lone surrogate (JSON's "\ud800" escape), is malformed, never printed as is.
+def _trace_id_field(row: dict[str, Any], malformed: list[MalformedField]) -> str | int:
+    """The row's ``trace_id`` (``""`` when absent): an integer as given, a string as :func:`row_trace_id` reads it; a
+    value of another type, or a string holding a lone surrogate, is malformed (appended to ``malformed``) and kept printable."""
     trace_id = _text(row, "trace_id")
     if trace_id is _ABSENT:
         trace_id = ""
@@ -186,6 +184,12 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
         trace_id, bad = row_trace_id(trace_id)
         if bad is not None:
             malformed.append(bad)
+    return trace_id
+
+
+def _call_id_field(row: dict[str, Any], line: int, malformed: list[MalformedField]) -> str | int:
+    """The row's ``call_id``, else its ``id``; when neither is there, or it is neither a string nor an integer, or holds
+    a lone surrogate, the row is malformed (appended to ``malformed``) and its call id is ``line-<line>``."""
     call_id = _text(row, "call_id")
     if call_id is _ABSENT:
         call_id = _text(row, "id")
@@ -198,33 +202,37 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     elif isinstance(call_id, str) and not is_unicode(call_id):
         malformed.append(_not_unicode("call_id", call_id))
         call_id = f"line-{line}"
+    return call_id
+
+
+def _tool_field(row: dict[str, Any], malformed: list[MalformedField]) -> str:
+    """The row's ``tool``; ``""`` when it is absent, not a string or not Unicode text (the row then malformed: ``malformed``)."""
     tool = _text(row, "tool")
     if not isinstance(tool, str):
         malformed.append(MalformedField("tool", "no tool name" if tool is _ABSENT else _not_text("tool", tool, "a string")))
-        tool = ""
-    elif not is_unicode(tool):
+        return ""
+    if not is_unicode(tool):
         malformed.append(_not_unicode("tool", tool))
-        tool = ""
-    declared = _text(row, "effect")
-    effect, source, bad_effect = resolve_effect(None if declared is _ABSENT else declared, tool, {}, config)
-    if bad_effect is not None:
-        malformed.append(bad_effect)
-    status: Any = _text(row, "status")
+        return ""
+    return tool
+
+
+def _status_field(row: dict[str, Any], malformed: list[MalformedField]) -> ToolStatus:
+    """The row's declared ``status`` (:func:`parse_status`); unknown when absent or malformed (appended to ``malformed``)."""
+    status = _text(row, "status")
     if status is _ABSENT:
-        status = ToolStatus.UNKNOWN
-    else:
-        status = parse_status(status)
-        if isinstance(status, MalformedField):
-            malformed.append(status)
-            status = ToolStatus.UNKNOWN
-    raw_arguments = _text(row, "arguments") if arguments_are_text else row.get("arguments", _ABSENT)
-    # A string is JSON text in every format, as in CSV and in gen_ai.tool.call.arguments: an
-    # encoded object must compare equal to the same object written out (docs/DECISIONS.md).
-    arguments = NOT_RECORDED if raw_arguments is _ABSENT or raw_arguments is None else arguments_from_value(
-        raw_arguments, config.limits, text_is_json=True
-    )
-    if arguments.malformed is not None:
-        malformed.append(arguments.malformed)
+        return ToolStatus.UNKNOWN
+    status = parse_status(status)
+    if isinstance(status, MalformedField):
+        malformed.append(status)
+        return ToolStatus.UNKNOWN
+    return status
+
+
+def _idempotency_key_field(row: dict[str, Any], tool: str, arguments: Any, config: TraceFenceConfig, malformed: list[MalformedField]) -> str | None:
+    """The row's ``idempotency_key`` (an integer as its digits), else the one its arguments give at the tool's key
+    argument or the configured ones (``key_from_arguments``); ``None`` when there is none, or when it is malformed
+    (appended to ``malformed``: not a string, not Unicode text, or an argument that is no key)."""
     key = _text(row, "idempotency_key")
     if key is _ABSENT:
         rule = config.rule_for(tool) if tool else None
@@ -241,6 +249,40 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     elif not is_unicode(key):
         malformed.append(_not_unicode("idempotency_key", key))
         key = None
+    return key
+
+
+def _start_time_field(row: dict[str, Any], malformed: list[MalformedField]) -> int:
+    """The row's ``start_time`` in Unix nanoseconds (:func:`_start_time`); 0 when absent or malformed (appended to ``malformed``)."""
+    start = _start_time(row["start_time"]) if _text(row, "start_time") is not _ABSENT else 0
+    if isinstance(start, MalformedField):
+        malformed.append(start)
+        return 0
+    return start
+
+
+def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arguments_are_text: bool) -> ToolStep:
+    """One row to a step; what cannot be read is listed in ``malformed`` (the CLI rejects such rows)."""
+    row, malformed = _one_spelling(row)
+    # Names and ids end up in the plan, which is written as UTF-8: one that is not a string or an
+    # integer, or holds a lone surrogate (JSON's "\ud800" escape), is malformed, never printed as is.
+    trace_id = _trace_id_field(row, malformed)
+    call_id = _call_id_field(row, line, malformed)
+    tool = _tool_field(row, malformed)
+    declared = _text(row, "effect")
+    effect, source, bad_effect = resolve_effect(None if declared is _ABSENT else declared, tool, {}, config)
+    if bad_effect is not None:
+        malformed.append(bad_effect)
+    status: Any = _status_field(row, malformed)
+    raw_arguments = _text(row, "arguments") if arguments_are_text else row.get("arguments", _ABSENT)
+    # A string is JSON text in every format, as in CSV and in gen_ai.tool.call.arguments: an
+    # encoded object must compare equal to the same object written out (docs/DECISIONS.md).
+    arguments = NOT_RECORDED if raw_arguments is _ABSENT or raw_arguments is None else arguments_from_value(
+        raw_arguments, config.limits, text_is_json=True
+    )
+    if arguments.malformed is not None:
+        malformed.append(arguments.malformed)
+    key = _idempotency_key_field(row, tool, arguments, config, malformed)
     raw_result = _text(row, "result") if arguments_are_text else row.get("result", _ABSENT)
     result = result_from_value(raw_result, config.limits, config) if raw_result not in (_ABSENT, None) else None
     notes: tuple[str, ...] = ()
@@ -252,10 +294,7 @@ def row_to_step(row: dict[str, Any], line: int, config: TraceFenceConfig, *, arg
     stable, bad_stability = result_stability(None if declared_stable is _ABSENT else declared_stable, tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)
-    start = _start_time(row["start_time"]) if _text(row, "start_time") is not _ABSENT else 0
-    if isinstance(start, MalformedField):
-        malformed.append(start)
-        start = 0
+    start = _start_time_field(row, malformed)
     return ToolStep(
         trace_id=str(trace_id),
         call_id=str(call_id),

@@ -1,19 +1,15 @@
 # cython: annotation_typing=True
 """A reader of an OTLP ``Span``'s wire format that builds the planning view straight from its bytes (issue 29).
 
-The service's reference path reads a span with protobuf (upb): ``SpanHead`` for a span no convention reads,
-``SpanBody`` then ``KeyValue`` / ``Span.Event`` per attribute and event for one that holds a marker
-(``otlp_spans.full_view``), then copies each field out of the messages into a :class:`SpanView`. This module
-reads the same fields from the bytes (compiled with Cython as part of the engine: ``compiled.ENGINE_SOURCES``)
-and builds the same :class:`SpanView`, field for field, with no protobuf object per span, attribute or event.
+The service's reference path reads a span with protobuf (upb): ``SpanHead`` for a span no convention reads, ``SpanBody`` then ``KeyValue`` / ``Span.Event`` per attribute and event for
+one that holds a marker (``otlp_spans.full_view``), then copies each field out of the messages into a :class:`SpanView`. This module reads the same fields from the bytes (compiled with
+Cython as part of the engine: ``compiled.ENGINE_SOURCES``) and builds the same :class:`SpanView`, field for field, with no protobuf object per span, attribute or event.
 
-It follows protobuf's rules for the wire format as upb applies them (docs/DECISIONS.md 671: field order and
-repetition, merging, oneofs, unknown fields and groups, varint, tag and length sizes, strict UTF-8), checked against
-protobuf itself by tests/service/test_wire_reader.py and bench/fuzz_wire_span.py.
+It follows protobuf's rules for the wire format as upb applies them (docs/DECISIONS.md 671: field order and repetition, merging, oneofs, unknown
+fields and groups, varint, tag and length sizes, strict UTF-8), checked against protobuf itself by tests/service/test_wire_reader.py and bench/fuzz_wire_span.py.
 
-It reads nothing it is not sure of: bytes that break a rule above, or nest deeper than :data:`_MAX_DEPTH`
-messages, give ``None``, and the caller reads the span with protobuf, which then refuses it with its own
-``DecodeError`` and reason (or reads it: whatever protobuf says stands). So a refusal is always protobuf's.
+It reads nothing it is not sure of: bytes that break a rule above, or nest deeper than :data:`_MAX_DEPTH` messages, give ``None``, and the caller
+reads the span with protobuf, which then refuses it with its own ``DecodeError`` and reason (or reads it: whatever protobuf says stands). So a refusal is always protobuf's.
 """
 
 from __future__ import annotations
@@ -410,6 +406,21 @@ def _status(reader: _Reader, status: list) -> cython.void:
 
 
 @cython.cfunc
+def _span_attributes(encoded: list) -> tuple:
+    """``(attributes, duplicate keys)`` from a span's attributes' encodings in order, a repeated key keeping its last value (each cached or read)."""
+    read: dict = {}  # typed: C-level dict calls, not Python ones
+    cache: dict = _ATTRIBUTES
+    for one in encoded:
+        found = cache.get(one)
+        if found is None:
+            found = _attribute(one)
+        read[found[0]] = found[1]
+    if len(read) == len(encoded):
+        return read, ()
+    return read, duplicate_keys([(cache.get(one) or _attribute(one))[0] for one in encoded])
+
+
+@cython.cfunc
 def _read(data: bytes, sequence: object, full: cython.bint) -> SpanView:
     reader = _Reader(data)
     trace_id: bytes = b""
@@ -461,16 +472,7 @@ def _read(data: bytes, sequence: object, full: cython.bint) -> SpanView:
     attributes: object = _NO_ATTRIBUTES
     duplicates: tuple = ()
     if full:
-        read: dict = {}  # typed: C-level dict calls, not Python ones
-        cache: dict = _ATTRIBUTES
-        for one in encoded:
-            found = cache.get(one)
-            if found is None:
-                found = _attribute(one)
-            read[found[0]] = found[1]
-        if len(read) != len(encoded):
-            duplicates = duplicate_keys([(cache.get(one) or _attribute(one))[0] for one in encoded])
-        attributes = read
+        attributes, duplicates = _span_attributes(encoded)
     code: cython.longlong = status[0]
     known: cython.bint = 0 <= code < 3
     kind_name = _OTLP_KIND[kind] if 0 <= kind < len(_OTLP_KIND) else "unspecified"
