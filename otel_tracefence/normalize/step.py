@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import islice
+from typing import Any, Mapping
 
 import cython
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import (
-    EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, MalformedField, ToolStatus, ToolStep,
+    EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, Effect, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.core.value_text import described
 from otel_tracefence.normalize.evidence import (
@@ -195,91 +196,23 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     """
     if span.unreadable is not None:
         return unreadable_step(span)
-    attributes = span.attributes
-    if not is_tool_span(attributes, span.name):
+    if not is_tool_span(span.attributes, span.name):
         return None
     malformed: list[MalformedField] = []
-    limit = config.limits.max_attributes_per_span
-    if len(attributes) > limit:
-        malformed.append(
-            MalformedField(
-                "attributes",
-                f"{len(attributes)} attributes, more than limits.max_attributes_per_span ({limit}): only the first {limit} were read",
-            )
-        )
-        attributes = dict(islice(attributes.items(), limit))
-        span = replace(span, attributes=attributes)
-    if span.duplicate_keys:
-        keys = ", ".join(repr(k) for k in span.duplicate_keys)
-        malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
-    misread = None if attributes.keys() <= UNDERSTOOD_KEYS else misread_attribute(attributes)  # DECISIONS 250
-    if misread is not None:
-        malformed.append(MalformedField("attributes", misread_message(*misread)))
-    dropped = dropped_data(span) if span.dropped_attributes or span.dropped_events or span.events else None  # DECISIONS 252, 375
-    if dropped is not None:
-        malformed.append(dropped)
+    span = _readable_part(span, config, malformed)
+    attributes = span.attributes
     tool = tool_name(attributes, span.name) or ""
     if not tool:
         malformed.append(MalformedField("tool", "no tool name recorded"))
     effect, source, bad_effect = resolve_effect(attributes.get(TRACEFENCE_EFFECT), tool, attributes, config)
     if bad_effect is not None:
         malformed.append(bad_effect)
-    status = span_status(span)
-    if isinstance(status, MalformedField):
-        malformed.append(status)
-        status = STATUS_UNKNOWN
-    elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
-        malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
-    if effect is WRITE and not attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
-        evidence = failure_evidence(attributes)
-        if evidence is not None:
-            malformed.append(evidence)
-    arguments = span_arguments(attributes, config.limits, span.events)
-    if redacted(arguments.value) or redacted(arguments.json):  # a producer's stand-in for hidden arguments (DECISIONS 952)
-        arguments = Arguments(unavailable=reasons.ARGUMENTS_HIDDEN, notes=arguments.notes)
-    length_limit = span.value_length_limit
-    if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
-        arguments = TRUNCATED_ARGUMENTS
-    if arguments.malformed is not None:
-        malformed.append(arguments.malformed)
-    key = _idempotency_key(span, tool, arguments.value, config)
-    if isinstance(key, MalformedField):
-        malformed.append(key)
-        key = None
-    replayed = False
-    if records_headers(attributes) or not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # its own headers, a method or not (DECISIONS 503)
-        evidence = key_evidence(attributes)
-        if evidence is not None:  # the rule for requests below a step too (trace.request_evidence; DECISIONS 420-423)
-            key, why = reconciled_key(key, (("its own span's headers", evidence),))
-            if why is not None:
-                malformed.append(MalformedField("idempotency_key", why))
-            replayed = evidence.replayed
-    result = span_result(attributes, config.limits, span.events, config)
-    if result.recorded and redacted(result.value):  # a producer's stand-in for a hidden result: no result (DECISIONS 952)
-        if effect is WRITE:
-            why = f"its result {result.value} {_HIDDEN_RESULT}"
-            malformed.append(MalformedField("result", why, reason=reasons.WRITE_OUTCOME_UNRECORDED))
-        result = Result()
-    cut_off = length_limit is not None and not result.truncated and _at_length_limit(attributes, RESULT_KEYS, length_limit)
-    status, notes = recorded_result_outcome(status, result, cut_off, malformed)
-    if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
-        status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
-    if result.recorded and approval_pending(result):  # the framework's answer: the call waits for approval (DECISIONS 600)
-        notes += (reasons.APPROVAL_PENDING,)
-    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
-        request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
-        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
-            status, notes = result_status(status, SERVER_ERROR_RESULT)
-    if status is OK and effect is WRITE:  # an ok status is commit evidence only where the path reports failures (DECISIONS 780)
-        blind = status_blind_path(attributes, result.value, result.recorded)
-        if blind is not None:
-            malformed.append(MalformedField("status", f"{blind}: its status is no evidence the write committed", reason=reasons.WRITE_OUTCOME_UNRECORDED))
-        unread = None if result.recorded else unread_result_key(attributes)  # a result no convention reads (DECISIONS 953)
-        if unread is not None:
-            malformed.append(MalformedField(
-                "result", f"attribute {unread!r} may hold its result, and no convention reads it: whether the write committed cannot be read",
-                reason=reasons.WRITE_OUTCOME_UNRECORDED,
-            ))
+    status = _span_status(span, effect, malformed)
+    arguments = _arguments(span, config, malformed)
+    key, replayed = _key(span, tool, arguments, config, malformed)
+    result, status, notes = _result(span, effect, status, config, malformed)
+    if status is OK and effect is WRITE:
+        _commit_evidence(attributes, result, malformed)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)
@@ -312,3 +245,120 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
         producer=producer,
         producer_records_results=records_results,
     )
+
+
+def _readable_part(span: SpanView, config: TraceFenceConfig, malformed: list[MalformedField]) -> SpanView:
+    """``span`` cut to ``limits.max_attributes_per_span`` attributes, with what makes its attributes not wholly
+    readable appended to ``malformed``: too many, a key given twice, a key misspelt (DECISIONS 250), data the span
+    says it dropped (DECISIONS 252, 375)."""
+    attributes = span.attributes
+    limit = config.limits.max_attributes_per_span
+    if len(attributes) > limit:
+        malformed.append(
+            MalformedField(
+                "attributes",
+                f"{len(attributes)} attributes, more than limits.max_attributes_per_span ({limit}): only the first {limit} were read",
+            )
+        )
+        attributes = dict(islice(attributes.items(), limit))
+        span = replace(span, attributes=attributes)
+    if span.duplicate_keys:
+        keys = ", ".join(repr(k) for k in span.duplicate_keys)
+        malformed.append(MalformedField("attributes", f"attribute {keys} given more than once: which value was meant cannot be known"))
+    misread = None if attributes.keys() <= UNDERSTOOD_KEYS else misread_attribute(attributes)  # DECISIONS 250
+    if misread is not None:
+        malformed.append(MalformedField("attributes", misread_message(*misread)))
+    dropped = dropped_data(span) if span.dropped_attributes or span.dropped_events or span.events else None  # DECISIONS 252, 375
+    if dropped is not None:
+        malformed.append(dropped)
+    return span
+
+
+def _span_status(span: SpanView, effect: Effect, malformed: list[MalformedField]) -> ToolStatus:
+    """The step's status from its span (``span_status``), ``unknown`` where it cannot be read; an end before the
+    start says why for a step that is no read (DECISIONS 505), and a write's failure evidence not understood holds it
+    (DECISIONS 400)."""
+    status = span_status(span)
+    if isinstance(status, MalformedField):
+        malformed.append(status)
+        status = STATUS_UNKNOWN
+    elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
+        malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
+    if effect is WRITE and not span.attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
+        evidence = failure_evidence(span.attributes)
+        if evidence is not None:
+            malformed.append(evidence)
+    return status
+
+
+def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[MalformedField]) -> Arguments:
+    """The step's arguments: hidden by a producer's stand-in (DECISIONS 952), cut off at the span's value length
+    limit, or malformed (appended to ``malformed``)."""
+    attributes = span.attributes
+    arguments = span_arguments(attributes, config.limits, span.events)
+    if redacted(arguments.value) or redacted(arguments.json):  # a producer's stand-in for hidden arguments (DECISIONS 952)
+        arguments = Arguments(unavailable=reasons.ARGUMENTS_HIDDEN, notes=arguments.notes)
+    length_limit = span.value_length_limit
+    if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
+        arguments = TRUNCATED_ARGUMENTS
+    if arguments.malformed is not None:
+        malformed.append(arguments.malformed)
+    return arguments
+
+
+def _key(span: SpanView, tool: str, arguments: Arguments, config: TraceFenceConfig, malformed: list[MalformedField]) -> tuple[str | None, bool]:
+    """``(the step's idempotency key, whether its own response says it was replayed)``: declared or ruled
+    (:func:`_idempotency_key`), reconciled with the key its own span's headers sent (DECISIONS 420-423, 503)."""
+    attributes = span.attributes
+    key = _idempotency_key(span, tool, arguments.value, config)
+    if isinstance(key, MalformedField):
+        malformed.append(key)
+        key = None
+    replayed = False
+    if records_headers(attributes) or not HTTP_REQUEST_KEYS.isdisjoint(attributes):  # its own headers, a method or not (DECISIONS 503)
+        evidence = key_evidence(attributes)
+        if evidence is not None:  # the rule for requests below a step too (trace.request_evidence; DECISIONS 420-423)
+            key, why = reconciled_key(key, (("its own span's headers", evidence),))
+            if why is not None:
+                malformed.append(MalformedField("idempotency_key", why))
+            replayed = evidence.replayed
+    return key, replayed
+
+
+def _result(span: SpanView, effect: Effect, status: ToolStatus, config: TraceFenceConfig, malformed: list[MalformedField]) -> tuple:
+    """``(result, status, notes)``: the recorded result (none where its producer hid it, DECISIONS 952) and the status
+    and notes it makes: an error inside it, a framework's status attribute, an approval answer (DECISIONS 600), a tool
+    span's own failing response (343, 372)."""
+    attributes = span.attributes
+    result = span_result(attributes, config.limits, span.events, config)
+    if result.recorded and redacted(result.value):  # a producer's stand-in for a hidden result: no result (DECISIONS 952)
+        if effect is WRITE:
+            malformed.append(MalformedField("result", f"its result {result.value} {_HIDDEN_RESULT}", reason=reasons.WRITE_OUTCOME_UNRECORDED))
+        result = Result()
+    length_limit = span.value_length_limit
+    cut_off = length_limit is not None and not result.truncated and _at_length_limit(attributes, RESULT_KEYS, length_limit)
+    status, notes = recorded_result_outcome(status, result, cut_off, malformed)
+    if status is OK and framework_status_failed(attributes):  # Strands' gen_ai.tool.status=error on an unset span (DECISIONS 400)
+        status, notes = ERROR, (reasons.FRAMEWORK_STATUS_ERROR,)
+    if result.recorded and approval_pending(result):  # the framework's answer: the call waits for approval (DECISIONS 600)
+        notes += (reasons.APPROVAL_PENDING,)
+    if not notes and _has_http_status(attributes):  # a tool span that is an HTTP client span: its own response
+        request = own_response(span)  # no method needed (343); a server span's 4xx is the caller's fault, its 5xx not (372)
+        if request is not None and request.failed_response:  # 4xx too: 408, 409, 429 may or may not have applied it (303); gRPC (372)
+            status, notes = result_status(status, SERVER_ERROR_RESULT)
+    return result, status, notes
+
+
+def _commit_evidence(attributes: Mapping[str, Any], result: Result, malformed: list[MalformedField]) -> None:
+    """For a write recorded ok: what makes its status no evidence it committed, appended to ``malformed``
+    (``write_outcome_unrecorded``): a producer path whose status drops failures (DECISIONS 780, 955), a key that may
+    hold its result and that no convention reads (DECISIONS 953)."""
+    blind = status_blind_path(attributes, result.value, result.recorded)
+    if blind is not None:
+        malformed.append(MalformedField("status", f"{blind}: its status is no evidence the write committed", reason=reasons.WRITE_OUTCOME_UNRECORDED))
+    unread = None if result.recorded else unread_result_key(attributes)  # a result no convention reads (DECISIONS 953)
+    if unread is not None:
+        malformed.append(MalformedField(
+            "result", f"attribute {unread!r} may hold its result, and no convention reads it: whether the write committed cannot be read",
+            reason=reasons.WRITE_OUTCOME_UNRECORDED,
+        ))
