@@ -73,12 +73,14 @@ NOT_IN_MATRIX = [
     (
         "Agno under OpenInference, the MCP cells from Agno's spans alone (the instrumentor given a tracer provider that is "
         "not the global one, so fastmcp's and the MCP SDK's client spans go elsewhere)",
-        "run by hand: write_times_out plans skip write_committed (fail-open, kind A): Agno's timeout text 'MCP tool "
-        "'<name>' failed: ... timed out.' is no known template; mcp_is_error stays review (DECISIONS 801)",
+        "run by hand: write_times_out plans review (write_error, error_template_in_result): Agno's timeout text 'MCP tool "
+        "'<name>' failed: ... timed out.' is one of its templates (DECISIONS 956; before it, a fail-open); mcp_is_error "
+        "stays review (its 'Error from MCP tool' template)",
     ),
     (
         "Agno under OpenInference with content capture off (OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)",
-        "run by hand: every output is the placeholder '__REDACTED__', read as a result (write_commits plans injected, "
-        "its 'result' the placeholder) and the LLM span's requests are gone: requested_never_ran plans tool-free (fail-open, kind C)",
+        "run by hand: every output is the placeholder '__REDACTED__', a stand-in for a hidden value (DECISIONS 952): "
+        "write_commits plans review (write_outcome_unrecorded), and requested_never_ran, whose LLM span's requests are "
+        "hidden, is held by its hidden model output (before 952 both were fail-opens)",
     ),
 ]
