@@ -205,6 +205,9 @@ def redacted(value: Any) -> bool:
     return value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS)
 
 
+_RESULT_WORD = re.compile(r"(?i)output|result|respon|return")  # the prefilter: a key holding none names no result
+
+
 @cython.ccall
 def unread_result_key(attributes: Mapping[str, Any]) -> str | None:
     """The first attribute key the normalizer does not read whose last part names what a call returned
@@ -213,7 +216,7 @@ def unread_result_key(attributes: Mapping[str, Any]) -> str | None:
     not empty, or ``None``: on a write span with no result read, the result may be there in a form no convention
     reads (docs/DECISIONS.md 953)."""
     for key, value in attributes.items():
-        if key in READ_KEYS or value is None or value == "" or value == [] or value == {}:
+        if key in READ_KEYS or value is None or value == "" or value == [] or value == {} or _RESULT_WORD.search(key) is None:
             continue
         last = key.rpartition(".")[2]
         words = _WORDS.findall(last)

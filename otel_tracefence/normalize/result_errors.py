@@ -249,13 +249,18 @@ _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in F
 
 # Words every template holds one of, in any case ("error", "timed out", "fail", "exception", "traceback", "fatal", a
 # repr's "status="): JSON text without any holds no template.
-_TEMPLATE_HINT = re.compile(r"(?i)rror|timed out|fail|exception|traceback|fatal|status=|timeout")
+_TEMPLATE_HINTS = ("rror", "fail", "timed out", "timeout", "xception", "traceback", "fatal", "status=")
 
 
 @cython.ccall
 def template_hint(text: str) -> bool:
-    """False when ``text`` (a result's JSON text) cannot hold a framework's error template: none of their words."""
-    return _TEMPLATE_HINT.search(text) is not None
+    """False when ``text`` (a result's JSON text) cannot hold a framework's error template: none of their words, in any
+    case (substring tests in C on one lower-cased copy: cheaper than one regular expression of many branches)."""
+    lowered = text.lower()
+    for word in _TEMPLATE_HINTS:
+        if word in lowered:
+            return True
+    return False
 
 
 @cython.ccall

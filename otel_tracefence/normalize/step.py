@@ -247,6 +247,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     )
 
 
+@cython.cfunc
 def _readable_part(span: SpanView, config: TraceFenceConfig, malformed: list[MalformedField]) -> SpanView:
     """``span`` cut to ``limits.max_attributes_per_span`` attributes, with what makes its attributes not wholly
     readable appended to ``malformed``: too many, a key given twice, a key misspelt (DECISIONS 250), data the span
@@ -274,6 +275,7 @@ def _readable_part(span: SpanView, config: TraceFenceConfig, malformed: list[Mal
     return span
 
 
+@cython.cfunc
 def _span_status(span: SpanView, effect: Effect, malformed: list[MalformedField]) -> ToolStatus:
     """The step's status from its span (``span_status``), ``unknown`` where it cannot be read; an end before the
     start says why for a step that is no read (DECISIONS 505), and a write's failure evidence not understood holds it
@@ -291,6 +293,7 @@ def _span_status(span: SpanView, effect: Effect, malformed: list[MalformedField]
     return status
 
 
+@cython.cfunc
 def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[MalformedField]) -> Arguments:
     """The step's arguments: hidden by a producer's stand-in (DECISIONS 952), cut off at the span's value length
     limit, or malformed (appended to ``malformed``)."""
@@ -306,6 +309,7 @@ def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[Malform
     return arguments
 
 
+@cython.cfunc
 def _key(span: SpanView, tool: str, arguments: Arguments, config: TraceFenceConfig, malformed: list[MalformedField]) -> tuple[str | None, bool]:
     """``(the step's idempotency key, whether its own response says it was replayed)``: declared or ruled
     (:func:`_idempotency_key`), reconciled with the key its own span's headers sent (DECISIONS 420-423, 503)."""
@@ -325,6 +329,7 @@ def _key(span: SpanView, tool: str, arguments: Arguments, config: TraceFenceConf
     return key, replayed
 
 
+@cython.cfunc
 def _result(span: SpanView, effect: Effect, status: ToolStatus, config: TraceFenceConfig, malformed: list[MalformedField]) -> tuple:
     """``(result, status, notes)``: the recorded result (none where its producer hid it, DECISIONS 952) and the status
     and notes it makes: an error inside it, a framework's status attribute, an approval answer (DECISIONS 600), a tool
@@ -349,6 +354,7 @@ def _result(span: SpanView, effect: Effect, status: ToolStatus, config: TraceFen
     return result, status, notes
 
 
+@cython.cfunc
 def _commit_evidence(attributes: Mapping[str, Any], result: Result, malformed: list[MalformedField]) -> None:
     """For a write recorded ok: what makes its status no evidence it committed, appended to ``malformed``
     (``write_outcome_unrecorded``): a producer path whose status drops failures (DECISIONS 780, 955), a key that may
