@@ -220,6 +220,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
             raise ConfigError(f"config file {path}: {exc}: a setting has one value") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {path}: not YAML: {exc}") from None
+        except RecursionError:
+            raise ConfigError(f"config file {path}: nested too deep to read") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
         try:
@@ -230,6 +232,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         check_environment(os.environ, ENV_PREFIX)
     except DuplicateKey as exc:
         raise ConfigError(f"environment: {exc}: a setting has one value", (exc.field,) if exc.field else ()) from None
+    except RecursionError:
+        raise ConfigError(f"environment: an {ENV_PREFIX}* value is nested too deep to read") from None
     for name in unknown_environment(os.environ, ENV_PREFIX, TraceFenceConfig, OTHER_ENV_NAMES):
         _log.warning("environment: %s names no setting and is ignored (misspelt, or for another version?)", name)
     token = _config_file.set(path)
@@ -242,6 +246,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         if fields and all(name in overrides for name in fields):  # the caller's own arguments are at fault
             where = "configuration (arguments)"
         raise ConfigError(f"{where}: {problems}", fields) from None
+    except RecursionError:
+        raise ConfigError("configuration: a value is nested too deep to read") from None
     except SettingsError as exc:
         # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.
         fields = tuple(re.findall(r'field "(\w+)"', str(exc)))

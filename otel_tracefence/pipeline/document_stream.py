@@ -106,19 +106,19 @@ def plan_lines(
             seen_any = True
         read = read_otlp_json_line(number, line)
         ids = _trace_ids(read)
-        again = ids & planned
-        if again:
-            raise UnreadableInput(
-                f"line {number}: trace {min(again)} comes again after its plan was printed: its spans are not on "
-                "consecutive lines, so --stream cannot plan it whole; plan the input without --stream"
-            )
-        if not part.empty() and ids and part.trace_ids and not ids & part.trace_ids:
+        if not part.empty() and ids and part.trace_ids and not ids & part.trace_ids:  # the part before this line ended
             done = _planned(part, config, index, on_malformed)
             yield done
             if done.outcome.rejected:
                 return
             planned |= part.trace_ids
             part = _Part()
+        again = ids & planned
+        if again:  # after the part that ended here was printed: its plan stands
+            raise UnreadableInput(
+                f"line {number}: trace {min(again)} comes again after its plan was printed: its spans are not on "
+                "consecutive lines, so --stream cannot plan it whole; plan the input without --stream"
+            )
         part.add(number, line, read, ids)
         if part.size > limit:
             raise UnreadableInput(

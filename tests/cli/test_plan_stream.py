@@ -68,8 +68,9 @@ def test_a_trace_that_comes_again_is_refused_after_the_plans_before_it(tmp_path)
     path = _stream_file(tmp_path, [first[0]], second, [first[1]])
     proc = run("plan", "--stream", str(path))
     assert proc.returncode == 2
-    # The first trace's plan (of its root alone) was printed when the second began; it comes again on line 4: refused.
-    assert [json.loads(line)["traceId"] for line in proc.stdout.splitlines()] == [f"{1:032x}"]
+    # The first trace's plan (of its root alone) was printed when the second began; the second's when line 4 began
+    # (it was whole: its lines were consecutive; a fresh user found it dropped); trace 1 comes again on line 4: refused.
+    assert [json.loads(line)["traceId"] for line in proc.stdout.splitlines()] == [f"{1:032x}", f"{2:032x}"]
     assert proc.stderr == (
         f"tracefence plan: {path}: line 4: trace {1:032x} comes again after its plan was printed: its spans are not on "
         "consecutive lines, so --stream cannot plan it whole; plan the input without --stream; nothing after it was planned\n"

@@ -199,3 +199,15 @@ def test_an_empty_review_classes_list_is_refused(monkeypatch):
     monkeypatch.setenv("OTEL_TRACEFENCE_REVIEW_CLASSES", "")
     with pytest.raises(ConfigError, match="review_classes"):
         load_config()
+
+
+def test_a_value_nested_too_deep_is_one_config_error_not_a_recursion_error(tmp_path, monkeypatch):
+    # Found by a fresh user: 5,000 nested lists in a file or an OTEL_TRACEFENCE_* variable raised RecursionError.
+    deep = "[" * 5000 + "]" * 5000
+    path = tmp_path / "deep.yaml"
+    path.write_text(f"tool_rules: {deep}\n")
+    with pytest.raises(ConfigError, match=r"^config file .*deep\.yaml: nested too deep to read$"):
+        load_config(path)
+    monkeypatch.setenv("OTEL_TRACEFENCE_TOOL_RULES", deep)
+    with pytest.raises(ConfigError, match=r"^environment: an OTEL_TRACEFENCE_\* value is nested too deep to read$"):
+        load_config()
