@@ -29,6 +29,9 @@ TRACEFENCE_INPUTS = (TRACEFENCE_EFFECT, TRACEFENCE_STATUS, TRACEFENCE_IDEMPOTENC
 GEN_AI_OPERATION = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 EXECUTE_TOOL = "execute_tool"
+# The gen_ai.operation.name values of a tool call: the GenAI conventions' and Mastra 0.24's exporter's own
+# (@mastra/otel-exporter 0.3, "tool.execute" spans).
+EXECUTE_TOOL_OPERATIONS = frozenset({EXECUTE_TOOL, "tool.execute"})
 EXECUTE_TOOL_PREFIX = "execute_tool "
 # Operations that start a model call or an agent of their own: a tool span below
 # one of these belongs to a sub-agent and is a step, not a dispatch attempt.
@@ -430,7 +433,9 @@ VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
 # and a tool name are read. Mastra 1.x (@mastra/observability 1.17.9, @mastra/otel-exporter 1.4.0: the chat span's
 # gen_ai.output.messages drops the calls; agent_step's model_step output holds them, a suspended run's output and the
 # stream's chunk records name them).
-CALL_RECORD_KEYS = ("mastra.model_step.output", "mastra.model_generation.output", "mastra.agent_run.output", "mastra.model_chunk.output")
+# Mastra 0.24 (@mastra/otel-exporter 0.3) writes the same records under a plain "output" on its model.step and
+# model.chunk spans.
+CALL_RECORD_KEYS = ("mastra.model_step.output", "mastra.model_generation.output", "mastra.agent_run.output", "mastra.model_chunk.output", "output")
 CALL_RECORD_ARGUMENT_FIELDS = ("input", "args", "toolInput")  # the first present is the call's arguments
 CALL_RECORD_LIST_FIELD = "toolCalls"
 # A model provider's raw response recorded as a span's output (OpenInference ``output.value``: all that is left of the

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_PREFIX,
+    AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_OPERATIONS, EXECUTE_TOOL_PREFIX,
     GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MCP_TOOL_SPAN_NAME_PATTERN,
     NAME_IS_TOOL_CALL_SUFFIXES, NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
     TOOL_MARKER_KEYS, TOOL_NAME_KEYS, TOOL_PRESENCE_KEYS, TRACELOOP_TOOL_SPAN_SUFFIX,
@@ -47,7 +47,7 @@ def is_tool_span(attributes: Mapping[str, Any], name: str) -> bool:
     Called for every span: plain loops over a dict, no generators.
     """
     operation = attributes.get(GEN_AI_OPERATION)
-    if operation == EXECUTE_TOOL:
+    if isinstance(operation, str) and operation in EXECUTE_TOOL_OPERATIONS:  # any OTLP value may come (a list: unhashable)
         return True
     if TOOL_MARKER_KEYS.isdisjoint(attributes):  # most spans: no marker at all
         return False

@@ -20,7 +20,7 @@ from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
 from otel_tracefence.normalize.attempts import nest
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
-from otel_tracefence.normalize.conventions import CALL_REFERENCE_KEYS, EXECUTE_TOOL, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
+from otel_tracefence.normalize.conventions import CALL_REFERENCE_KEYS, EXECUTE_TOOL_OPERATIONS, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
 from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_call_id, is_tool_invoker, tool_name
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
@@ -66,7 +66,8 @@ def quiet(span: SpanView) -> bool:
         return False
     attributes = span.attributes
     # ``in`` then ``[]``: two C-level mapping operations, cheaper than a ``get`` method call
-    if (GEN_AI_OPERATION in attributes and attributes[GEN_AI_OPERATION] == EXECUTE_TOOL) or not _READER_KEYS.isdisjoint(attributes):
+    operation = attributes[GEN_AI_OPERATION] if GEN_AI_OPERATION in attributes else None
+    if (isinstance(operation, str) and operation in EXECUTE_TOOL_OPERATIONS) or not _READER_KEYS.isdisjoint(attributes):
         return False
     return not has_indexed_call_keys(attributes)  # calls in indexed keys, on a span of any kind (DECISIONS 440)
 

@@ -62,3 +62,13 @@ def test_a_chunk_naming_a_call_no_record_holds_is_still_held():
 
 def test_an_output_object_without_call_records_requests_nothing():
     assert plan_of(agent({"text": "done", "files": []})) == (None, [])
+
+
+def test_a_producers_own_tool_operation_and_plain_output_records_are_read():
+    # Mastra 0.24: tool spans under gen_ai.operation.name "tool.execute" (gen_ai.tool.input / .output), the model's calls
+    # as records under a plain "output" on its model.step span, the stream's chunk span a record of the same call.
+    step_span = json_span(TRACE, STEP, "step: 0", AGENT, **{"gen_ai.operation.name": "model.step", "output": json.dumps({"toolCalls": [CALL]})})
+    chunk = json_span(TRACE, CHUNK, "chunk: 'tool-result'", STEP, **{"gen_ai.operation.name": "model.chunk", "output": json.dumps({**CALL, "result": "inv_1"})})
+    tool = json_span(TRACE, TOOL, "tool.execute create_invoice", STEP, **{"gen_ai.operation.name": "tool.execute", "gen_ai.tool.name": "create_invoice",
+                                                                          "gen_ai.tool.input": json.dumps(CALL["args"]), "gen_ai.tool.output": "invoice inv_1"})
+    assert plan_of(agent({"text": "done"}), step_span, tool, chunk) == ("injected", [(TOOL, "skip", ("write_committed",))])

@@ -15,7 +15,7 @@ message, an ``exception`` event typed ``Error`` whatever the error, ``error`` = 
 id or ``unknown``, ``error.message``). A span's ``metadata`` becomes attributes of the same keys: how a Mastra tool
 labels its span (``tracefence.effect``). None of these keys are read today (kinds F and D below)."""
 
-from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cannot, cell
+from tests.frameworks.matrix_table import COMMITTED, READ_OK, Framework, cannot, cell
 
 FRAMEWORK = Framework(
     "mastra", "Mastra", "@mastra/core", "native AI tracing (@mastra/otel-exporter)", "@mastra/otel-exporter", module="", isolated="node",
@@ -25,16 +25,12 @@ FRAMEWORK = Framework(
 # (Mastra names an MCP tool <server>_<tool>).
 TOOL_RULES = [dict(match="billing_charge_card", effect="write")]
 
-# Two kinds plan every cell wrongly today. D (over-hold): the model_chunk spans that record the model's stream
-# ("chunk: 'tool-call'", "chunk: 'tool-result'", "chunk: 'tool-call-approval'") are read as tool activity no convention
-# reads (unrecognized_tool_span steps). A new kind, F: a producer's own tool-span convention under gen_ai.* keys the
-# GenAI conventions do not define (gen_ai.operation.name "tool.execute", gen_ai.tool.input / gen_ai.tool.output) is
-# not read: a labelled tool span becomes a step with arguments_not_recorded / result_not_recorded (a write: skip,
-# write_committed, whatever its result says), an unlabelled one an unrecognized_tool_span step. The cells name D
-# first (the matrix's kinds are A-E) and F after it.
-D = "D: its model_chunk spans (chunk: 'tool-call' / 'tool-result') read as unrecognized_tool_span steps"
-F = "and new kind F: Mastra's gen_ai.operation.name tool.execute, gen_ai.tool.input / gen_ai.tool.output not read"
-TODAY = "plans review: two unrecognized_tool_span steps (the chunk spans) beside the tool's step, which has arguments_not_recorded"
+# Mastra 0.24's exporter records tool spans under its own operation name (gen_ai.operation.name "tool.execute", a row
+# of the conventions' tool kinds) with gen_ai.tool.input / gen_ai.tool.output (read), and the model's calls as call
+# records under a plain "output" on its model.step and model.chunk spans (DECISIONS 959): the chunk spans are records
+# of calls the trace knows, not activity of their own. A failed span's error.message is failure evidence no convention
+# reads (unrecognized_failure_evidence), beside the status that fails the write.
+UFE = "unrecognized_failure_evidence"
 # Mastra never ends the spans of a run suspended for approval (agent, model, step): the approval chunk names a parent
 # no exported span has. tracefence plan flags such a file's trace partial (pipeline/documents.incomplete); the
 # processor and the service, which saw the root end, plan it whole: the doors disagree on `partial` alone.
@@ -42,52 +38,45 @@ PARTIAL = "the CLI flags the trace partial (the approval chunk's parent, Mastra'
 
 K = FRAMEWORK.key
 CELLS = [
-    cell(K, "read_ok", "dynamic", (READ_OK,), "a tool.execute span labelled read (its metadata) replays", wrong_today=f"{D} {F}: {TODAY}"),
+    cell(K, "read_ok", "dynamic", (READ_OK,), "a tool.execute span labelled read (its metadata) replays"),
     cell(
         K, "write_commits", "injected", (COMMITTED,), "an OK tool.execute span with gen_ai.tool.output: committed; the result is injected on replay",
-        wrong_today=f"{D} {F}: {TODAY}; the write is skip with result_not_recorded (class static without the chunk steps)",
     ),
     cell(
-        K, "write_raises", "review", (("charge_card", "review", ("write_error",)),),
+        K, "write_raises", "review", (("charge_card", "review", (UFE, "write_error")),),
         "Mastra lets no tool error out of the run: the tool wrapper hands the error to the model as the result (a MastraError); "
         "the tool.execute span ends ERROR with an exception event",
-        wrong_today=f"{D} {F}: {TODAY}; the write also has unrecognized_failure_evidence (the span's error = true)",
     ),
     cell(
-        K, "write_times_out", "review", (("send_payment", "review", ("write_timeout",)),),
+        K, "write_times_out", "review", (("send_payment", "review", (UFE, "write_timeout")),),
         "no tool timeout in Mastra: the run's abortSignal (AbortSignal.timeout) reaches the tool's execute options, the tool "
         "ends with its TimeoutError; the exporter types every exception Error, only the status message says timeout",
-        wrong_today=f"{D} {F}: {TODAY}; the write also has unrecognized_failure_evidence (the span's error = true)",
     ),
     cannot(K, "tool_error_to_model", "Mastra has one failure path: a thrown error becomes the tool's result for the model (a MastraError), which write_raises is"),
     cell(
-        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))),
+        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", (UFE, "write_error"))),
         "one step's calls run together (Mastra's foreach, concurrency 10); the failed write holds the trace",
-        wrong_today=f"{D} {F}: {TODAY} (four chunk steps); the failed write also has unrecognized_failure_evidence",
     ),
     cell(
-        K, "framework_retries", "review", RETRIED, "no tool retry in Mastra (maxRetries retries the model): the model asks again, so one write was dispatched twice",
-        wrong_today=f"{D} {F}: {TODAY}; the two writes are held idempotency_key_reused_arguments_unavailable, not matched as a retry",
+        K, "framework_retries", "review", (("create_invoice", "review", ("repeats_earlier_write",)), ("create_invoice", "review", (UFE, "write_error", "repeated_later"))),
+        "no tool retry in Mastra (maxRetries retries the model): the model asks again, so one write was dispatched twice",
     ),
     cell(
         K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
         "a tool with requireApproval, never approved: the suspended run's agent, model and step spans never end (never exported); "
         "the call is recorded only by the instant chunk: 'tool-call-approval' span (toolCallId, toolName, args)",
-        wrong_today=f"{D}: plans review with one unrecognized_tool_span step named chunk: 'tool-call-approval', not the requested call",
         doors_differ=PARTIAL,
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
         "requireApproval, approved with approveToolCall (the run resumed from its snapshot, one trace through tracingOptions): "
         "the write ran once, committed; the approval chunk is the request of that call",
-        wrong_today=f"{D} {F}: {TODAY} (the approval chunk a third step)",
         doors_differ=PARTIAL,
     ),
     cell(
         K, "mcp_is_error", "review", (("billing_charge_card", "review", ("write_error", "error_in_result")),),
         "@mastra/mcp's MCPClient (stdio, the billing server of runner_common.mjs): the tool's result is the whole CallToolResult, "
         "isError true in gen_ai.tool.output, on an OK span; a tool rule names the server's tool a write",
-        wrong_today=f"{D} {F}: plans review, the unlabelled tool.execute span an unrecognized_tool_span step (result_not_recorded)",
     ),
 ]
 NOT_IN_MATRIX = [
