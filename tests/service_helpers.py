@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import resource
 import socket
 import subprocess
@@ -352,6 +353,12 @@ def clean_env(**extra: str) -> dict[str, str]:
     env["OTEL_TRACEFENCE_SERVICE__HTTP_ENDPOINT"] = "127.0.0.1:0"  # a `tracefence serve` started by a test never takes port 4318
     env.update(extra)
     return env
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` for a child a test interrupts with SIGINT: the default disposition, so Python installs its
+    KeyboardInterrupt handler even where the test run itself was started with SIGINT ignored (a shell's background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def fatal(line: str) -> str:

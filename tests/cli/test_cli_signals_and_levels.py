@@ -9,11 +9,12 @@ import subprocess
 import sys
 import time
 
-from service_helpers import ServeProcess, clean_env, wait_for
+from service_helpers import ServeProcess, clean_env, sigint_default, wait_for
 
 
 def test_ctrl_c_exits_130_with_one_line(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "otel_tracefence", "plan", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=clean_env())
+    proc = subprocess.Popen([sys.executable, "-m", "otel_tracefence", "plan", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=clean_env(),
+                            preexec_fn=sigint_default)  # fmt: skip
     try:
         time.sleep(1.5)  # started and waiting on standard input
         proc.send_signal(signal.SIGINT)

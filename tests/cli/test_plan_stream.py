@@ -16,7 +16,7 @@ from pathlib import Path
 from cli_helpers import run
 from conftest import ROOT
 from otlp_json_helpers import json_span
-from service_helpers import clean_env
+from service_helpers import clean_env, sigint_default
 
 ROOT_SPAN = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing"}
 
@@ -150,7 +150,7 @@ def test_ctrl_c_while_streaming_exits_130_with_one_line(tmp_path):
     import signal
 
     proc = subprocess.Popen([sys.executable, "-m", "otel_tracefence", "plan", "--stream", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path, env=clean_env())  # fmt: skip
+                            stderr=subprocess.PIPE, cwd=tmp_path, env=clean_env(), preexec_fn=sigint_default)  # fmt: skip
     try:
         proc.stdin.write("".join(_trace_lines(0) + _trace_lines(1)).encode())
         proc.stdin.flush()
