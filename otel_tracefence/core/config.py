@@ -208,26 +208,7 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
     raw = config_file if config_file is not None else os.environ.get(CONFIG_FILE_ENV) or None
     path = Path(raw) if raw is not None else None
     if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"config file {path}: not found")
-        try:
-            import yaml
-
-            loaded = load_yaml(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"config file {path}: cannot be read: {exc}") from None
-        except DuplicateKey as exc:
-            raise ConfigError(f"config file {path}: {exc}: a setting has one value") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path}: not YAML: {exc}") from None
-        except RecursionError:
-            raise ConfigError(f"config file {path}: nested too deep to read") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
-        try:
-            refuse_case_twins(loaded or {})
-        except DuplicateKey as exc:
-            raise ConfigError(f"config file {path}: {exc}: a setting has one value", (exc.field,)) from None
+        _check_config_file(path)
     try:
         check_environment(os.environ, ENV_PREFIX)
     except DuplicateKey as exc:
@@ -254,3 +235,28 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         raise ConfigError(f"environment: {exc}: {ENV_PREFIX}* variables take JSON for lists and nested values", fields) from None
     finally:
         _config_file.reset(token)
+
+
+def _check_config_file(path: Path) -> None:
+    """Read the YAML file at ``path`` as the settings source will: raises :class:`ConfigError` naming the file for one
+    that is not there, cannot be read, is not YAML, nests too deep, is no mapping or gives a setting twice."""
+    if not path.is_file():
+        raise ConfigError(f"config file {path}: not found")
+    try:
+        import yaml
+
+        loaded = load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path}: cannot be read: {exc}") from None
+    except DuplicateKey as exc:
+        raise ConfigError(f"config file {path}: {exc}: a setting has one value") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested too deep to read") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
+    try:
+        refuse_case_twins(loaded or {})
+    except DuplicateKey as exc:
+        raise ConfigError(f"config file {path}: {exc}: a setting has one value", (exc.field,)) from None
