@@ -64,9 +64,17 @@ def hold_rootless(steps: Sequence[ToolStep], spans: Sequence[SpanView]) -> list[
     trace. Call it only for a trace of ``spans`` decided partial that :func:`missing_root` finds rootless (the
     caller's rule: ``pipeline.plan_spans``). Reads are kept as they are: replaying one repeats nothing; so are steps
     held as malformed already (a stand-in for a span that could not be read): their reason says more."""
-    by_id = {span.span_id: span for span in spans}
-    fallback = min(spans, key=lambda s: (s.sequence, s.span_id))
+    by_id: dict[str, SpanView] = {}
+    for span in sorted(spans, key=_content_order, reverse=True):  # of several spans under one id, the least wins
+        by_id[span.span_id] = span
+    fallback = min(spans, key=_content_order)
     return [step if step.effect is READ or step.malformed else _held(step, by_id, fallback) for step in steps]
+
+
+def _content_order(span: SpanView) -> tuple:
+    """An order of spans by what they hold, never by where they came in the input: the message a held step carries
+    must not depend on the order a trace's spans arrived in (several spans may share one span id)."""
+    return (span.span_id, span.parent_span_id or "", span.start_time_unix_nano, span.name)
 
 
 def _held(step: ToolStep, by_id: dict[str, SpanView], fallback: SpanView) -> ToolStep:

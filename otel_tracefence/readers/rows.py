@@ -160,9 +160,9 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 def _not_text(name: str, value: object, wanted: str) -> str:
     """Why a field's value is refused, the value spelled as JSON (the rows' own notation: ``true``, not Python's
-    ``True``), at most 300 characters."""
+    ``True``; a lone surrogate in it escaped, :func:`printable`), at most 300 characters."""
     try:
-        shown = json.dumps(value, ensure_ascii=False)
+        shown = printable(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError):  # not from JSON (a CSV cell is a string): as Python shows it
         shown = repr(value)
     return f"{name} {shown} is not {wanted}"[:300]

@@ -313,6 +313,12 @@ def _requesting(span_id: bytes, end: int, arguments: str) -> Span:
 )
 # Two model spans asking for the same call id, no tool span: the step came from whichever was given first.
 @example([_requesting(b"\x01" * 8, 2, "{}"), _requesting(b"\x02" * 8, 6, '{"x": 1}')], DEFAULT)
+# A parent cycle through two spans under one span id (one names the tool span its parent, one itself): the held
+# step's message named whichever of the two came last.
+@example(
+    [_tool_span(b"\x01" * 8, parent=b"\x02" * 8, **{"gen_ai.operation.name": ("string_value", "execute_tool"), "gen_ai.tool.name": ("string_value", "pay")}), _tool_span(b"\x02" * 8, parent=b"\x01" * 8, name="a"), _tool_span(b"\x02" * 8, parent=b"\x02" * 8, name="b")],
+    DEFAULT,
+)
 def test_any_otlp_span_gives_a_plan_or_is_rejected_by_invalid_reason(spans, config):
     request = ExportTraceServiceRequest.FromString(_request(spans).SerializeToString())
     valid = [span for span in request.resource_spans[0].scope_spans[0].spans if invalid_reason(span) is None]
@@ -621,6 +627,9 @@ _REGRESSION_TEXTS = [
     '{"stringValue": "pay"}}, {"key": "n", "value": {"doubleValue": "\\ud800"}}]}]}]}]}',
     # an unknown key that is empty, holding an array: its error named no field (s32)
     '{"resourceSpans":[{"":[null]}]}',
+    # a lone surrogate inside a field of the wrong type: the message quoting it could not be written (s43)
+    '{"tool": ["\\ud800"]}',
+    '{"id":[null,null,"\\ud800"]}',
 ]
 
 
