@@ -332,6 +332,13 @@ STATUS_EVIDENCE_PATHS = (
     ("OpenLLMetry's LangChain handler", (("traceloop.span.kind", "tool"), ("gen_ai.provider.name", "langchain")),
      "traceloop.entity.name", False, True,
      "traceloop/openllmetry opentelemetry-instrumentation-langchain 0.62.4 callback_handler.py on_tool_end"),
+    # Agno turns a raised tool into a returned FunctionExecutionResult(status='failure'), so OpenLLMetry's wrapper ends
+    # the tool span OK whatever the call did; only traceloop.entity.output, recorded when content is traced, shows it
+    # (docs/DECISIONS.md 981).
+    ("OpenLLMetry's Agno instrumentation", (("traceloop.span.kind", "tool"), ("gen_ai.system", "agno")),
+     "traceloop.entity.name", False, True,
+     "traceloop/openllmetry opentelemetry-instrumentation-agno 0.62.4 _tool_wrappers.py (FunctionCall.execute / aexecute "
+     "wrapped: the span ends OK when execute returns); read with agno 3.1.10"),
 )
 
 # A recorded result that is MCP content parts alone (a JSON object whose ``type`` is one of these, or a non-empty list

@@ -23,6 +23,20 @@ def missing_root(spans: Sequence[SpanView]) -> bool:
     return bool(spans) and all(span.parent_span_id or span.unreadable is not None for span in spans)
 
 
+def absent_parent(spans: Sequence[SpanView]) -> SpanView | None:
+    """The first span of ``spans`` (one trace) that names a parent span id no span of them has, the parent not marked
+    remote (a span context propagated from another process: the processor's local root, a caller's span), or
+    ``None``. Such a parent was never seen: still open when the trace was decided (a framework that never ends a
+    suspended run's spans), lost, or late, so the trace is decided partial at every door, as a file showing such a
+    span is (docs/DECISIONS.md 205, 980). Linear in the spans."""
+    ids = {span.span_id for span in spans}
+    for span in spans:
+        parent = span.parent_span_id
+        if parent and parent not in ids and not span.parent_is_remote:
+            return span
+    return None
+
+
 def parent_cycle(spans: Sequence[SpanView]) -> SpanView | None:
     """A span of ``spans`` (one trace) on a cycle of parent span ids (``A`` names ``B`` its parent, ``B`` names
     ``A``; a span naming itself is one too), or ``None`` when the parents form trees. Several spans under one span

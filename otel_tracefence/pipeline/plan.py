@@ -16,7 +16,7 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ToolStep, TracePlan
 from otel_tracefence.normalize import NormalizedTrace, SpanView, from_otlp, normalize_trace
 from otel_tracefence.normalize.config_reading import read_config
-from otel_tracefence.normalize.rootless import hold_rootless, missing_root, parent_cycle
+from otel_tracefence.normalize.rootless import absent_parent, hold_rootless, missing_root, parent_cycle
 from otel_tracefence.planner import plan_trace
 
 
@@ -35,12 +35,13 @@ def plan_steps(trace_id: str, steps: Iterable[ToolStep], config: TraceFenceConfi
 
 def plan_spans(trace_id: str, spans: Sequence[SpanView], config: TraceFenceConfig, *, partial: bool = False) -> PlannedTrace:
     """Normalize one trace's spans and plan them. A trace whose parents form a cycle (``rootless.parent_cycle``: its
-    ancestry cannot be read) is partial whatever the door decided (docs/DECISIONS.md 506). A trace decided ``partial``
+    ancestry cannot be read), or with a span whose parent, not remote, is none of its spans (``rootless.absent_parent``:
+    a span never ended or never seen), is partial whatever the door decided (docs/DECISIONS.md 506, 980). A trace decided ``partial``
     that holds no root span has its steps that are not reads held, ``trace_root_missing`` (``normalize/rootless.py``,
     docs/DECISIONS.md 301)."""
     reading = read_config(config)
     normalized = normalize_trace(spans, reading)
-    if not partial and parent_cycle(spans) is not None:
+    if not partial and (absent_parent(spans) is not None or parent_cycle(spans) is not None):
         partial = True
     if partial and normalized.steps and missing_root(spans):
         normalized.steps[:] = hold_rootless(normalized.steps, spans)

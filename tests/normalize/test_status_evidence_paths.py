@@ -177,3 +177,21 @@ def test_an_openllmetry_langgraph_write_whose_result_reads_as_success_commits():
 
 def test_an_openllmetry_langgraph_read_with_no_result_replays():
     assert plan_of(LANGGRAPH_OPENLLMETRY, 0, "read") == ("dynamic", [("charge_card", "replay", ("declared_read", "arguments_not_recorded"))])
+
+
+# OpenLLMetry's Agno instrumentation (0.62.4): the tool span ends OK whenever FunctionCall.execute returns, and Agno
+# returns a raised tool as status='failure' (DECISIONS 981); with content traced, the result's text shows the outcome.
+AGNO_OPENLLMETRY = {"gen_ai.system": "agno", "traceloop.span.kind": "tool", "traceloop.entity.name": "refund_order", "gen_ai.tool.name": "refund_order"}
+
+
+def test_an_openllmetry_agno_write_with_no_result_is_held_its_status_says_nothing():
+    assert plan_of(AGNO_OPENLLMETRY, 1) == ("review", [("refund_order", "review", ("write_outcome_unrecorded", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_an_openllmetry_agno_write_whose_result_says_success_commits():
+    result = {"traceloop.entity.output": "status='success' result='refunded' error=None updated_session_state=None"}
+    assert plan_of({**AGNO_OPENLLMETRY, **result}, 1) == ("injected", [("refund_order", "skip", ("write_committed", "arguments_not_recorded"))])
+
+
+def test_an_openllmetry_agno_read_with_no_result_replays():
+    assert plan_of(AGNO_OPENLLMETRY, 1, "read") == ("dynamic", [("refund_order", "replay", ("declared_read", "arguments_not_recorded"))])

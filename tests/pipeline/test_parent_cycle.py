@@ -13,7 +13,8 @@ from cli_helpers import run
 from otlp_json_helpers import json_span
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.normalize.span_view import SpanView
-from otel_tracefence.normalize.rootless import parent_cycle
+from otel_tracefence.normalize.rootless import absent_parent, parent_cycle
+from otel_tracefence.pipeline.plan import plan_spans
 from otel_tracefence.pipeline.documents import plan_text
 from tests.cases import test_cases_doors as doors  # the module, not its tests: pytest would collect them here
 
@@ -94,3 +95,25 @@ def test_the_processor_and_the_service_door_agree_with_the_cli(tmp_path, upstrea
     doors.test_processor_door_agrees_with_the_cli(path, path, starts)
     if not starts and not through_the_root:  # no root: the service decides it (partial) when its wait runs out, past 15 s
         doors.test_service_door_agrees_with_the_cli(path, path, upstream, tmp_path)
+
+
+def test_a_span_whose_parent_is_absent_makes_the_trace_partial_unless_the_parent_is_remote():
+    """DECISIONS 980: a root in hand and a span naming a parent no span is (a span never ended, Mastra's suspended step)
+    is partial at every door (``plan_spans``), as the file door flags it; a remote parent (the processor's local root,
+    called from another process) is no hole."""
+    root = SpanView(TRACE, ROOT, "invoke_agent billing", {"gen_ai.operation.name": "invoke_agent"})
+
+    def tool(parent: str, remote: bool) -> SpanView:
+        attributes = {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "invoice.create", "gen_ai.tool.call.id": "c1", "tracefence.effect": "write",
+            "gen_ai.tool.call.arguments": '{"amount": 1250}', "gen_ai.tool.call.result": '{"id": "in_1"}',
+        }  # fmt: skip
+        return SpanView(TRACE, TOOL, "execute_tool invoice.create", attributes, parent_span_id=parent, parent_is_remote=remote, start_time_unix_nano=1, end_time_unix_nano=2, status_code="ok")
+
+    hole = plan_spans(TRACE, [root, tool(OTHER, False)], TraceFenceConfig()).plan
+    assert (hole.partial, hole.replay_class.value, hole.steps[0].decision.value, hole.steps[0].reasons) == (True, "injected", "skip", ("write_committed",))
+    assert absent_parent([root, tool(OTHER, False)]).span_id == TOOL
+    whole = plan_spans(TRACE, [root, tool(ROOT, False)], TraceFenceConfig()).plan
+    remote = plan_spans(TRACE, [tool(OTHER, True)], TraceFenceConfig()).plan
+    assert (whole.partial, remote.partial) == (False, False)
+    assert absent_parent([tool(OTHER, True)]) is None

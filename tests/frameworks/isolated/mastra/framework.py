@@ -32,9 +32,7 @@ TOOL_RULES = [dict(match="billing_charge_card", effect="write")]
 # reads (unrecognized_failure_evidence), beside the status that fails the write.
 UFE = "unrecognized_failure_evidence"
 # Mastra never ends the spans of a run suspended for approval (agent, model, step): the approval chunk names a parent
-# no exported span has. tracefence plan flags such a file's trace partial (pipeline/documents.incomplete); the
-# processor and the service, which saw the root end, plan it whole: the doors disagree on `partial` alone.
-PARTIAL = "the CLI flags the trace partial (the approval chunk's parent, Mastra's suspended step span, never ends); the processor's plan_spans path does not"
+# no exported span has, so every door flags the trace partial (rootless.absent_parent, DECISIONS 980).
 
 K = FRAMEWORK.key
 CELLS = [
@@ -64,14 +62,14 @@ CELLS = [
     cell(
         K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
         "a tool with requireApproval, never approved: the suspended run's agent, model and step spans never end (never exported); "
-        "the call is recorded only by the instant chunk: 'tool-call-approval' span (toolCallId, toolName, args)",
-        doors_differ=PARTIAL,
+        "the call is recorded only by the instant chunk: 'tool-call-approval' span (toolCallId, toolName, args); partial at every "
+        "door, its parent never seen (DECISIONS 980)",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
         "requireApproval, approved with approveToolCall (the run resumed from its snapshot, one trace through tracingOptions): "
-        "the write ran once, committed; the approval chunk is the request of that call",
-        doors_differ=PARTIAL,
+        "the write ran once, committed; the approval chunk is the request of that call; partial at every door, the suspended "
+        "step span never ended (DECISIONS 980)",
     ),
     cell(
         K, "mcp_is_error", "review", (("billing_charge_card", "review", ("write_error", "error_in_result")),),
