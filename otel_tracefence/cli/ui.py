@@ -7,7 +7,6 @@ import logging
 import signal
 import sqlite3
 import sys
-import urllib.parse
 
 from pydantic import ValidationError
 
@@ -55,6 +54,7 @@ def with_flags(config: TraceFenceConfig, args: argparse.Namespace) -> TraceFence
 def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     import uvicorn
 
+    from otel_tracefence.service.asgi_server import listening_socket
     from otel_tracefence.ui import app_for, open_store
     from otel_tracefence.ui.security import check_ui_exposure
 
@@ -76,8 +76,13 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     except (sqlite3.Error, OSError) as exc:
         print(f"tracefence ui: {display_target(path)}: {exc}", file=sys.stderr)
         return 2
+    try:
+        sock = listening_socket(listen)  # bound before the page is announced: a taken port is one line and exit 2
+    except OSError as exc:
+        store.close()
+        print(f"tracefence ui: {exc}", file=sys.stderr)
+        return 2
     app = app_for(store, config, listen)
-    parts = urllib.parse.urlsplit("//" + listen)
     level = "info" if args.log_level in ("DEBUG", "INFO") else "warning"
     # uvicorn stops gracefully on SIGTERM and SIGINT, then raises the signal again into the handler it found. SIGTERM's
     # handler here exits 0 (after the store is closed), so a stop asked for ends as ``tracefence serve``'s does, before
@@ -86,8 +91,9 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     print(f"tracefence ui: review page for {display_target(path)} on http://{listen}/ (inspector: /inspect)", file=sys.stderr)
     try:
         # Its access log names method, path and status, never a body.
-        uvicorn.run(app, host=parts.hostname, port=parts.port, log_level=level, server_header=False)
+        uvicorn.Server(uvicorn.Config(app, log_level=level, server_header=False)).run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sock.close()
         store.close()
     return 0

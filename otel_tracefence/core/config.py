@@ -237,9 +237,20 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
         _config_file.reset(token)
 
 
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's error on one line: the problem and where (``line L, column C``, from 1), without its excerpt of the
+    file (PyYAML's own text is several lines: the excerpt and a caret)."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(problem)
+
+
 def _check_config_file(path: Path) -> None:
     """Read the YAML file at ``path`` as the settings source will: raises :class:`ConfigError` naming the file for one
     that is not there, cannot be read, is not YAML, nests too deep, is no mapping or gives a setting twice."""
+    if path.is_dir():
+        raise ConfigError(f"config file {path}: a folder, not a file")
     if not path.is_file():
         raise ConfigError(f"config file {path}: not found")
     try:
@@ -251,7 +262,7 @@ def _check_config_file(path: Path) -> None:
     except DuplicateKey as exc:
         raise ConfigError(f"config file {path}: {exc}: a setting has one value") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path}: not YAML: {exc}") from None
+        raise ConfigError(f"config file {path}: not YAML: {_yaml_problem(exc)}") from None
     except RecursionError:
         raise ConfigError(f"config file {path}: nested too deep to read") from None
     if loaded is not None and not isinstance(loaded, dict):

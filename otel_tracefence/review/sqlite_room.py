@@ -34,8 +34,11 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(probe)
-    except FileNotFoundError:
-        raise ReviewDbUnusable(f"review database {db}: its folder {folder} does not exist") from None
+    except FileNotFoundError as exc:
+        if not folder.is_dir():
+            raise ReviewDbUnusable(f"review database {db}: its folder {folder} does not exist") from None
+        # A folder that exists and takes no new file (/proc, /sys: a kernel's file system, ENOENT on create).
+        raise ReviewDbUnusable(f"review database {db}: its folder {folder} takes no new file ({exc.strerror}); choose a folder on a writable volume") from None
     except OSError as exc:
         raise ReviewDbUnusable(f"review database {db}: its folder {folder} is not writable ({exc.strerror}); SQLite needs to create {db.name}-wal and {db.name}-shm there") from None
     for name in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):

@@ -116,6 +116,20 @@ def test_bad_yaml(tmp_path):
     assert str(error.value).startswith(f"config file {path}: not YAML: ")
 
 
+def test_bad_yaml_is_named_in_one_line_with_its_line_and_column(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("a: [1\nb: 2\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(error.value) == f"config file {path}: not YAML: expected ',' or ']', but got ':' at line 2, column 2"
+
+
+def test_a_folder_given_as_the_config_file_is_named_a_folder(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path)
+    assert str(error.value) == f"config file {tmp_path}: a folder, not a file"
+
+
 def test_top_level_that_is_not_a_mapping(tmp_path):
     path = tmp_path / "list.yaml"
     path.write_text("- read_*\n- write_*\n")

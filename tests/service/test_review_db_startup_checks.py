@@ -84,3 +84,14 @@ def test_a_volume_short_of_the_configured_free_space_refuses_the_start(tmp_path)
     assert len(lines) == 1
     assert "its volume has" in fatal(lines[0]) and f"less than review_db_min_free_bytes ({free * 4})" in fatal(lines[0])
     assert not db.exists()  # refused before anything was written
+
+
+def test_a_folder_that_takes_no_new_file_is_named_so_not_missing(tmp_path):
+    """/proc exists, and creating a file in it fails with ENOENT: the folder is there, it takes no file."""
+    done = serve_refused(tmp_path, Path("/proc/review.db"))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert fatal(line) == (
+        "tracefence serve: cannot start: review database /proc/review.db: its folder /proc takes no new file "
+        "(No such file or directory); choose a folder on a writable volume"
+    )

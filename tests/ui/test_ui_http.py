@@ -319,6 +319,18 @@ def test_tracefence_ui_refuses_to_listen_beyond_loopback_without_a_token(tmp_pat
     assert missing.returncode == 2 and "no review database there" in missing.stderr
 
 
+def test_tracefence_ui_on_a_taken_port_says_so_in_one_line_before_announcing_the_page(tmp_path):
+    import socket
+
+    db = make_queue(tmp_path / "review.db")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = subprocess.run([sys.executable, "-m", "otel_tracefence", "ui", "--db", str(db), "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    assert (refused.returncode, refused.stderr) == (2, f"tracefence ui: cannot listen on 127.0.0.1:{port}: Address already in use\n")
+
+
 def test_an_upload_is_neither_stored_nor_logged(tmp_path):
     """The real ``tracefence ui`` at DEBUG: the inspected text shows in no log line and in no database byte."""
     db = make_queue(tmp_path / "review.db")
