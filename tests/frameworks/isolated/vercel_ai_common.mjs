@@ -4,9 +4,8 @@
 // runner.mjs passes what its major version differs in (its mock model class, how telemetry is turned on, its MCP
 // client, whether it has a tool timeout). AI SDK 4 and 5 keep their own runners (no agent class, no approval).
 //
-// Copied next to the runner in the framework's environment (envs.run), so `zod` resolves there.
+// Copied next to the runner in the framework's environment (envs.run), as every shared .mjs module is.
 
-import { z } from "zod";
 
 import {
   CHARGE,
@@ -23,14 +22,8 @@ import {
   session,
   writeCall,
 } from "./runner_common.mjs";
+import { SCHEMAS } from "./matrix_schemas.mjs";
 
-const SCHEMAS = {
-  lookup_customer: z.object({ customer: z.string() }),
-  create_invoice: z.object({ customer: z.string(), amount_cents: z.number().int(), idempotency_key: z.string() }),
-  charge_card: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  send_payment: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  refund_order: z.object({ order: z.string(), amount_cents: z.number().int() }),
-};
 
 /** A scripted model (`MockModel`: ai/test's MockLanguageModelV3 or V4): each turn is a list of [callId, toolName,
  * args] calls, or a final text. */

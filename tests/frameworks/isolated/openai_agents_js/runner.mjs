@@ -5,7 +5,6 @@
 
 import * as agents from "@openai/agents";
 import { OpenAIAgentsInstrumentation } from "@arizeai/openinference-instrumentation-openai-agents";
-import { z } from "zod";
 
 import {
   CHARGE,
@@ -21,19 +20,13 @@ import {
   send_payment_slow,
   writeCall,
 } from "./runner_common.mjs";
+import { SCHEMAS } from "./matrix_schemas.mjs";
 
 const { Agent, Runner, Usage, tool, withResponseSpan, withTrace } = agents;
 
 process.env.OPENAI_API_KEY ??= "sk-test-not-used"; // no request is sent: the model is scripted
 new OpenAIAgentsInstrumentation({ tracerProvider: PROVIDER }).manuallyInstrument(agents); // exclusive: replaces the SDK's exporter
 
-const SCHEMAS = {
-  lookup_customer: z.object({ customer: z.string() }),
-  create_invoice: z.object({ customer: z.string(), amount_cents: z.number().int(), idempotency_key: z.string() }),
-  charge_card: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  send_payment: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  refund_order: z.object({ order: z.string(), amount_cents: z.number().int() }),
-};
 
 function agentTool(name, extra = {}, execute = PLAIN_TOOLS[name]) {
   return tool({ name, description: DESCRIPTIONS[name], parameters: SCHEMAS[name], execute, ...extra });

@@ -5,7 +5,6 @@
 import { ROOT_CONTEXT, context } from "@opentelemetry/api";
 import { experimental_createMCPClient, generateText, tool } from "ai";
 import { MockLanguageModelV1 } from "ai/test";
-import { z } from "zod";
 
 import {
   CHARGE,
@@ -23,16 +22,10 @@ import {
   session,
   writeCall,
 } from "./runner_common.mjs";
+import { SCHEMAS } from "./matrix_schemas.mjs";
 
 const TELEMETRY = { isEnabled: true, recordInputs: true, recordOutputs: true, functionId: "billing" };
 const MAX_STEPS = 5;
-const SCHEMAS = {
-  lookup_customer: z.object({ customer: z.string() }),
-  create_invoice: z.object({ customer: z.string(), amount_cents: z.number().int(), idempotency_key: z.string() }),
-  charge_card: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  send_payment: z.object({ customer: z.string(), amount_cents: z.number().int() }),
-  refund_order: z.object({ order: z.string(), amount_cents: z.number().int() }),
-};
 
 function aiTool(name, execute = PLAIN_TOOLS[name]) {
   const spec = { description: DESCRIPTIONS[name], parameters: SCHEMAS[name] };
