@@ -108,20 +108,19 @@ def test_missing_file_named_by_the_environment(tmp_path, monkeypatch):
         load_config()
 
 
-def test_bad_yaml(tmp_path):
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("tool_rules: [\n  - match: x\n", "expected the node content, but found '-' at line 2, column 3"),
+        ("a: [1\nb: 2\n", "expected ',' or ']', but got ':' at line 2, column 2"),
+    ],
+)
+def test_bad_yaml_is_named_in_one_line_with_its_line_and_column(tmp_path, text, problem):
     path = tmp_path / "bad.yaml"
-    path.write_text("tool_rules: [\n  - match: x\n")
+    path.write_text(text)
     with pytest.raises(ConfigError) as error:
         load_config(path)
-    assert str(error.value).startswith(f"config file {path}: not YAML: ")
-
-
-def test_bad_yaml_is_named_in_one_line_with_its_line_and_column(tmp_path):
-    path = tmp_path / "bad.yaml"
-    path.write_text("a: [1\nb: 2\n")
-    with pytest.raises(ConfigError) as error:
-        load_config(path)
-    assert str(error.value) == f"config file {path}: not YAML: expected ',' or ']', but got ':' at line 2, column 2"
+    assert str(error.value) == f"config file {path}: not YAML: {problem}"
 
 
 def test_a_folder_given_as_the_config_file_is_named_a_folder(tmp_path):
