@@ -146,7 +146,8 @@ def _is_content_parts(value: str | None) -> bool:
         return False
     parts = parsed if isinstance(parsed, list) and parsed else [parsed]
     for part in parts:
-        if not isinstance(part, dict) or part.get("type") not in MCP_CONTENT_PART_TYPES:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str) or kind not in MCP_CONTENT_PART_TYPES:  # a list or an object is no part type (unhashable)
             return False
     return True
 

@@ -69,6 +69,14 @@ def test_a_content_part_from_any_producer_holds_an_ok_write(attributes):
     assert plan_of(attributes, 1) == ("review", [("charge_card", "review", ("write_outcome_unrecorded",))])
 
 
+@pytest.mark.parametrize("result", ['{"type": []}', '[{"type": {"text": "x"}}]'], ids=["list", "object"])
+def test_a_result_whose_type_is_no_string_is_an_ordinary_result_not_a_crash(result):
+    """A fuzz find: a ``type`` holding a list reached a set membership test (TypeError, unhashable) and the span's trace
+    was lost to the exception; it is no MCP content part, so the write reads as any result does."""
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card", "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": result}
+    assert plan_of(attributes, 1) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
 def test_a_content_part_read_replays():
     other = {"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": '{"customer":"a"}', "output.value": PART}
     assert plan_of(other, 1, "read") == ("dynamic", [("lookup", "replay", ("declared_read",))])
