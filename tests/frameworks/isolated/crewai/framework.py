@@ -1,31 +1,81 @@
-"""CrewAI under OpenInference (openinference-instrumentation-crewai): kept out of the matrix's environments.
+"""CrewAI under OpenInference (openinference-instrumentation-crewai) in the conformance matrix, in a light environment.
 
-CrewAI 1.15.30's own dependencies (not extras) include chromadb, lancedb and onnxruntime: a fresh virtual
-environment with it, its OpenInference instrumentation and the OTel SDK is about 1 GB and took 11 min 27 s to install
-on this machine (``pip install -r requirements.heavy.txt`` into a new venv, with two other installs running beside it
-on the 2 cores), against the whole ``make test`` budget of 30 minutes. So the row is listed with every cell
-``cannot``, naming why, and no environment is made for it: ``FRAMEWORK.isolated`` is None and there is no runner,
-so the matrix counts it kept out (``conformance.kept_out``): its cells skip as ``cannot``, and the page lists it.
+crewai 1.15.30's declared dependencies (not extras) pull in chromadb with onnxruntime, tokenizers and kubernetes, and
+lancedb: about 1 GB, 11.5 min to install here. Its runner's path imports none of those: ``requirements.nodeps.txt``
+installs crewai and chromadb without their dependencies (crewai imports chromadb's OpenAI embedding function when it
+is imported) and ``requirements.txt`` pins what ``from crewai import Agent, Task, Crew`` and a scripted run import,
+found by importing until nothing was missing (a new venv from nothing in about 30 s; DECISIONS 985).
 
-CrewAI's native telemetry is no alternative for users: ``crewai/telemetry/telemetry.py`` (``Telemetry.__init__``)
-makes a private ``TracerProvider`` exporting to CrewAI's own collector (a constant endpoint) and deliberately installs
-no global provider (``Telemetry.set_tracer``), so it cannot be pointed at an application's OpenTelemetry provider;
-CrewAI's "tracing" (``CREWAI_TRACING_ENABLED``, ``crewai/events/listeners/tracing``) posts batches to CrewAI's own
-platform API, not OTLP. The OTel route users take is OpenInference's instrumentor, whose tool-error templates the
-conventions table already holds (``crewai`` rows, ``normalize/conventions.py``).
+OpenInference's default mode (``CrewAIInstrumentor().instrument()``) wraps ``Crew.kickoff`` (a CHAIN span,
+``<crew>.kickoff``), ``Task._execute_core`` (an AGENT span, ``<role>._execute_core``) and ``BaseTool.run`` /
+``Tool.run`` (a TOOL span, ``<tool>.run``: ``tool.name``, ``input.value`` the arguments as JSON, ``output.value`` the
+result; ERROR with an ``exception`` event when the tool raises, which CrewAI then hands to the model as
+``Error executing tool: ...``; no call id). It makes no LLM span for a custom ``BaseLLM`` (the scripted model here,
+and any provider without an LLM instrumentation of its own): the model's requests are recorded only inside the AGENT
+span's ``output.value``, the TaskOutput as JSON whose ``messages`` are the OpenAI-shaped conversation (assistant
+``tool_calls`` with ids and arguments, ``tool`` messages with the results), which the normalizer does not read.
+CrewAI's native telemetry is no alternative for users: a private ``TracerProvider`` exporting to CrewAI's collector
+(``crewai/telemetry/telemetry.py``), never the application's.
 """
 
-from tests.frameworks.matrix_table import SCENARIO_KEYS, Framework, cannot
+from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cannot, cell
 
-FRAMEWORK = Framework("crewai", "CrewAI", "crewai", "OpenInference", "openinference-instrumentation-crewai", module="crewai", isolated=None)
+FRAMEWORK = Framework("crewai", "CrewAI", "crewai", "OpenInference", "openinference-instrumentation-crewai", module="", isolated="python")
 
-WHY = (
-    "not in the matrix: crewai 1.15.30 requires chromadb, lancedb and onnxruntime (about 1 GB; 11.5 min to install "
-    "here), too heavy for an environment CI makes from scratch (tests/frameworks/isolated/crewai/framework.py)"
+K = FRAMEWORK.key
+TRANSCRIPT = (
+    "the AGENT span's output.value (the TaskOutput's messages: the assistant's tool_calls with id call_w1 and the "
+    "arguments, the tool message 'Tool execution blocked by hook. Tool: create_invoice')"
 )
-CELLS = [cannot("crewai", scenario, WHY) for scenario in SCENARIO_KEYS]
+CELLS = [
+    cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (TOOL span lookup_customer.run, arguments in input.value)"),
+    cell(K, "write_commits", "injected", (COMMITTED,), "OK TOOL span with output.value: committed; the result is injected on replay"),
+    cell(
+        K, "write_raises", "review", (("charge_card", "review", ("write_error",)),),
+        "tool_failure_policy='raise': the tool's error aborts the run (ToolExecutionFailedError on the AGENT and CHAIN "
+        "spans); the TOOL span ends ERROR with the RuntimeError",
+    ),
+    cell(
+        K, "write_times_out", "review", (("send_payment", "review", ("write_timeout",)),),
+        "no tool timeout in CrewAI (the agent's max_execution_time bounds its task and waits for a running tool): a "
+        "TimeoutError raised in the tool, the TOOL span's exception, the error handed to the model",
+    ),
+    cell(
+        K, "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),),
+        "CrewAI's default (tool_failure_policy 'warn'): the error goes to the model as 'Error executing tool: ...'; the "
+        "TOOL span ends ERROR first",
+    ),
+    cell(
+        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))),
+        "two calls in one turn run in CrewAI's thread pool (the context is carried: one trace); the read replays, the "
+        "failed write holds the trace",
+    ),
+    cell(
+        K, "framework_retries", "review", RETRIED,
+        "no tool retry in CrewAI (max_retry_limit runs the whole task again only after an error leaves the agent's loop, "
+        "never a tool's): the model asks again; one key dispatched twice, the first TOOL span ERROR",
+    ),
+    cell(
+        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
+        "a before-tool-call hook asks a human (request_human_input), who refuses: the hook blocks the call, no TOOL span. "
+        f"The request is only in {TRANSCRIPT}",
+        wrong_today=(
+            "C: fail-open (requested calls the trace holds in a form not read): with no LLM span, the model's request "
+            f"is only in {TRANSCRIPT}; the trace plans tool-free (no class, no step)"
+        ),
+    ),
+    cell(
+        K, "approval_interrupt_resume", "injected", (COMMITTED,),
+        "a before-tool-call hook asks a human (request_human_input), who approves: the write runs once, committed. CrewAI's "
+        "approval waits in place (the hook blocks on input); it has no interrupt and resume of a tool call",
+    ),
+    cannot(
+        K, "mcp_is_error",
+        "not scripted yet: CrewAI's MCP tools (Agent(mcps=[MCPServerStdio(...)])) need the mcp 1.x package in this row's "
+        "environment (crewai pins mcp<2)",
+    ),
+]
 NOT_IN_MATRIX = [
-    ("CrewAI 1.15.30, OpenInference", WHY),
     (
         "CrewAI's native telemetry",
         "its own private TracerProvider exporting to CrewAI's collector (crewai/telemetry/telemetry.py): it cannot be "
