@@ -4,7 +4,7 @@ crewai 1.15.30's declared dependencies (not extras) pull in chromadb with onnxru
 lancedb: about 1 GB, 11.5 min to install here. Its runner's path imports none of those: ``requirements.nodeps.txt``
 installs crewai and chromadb without their dependencies (crewai imports chromadb's OpenAI embedding function when it
 is imported) and ``requirements.txt`` pins what ``from crewai import Agent, Task, Crew`` and a scripted run import,
-found by importing until nothing was missing (a new venv from nothing in about 30 s; DECISIONS 985).
+found by importing until nothing was missing, and mcp 1.30.0 (a new venv from nothing in about 45 s; DECISIONS 985).
 
 OpenInference's default mode (``CrewAIInstrumentor().instrument()``) wraps ``Crew.kickoff`` (a CHAIN span,
 ``<crew>.kickoff``), ``Task._execute_core`` (an AGENT span, ``<role>._execute_core``) and ``BaseTool.run`` /
@@ -18,7 +18,7 @@ CrewAI's native telemetry is no alternative for users: a private ``TracerProvide
 (``crewai/telemetry/telemetry.py``), never the application's.
 """
 
-from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cannot, cell
+from tests.frameworks.matrix_table import COMMITTED, READ_OK, RETRIED, Framework, cell
 
 FRAMEWORK = Framework("crewai", "CrewAI", "crewai", "OpenInference", "openinference-instrumentation-crewai", module="", isolated="python")
 
@@ -26,6 +26,13 @@ K = FRAMEWORK.key
 TRANSCRIPT = (
     "the AGENT span's output.value (the TaskOutput's messages: the assistant's tool_calls with id call_w1 and the "
     "arguments, the tool message 'Tool execution blocked by hook. Tool: create_invoice')"
+)
+# CrewAI names an MCP server's tool <command>_<args>_<tool> (tool_resolver.py; the model sees it sanitized and cut to 64
+# characters with a hash, so an absolute interpreter path would leave the tool's own name out)
+MCP_CHARGE = "python_-m_mcp_billing_server_charge_card"
+TOOL_FAILURE = (
+    "the TOOL span is OK and its output.value is the ToolFailure as JSON ({\"message\": \"card declined\", \"reason\": "
+    "\"mcp_error\", \"code\": null, \"retryable\": false, \"details\": {...}}), recorded on TaskOutput.tool_failures too"
 )
 CELLS = [
     cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (TOOL span lookup_customer.run, arguments in input.value)"),
@@ -69,12 +76,18 @@ CELLS = [
         "a before-tool-call hook asks a human (request_human_input), who approves: the write runs once, committed. CrewAI's "
         "approval waits in place (the hook blocks on input); it has no interrupt and resume of a tool call",
     ),
-    cannot(
-        K, "mcp_is_error",
-        "not scripted yet: CrewAI's MCP tools (Agent(mcps=[MCPServerStdio(...)])) need the mcp 1.x package in this row's "
-        "environment (crewai pins mcp<2)",
+    cell(
+        K, "mcp_is_error", "review", ((MCP_CHARGE, "review", ("write_error",)),),
+        "CrewAI's own MCP client (Agent(mcps=[MCPServerStdio('python', ['-m', 'mcp_billing_server'])]), a stdio session "
+        f"per call) turns isError into its ToolFailure, which the tool returns: {TOOL_FAILURE}",
+        wrong_today=(
+            f"A: fail-open (a write's failure recorded where only CrewAI looks): {TOOL_FAILURE}; no shape of "
+            "result_errors reads it, so the write (effect from the operator's rule) plans skip (write_committed)"
+        ),
     ),
 ]
+# The MCP tool's body runs in the server process: nothing labels CrewAI's span of it, so the operator's rule names it.
+TOOL_RULES = [dict(match="*_charge_card", effect="write")]
 NOT_IN_MATRIX = [
     (
         "CrewAI's native telemetry",

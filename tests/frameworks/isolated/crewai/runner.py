@@ -11,7 +11,8 @@ result, no call id) and no LLM span (a custom ``BaseLLM`` is not wrapped), so th
 CrewAI's own features, where it has them: ``tool_failure_policy="raise"`` (a failed tool aborts the run with
 ``ToolExecutionFailedError``); ``max_execution_time`` (the agent's own timeout) with ``max_retry_limit`` (the agent
 runs the task again after an error); a before-tool-call hook asking a human (``ToolCallHookContext.request_human_input``,
-its answer read from standard input: the runner feeds it) that approves or blocks the call. Content capture off is
+its answer read from standard input: the runner feeds it) that approves or blocks the call; its own MCP client
+(``Agent(mcps=[MCPServerStdio(...)])``) against the billing MCP server. Content capture off is
 OpenInference's ``OPENINFERENCE_HIDE_INPUTS`` / ``OPENINFERENCE_HIDE_OUTPUTS`` in the runner's environment.
 Extra scenarios outside the matrix (named on the command line): see ``_extra``.
 """
@@ -33,6 +34,7 @@ os.environ.setdefault("CREWAI_STORAGE_DIR", os.path.join(sys.argv[1] if len(sys.
 
 from matrix_tools import (  # noqa: E402 - after the environment lines
     CHARGE,
+    MCP_BILLING_SERVER,
     PAYMENT,
     REFUND,
     STATE,
@@ -52,6 +54,8 @@ from runner_common import PROVIDER, main  # noqa: E402
 from crewai import Agent, Crew, Task  # noqa: E402
 from crewai.hooks.tool_hooks import ToolCallHookContext, clear_all_tool_call_hooks, register_before_tool_call_hook  # noqa: E402
 from crewai.llms.base_llm import BaseLLM  # noqa: E402
+from crewai.mcp import MCPServerStdio  # noqa: E402
+from crewai.mcp.filters import create_static_tool_filter  # noqa: E402
 from crewai.tools import tool  # noqa: E402
 from crewai.tools.tool_failure import ToolFailure  # noqa: E402
 
@@ -67,10 +71,17 @@ class ScriptedLLM(BaseLLM):
             raise turn
         if isinstance(turn, str):
             return turn
-        return [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}} for cid, name, args in turn]
+        offered = [t.get("function", {}).get("name", "") for t in tools or [] if isinstance(t, dict)]
+        STATE["offered"] = offered
+        return [{"id": cid, "type": "function", "function": {"name": _offered(name, offered), "arguments": json.dumps(args)}} for cid, name, args in turn]
 
     def supports_function_calling(self) -> bool:
         return True
+
+
+def _offered(name: str, offered: list[str]) -> str:
+    """The name CrewAI offers the model for tool ``name`` (an MCP server's tools get a prefix of the server's name)."""
+    return name if name in offered else next((o for o in offered if o.endswith(name)), name)
 
 
 def send_payment_slow(customer: str, amount_cents: int) -> str:
@@ -139,6 +150,15 @@ def _human_approval(answer: str):
     return approval
 
 
+def _mcp(*names: str) -> MCPServerStdio:
+    """The billing server as a user starts one (``python -m <module>``, the venv's interpreter first on PATH): CrewAI
+    names each of its tools ``<command>_<args>_<tool>`` sanitized, cut to 64 characters with a hash when longer, so
+    an absolute interpreter path would leave the tool's own name out (and make the name differ per machine)."""
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    allowed = create_static_tool_filter(allowed_tool_names=list(names))
+    return MCPServerStdio(command="python", args=["-m", MCP_BILLING_SERVER.stem], env=dict(os.environ), tool_filter=allowed)
+
+
 def _approval(answer: str) -> None:
     register_before_tool_call_hook(_human_approval(answer))
     _run([[write_call()], "done"])
@@ -169,7 +189,9 @@ def run(scenario: str) -> None:
     elif scenario == "approval_interrupt_resume":
         _approval("approve")
     elif scenario == "mcp_is_error":
-        raise CannotProduce("not scripted yet: CrewAI's MCP tools (Agent(mcps=...)) need the mcp package in this row's environment")
+        # CrewAI's own MCP client (Agent(mcps=[MCPServerStdio(...)]): a fresh stdio session per call) against the
+        # billing server, whose charge_card answers isError
+        _run([[("call_c1", "charge_card", CHARGE)], "done"], [], mcps=[_mcp("charge_card")])
     else:
         _extra(scenario)
 
