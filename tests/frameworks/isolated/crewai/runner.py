@@ -52,6 +52,7 @@ from matrix_tools import (  # noqa: E402 - after the environment lines
 from runner_common import PROVIDER, main  # noqa: E402
 
 from crewai import Agent, Crew, Task  # noqa: E402
+from crewai.events.event_bus import crewai_event_bus  # noqa: E402
 from crewai.hooks.tool_hooks import ToolCallHookContext, clear_all_tool_call_hooks, register_before_tool_call_hook  # noqa: E402
 from crewai.llms.base_llm import BaseLLM  # noqa: E402
 from crewai.mcp import MCPServerStdio  # noqa: E402
@@ -129,7 +130,12 @@ def _crew(turns: list, tools: list, **settings) -> Crew:
 
 
 def _run(turns: list, tools: list | None = None, **settings) -> Any:
-    return _crew(turns, _tools() if tools is None else tools, **settings).kickoff()
+    try:
+        return _crew(turns, _tools() if tools is None else tools, **settings).kickoff()
+    finally:
+        # CrewAI's event bus runs its handlers on a thread pool (OpenInference's event-listener mode ends its spans
+        # there): the run's spans are ended before the scenario's are collected
+        crewai_event_bus.flush()
 
 
 def _human_approval(answer: str):
