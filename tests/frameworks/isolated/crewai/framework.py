@@ -90,6 +90,30 @@ CELLS = [
 TOOL_RULES = [dict(match="*_charge_card", effect="write")]
 NOT_IN_MATRIX = [
     (
+        "CrewAI under OpenInference, a tool returning CrewAI's ToolFailure instead of raising (its declared failure)",
+        "run by hand with this runner (scenario tool_reports_failure): the OK TOOL span's output.value is the ToolFailure "
+        "as JSON (reason tool_reported): the write plans skip (write_committed), a fail-open of kind A as mcp_is_error",
+    ),
+    (
+        "CrewAI under OpenInference's event-listener mode (CrewAIInstrumentor().instrument(use_event_listener=True))",
+        "run by hand (TRACEFENCE_CREWAI_EVENT_LISTENER=1): spans made from CrewAI's events, so no tool body runs under its "
+        "TOOL span (effects from tool rules only). A call a hook blocked is an OK TOOL span whose output is CrewAI's "
+        "'Tool execution blocked by hook. Tool: <name>'; an MCP isError an OK TOOL span with the error text alone: both "
+        "plan skip (fail-opens of kind A). After an aborted run (tool_failure_policy='raise') its AGENT and CHAIN spans "
+        "never end and every later run of the process joins that trace (held: trace_root_missing)",
+    ),
+    (
+        "CrewAI under OpenInference with content capture off (OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)",
+        "run by hand: every write is held (write_outcome_unrecorded: the results are '__REDACTED__'), and "
+        "requested_never_ran is held by its AGENT span's hidden output (DECISIONS 952)",
+    ),
+    (
+        "CrewAI, the agent's max_execution_time and max_retry_limit",
+        "run by hand (agent_max_execution_time, task_retry_after_model_error): the timeout waits for the running tool, "
+        "whose span records its result (committed, correctly); an error out of the agent's loop re-runs the whole task, "
+        "the write twice under one key (held: repeats_earlier_write)",
+    ),
+    (
         "CrewAI's native telemetry",
         "its own private TracerProvider exporting to CrewAI's collector (crewai/telemetry/telemetry.py): it cannot be "
         "pointed at an application's OpenTelemetry provider, so OpenInference is the OTel route",
