@@ -57,3 +57,34 @@ def test_a_framework_version_is_read_from_its_pins(tmp_path, monkeypatch):
     assert envs.pinned_version("js", "node", "ai") == "5.0.10"
     assert envs.pinned_version("js", "node", "@openai/agents") == "0.20.0"
     assert envs.pinned_version("js", "node", None) == ""
+
+
+def test_a_python_framework_s_no_deps_pins_install_after_its_pins_without_dependencies(tmp_path, monkeypatch):
+    """``requirements.nodeps.txt`` (DECISIONS 985): installed with ``--no-deps`` after ``requirements.txt``, part of the
+    environment's digest, and read for the framework's version."""
+    import subprocess
+    import sys
+
+    (tmp_path / "fw").mkdir()
+    (tmp_path / "fw" / "requirements.txt").write_text("crewai-core==1.15.30\n")
+    monkeypatch.setattr(envs, "HERE", tmp_path)
+    plain = envs._digest("fw", "python")
+    (tmp_path / "fw" / "requirements.nodeps.txt").write_text("# without their dependencies\ncrewai==1.15.30\n")
+    assert envs._digest("fw", "python") != plain
+    assert envs.pinned_version("fw", "python", "crewai") == "1.15.30"
+    assert envs.pinned_version("fw", "python", "crewai-core") == "1.15.30"
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append([str(part) for part in command])
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(envs.subprocess, "run", run)
+    folder = tmp_path / "env"
+    envs._fill("python", "fw", folder)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    assert commands == [
+        [sys.executable, "-m", "venv", str(folder)],
+        [*pip, "-r", str(tmp_path / "fw" / "requirements.txt")],
+        [*pip, "--no-deps", "-r", str(tmp_path / "fw" / "requirements.nodeps.txt")],
+    ]

@@ -2,7 +2,8 @@
 
 Each subfolder is one framework: ``framework.py`` (its :class:`~tests.frameworks.matrix_table.Framework`
 record as ``FRAMEWORK`` and its expected cells as ``CELLS``), the environment's pins
-(``requirements.txt`` for Python, ``package.json`` for Node.js) and the runner that runs the framework
+(``requirements.txt`` for Python, with an optional ``requirements.nodeps.txt`` installed ``--no-deps``;
+``package.json`` for Node.js) and the runner that runs the framework
 inside that environment (``runner.py`` / ``runner.mjs``, the protocol of ``runner_common``). ``envs``
 makes the environments and runs the runners; the matrix test plans what they wrote through all three doors.
 """

@@ -1,7 +1,10 @@
 """The isolated frameworks' environments: made once, cached, and used to run each framework's runner.
 
 A Python framework gets a virtual environment made with this interpreter's ``venv`` and filled by
-``pip install -r requirements.txt``; a Node.js framework a folder with its ``package.json`` (and
+``pip install -r requirements.txt``, then, where the framework's folder has one, ``pip install --no-deps -r
+requirements.nodeps.txt`` (distributions installed without their declared dependencies: a framework whose own
+dependencies pull in heavy packages it never imports on the path the runner takes; requirements.txt then names what
+it does import); a Node.js framework a folder with its ``package.json`` (and
 ``package-lock.json`` when committed) filled by ``npm ci`` / ``npm install``. Each environment lives
 under ``.framework-envs/`` at the checkout's root (``TRACEFENCE_FRAMEWORK_ENVS`` names another folder),
 named for the framework and a digest of its pins and interpreter, so an edit to the pins makes a new
@@ -30,6 +33,7 @@ ENVS = Path(os.environ.get("TRACEFENCE_FRAMEWORK_ENVS") or ROOT / ".framework-en
 INSTALL_TIMEOUT_S = float(os.environ.get("TRACEFENCE_FRAMEWORK_INSTALL_TIMEOUT", "1200"))
 RUN_TIMEOUT_S = float(os.environ.get("TRACEFENCE_FRAMEWORK_RUN_TIMEOUT", "600"))
 PINS = {"python": "requirements.txt", "node": "package.json"}
+NO_DEPS = "requirements.nodeps.txt"  # a Python framework's pins installed with ``pip install --no-deps``
 
 
 @dataclass
@@ -63,7 +67,7 @@ def _pins(key: str, kind: str) -> Path:
 
 def _digest(key: str, kind: str) -> str:
     h = hashlib.sha256()
-    for name in (PINS[kind], "package-lock.json"):
+    for name in (PINS[kind], NO_DEPS, "package-lock.json"):
         path = HERE / key / name
         if path.is_file():
             h.update(name.encode() + b"\0" + path.read_bytes())
@@ -86,7 +90,11 @@ def _fill(kind: str, key: str, folder: Path) -> None:
     """Make and fill ``folder`` (raises :class:`RuntimeError` naming what failed)."""
     if kind == "python":
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True, timeout=300)
-        command = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(_pins(key, kind))]
+        pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        command = [*pip, "-r", str(_pins(key, kind))]
+        if (HERE / key / NO_DEPS).is_file():
+            _install(command, folder)
+            command = [*pip, "--no-deps", "-r", str(HERE / key / NO_DEPS)]
     else:
         if shutil.which("npm") is None or shutil.which("node") is None:
             raise RuntimeError("npm or node is not on PATH")
@@ -96,6 +104,11 @@ def _fill(kind: str, key: str, folder: Path) -> None:
                 shutil.copy(HERE / key / name, folder / name)
         verb = "ci" if (folder / "package-lock.json").is_file() else "install"
         command = ["npm", verb, "--no-audit", "--no-fund", "--loglevel=error"]
+    _install(command, folder)
+
+
+def _install(command: list[str], folder: Path) -> None:
+    """Run one installer command in ``folder`` (raises :class:`RuntimeError` with its last lines when it fails)."""
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])}... exited {done.returncode}: {_tail(done.stderr or done.stdout)}")
@@ -192,12 +205,14 @@ def _shared_modules(out: Path) -> Path:
 
 
 def pinned_version(key: str, kind: str, dist: str | None) -> str:
-    """``dist``'s version as the framework's pins give it (``name==X`` in requirements.txt, an exact
-    dependency in package.json), or ``"not pinned"``."""
+    """``dist``'s version as the framework's pins give it (``name==X`` in requirements.txt or
+    requirements.nodeps.txt, an exact dependency in package.json), or ``"not pinned"``."""
     if dist is None:
         return ""
     path = _pins(key, kind)
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if kind == "python" and (HERE / key / NO_DEPS).is_file():
+        text += "\n" + (HERE / key / NO_DEPS).read_text(encoding="utf-8")
     if kind == "python":
         want = re.sub(r"[-_.]+", "-", dist).lower()
         for line in text.splitlines():
