@@ -461,6 +461,13 @@ PROVIDER_RESPONSE_CALLS = (
      "Bedrock Converse API: output.message.content[].toolUse"),
     ("Google Gemini", ("candidates", "*", "content", "parts", "*", "functionCall"), "id", ("name",), ("args",),
      "Gemini API generateContent response: candidates[].content.parts[].functionCall"),
+    # A run's chat transcript in OpenAI's message format, recorded as an agent's or a chain's output: where no model
+    # span records the requests (a model client no instrumentation wraps), the transcript is their only record
+    # (docs/DECISIONS.md 982).
+    ("OpenAI chat transcript", ("messages", "*", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
+     "crewAIInc/crewAI 1.15.30 TaskOutput.messages (OpenInference's AGENT span output.value): chat messages, tool_calls[]"),
+    ("OpenAI chat transcripts of a crew", ("tasks_output", "*", "messages", "*", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
+     "crewAIInc/crewAI 1.15.30 CrewOutput.tasks_output[].messages (OpenInference's CHAIN span of Crew.kickoff)"),
 )
 
 

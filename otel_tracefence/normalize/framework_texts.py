@@ -34,6 +34,8 @@ FRAMEWORK_ERROR_TEMPLATES = (
      "crewAIInc/crewAI src/crewai/translations/en.json, errors.tool_usage_exception"),
     ("crewai", "ToolUsage, translations errors.tool_usage_error", r"I encountered an error: ",
      "crewAIInc/crewAI src/crewai/translations/en.json, errors.tool_usage_error"),
+    ("crewai", "read in 1.15.30, a before-tool-call hook that returns False (the call never ran)", r"Tool execution blocked by hook\. Tool: ",
+     "crewAIInc/crewAI src/crewai/utilities/tool_utils.py, agent_utils.py and agents/agent_executor.py (docs/DECISIONS.md 984)"),
     ("smolagents", ">= 1.0, execute_tool_call", r"Error executing tool '[^'\n]*' with arguments ",
      "huggingface/smolagents src/smolagents/agents.py, execute_tool_call (AgentToolExecutionError)"),
     # An MCP server's own text for a tool that raised, sent as the isError result's text part: a client that drops

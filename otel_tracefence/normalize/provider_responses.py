@@ -1,10 +1,12 @@
-"""Requested calls in a model provider's raw response recorded as a span's output (docs/DECISIONS.md 967).
+"""Requested calls in a model provider's raw response, or a run's chat transcript, recorded as a span's output
+(docs/DECISIONS.md 967, 982).
 
 OpenInference records the provider's response body as ``output.value`` on its LLM spans; with
 ``OPENINFERENCE_HIDE_OUTPUT_MESSAGES`` (or an instrumentation that writes no indexed output messages) it is the only
-record of the calls the model asked for. The formats are a table, ``conventions.PROVIDER_RESPONSE_CALLS``: for each,
-the path to its call objects and the keys of a call's id, tool name and arguments. Read only where the span's other
-keys gave no call."""
+record of the calls the model asked for. An agent framework may record its run's messages (OpenAI's chat format) as
+its agent span's output (CrewAI's TaskOutput): where no model span records them, they are the requests' only record.
+The formats are a table, ``conventions.PROVIDER_RESPONSE_CALLS``: for each, the path to its call objects and the keys
+of a call's id, tool name and arguments. Read only where the span's other keys gave no call."""
 
 from __future__ import annotations
 

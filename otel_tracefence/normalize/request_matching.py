@@ -5,6 +5,7 @@ step of its own (``requested_not_recorded``), in time and when its span comes la
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 from otel_tracefence.core import reasons
@@ -42,6 +43,7 @@ def unrecorded_requests(
     one-element count, decremented) and a span of that agent that may have run it (docs/DECISIONS.md 347).
     """
     pools = _Pools(s for s in steps if not s.requested_only)
+    requests = _as_recorded(requests, pools.ran)
     left = [request for request in _distinct(requests, steps, spans_by_id) if not pools.take_exact(request)]  # first: the span that ran exactly this call
     extra = []
     uncompared: list[RequestedCall] = []  # matched last, by tool only, where one side recorded no arguments
@@ -145,6 +147,23 @@ def _chain(span: SpanView, by_id: dict[str, SpanView]) -> list[str]:
         chain.append(parent_id)
         parent_id = by_id[parent_id].parent_span_id
     return chain
+
+
+def _as_recorded(requests: list[RequestedCall], recorded: Counter) -> list[RequestedCall]:
+    """``requests`` with each tool name no recorded step has renamed to the one recorded name it folds to
+    (``textfold.folded_word``: case and separators), when exactly one does: a framework hands the model a sanitized form
+    of a tool's name (CrewAI's ``sanitize_tool_name``: ``Search the internet`` is ``search_the_internet``) while the tool
+    span records the name itself, and the two are one tool (docs/DECISIONS.md 982)."""
+    if not requests or all(request.tool in recorded for request in requests):
+        return requests
+    by_fold: dict[str, set[str]] = {}
+    for name in recorded:
+        by_fold.setdefault(folded_word(name), set()).add(name)
+    renamed = []
+    for request in requests:
+        names = by_fold.get(folded_word(request.tool), ()) if request.tool not in recorded else ()
+        renamed.append(replace(request, tool=next(iter(names))) if len(names) == 1 else request)
+    return renamed
 
 
 class _Pools:

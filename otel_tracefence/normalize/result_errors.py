@@ -18,6 +18,9 @@ Sources:
   ``"status"`` of ``error``, ``failed`` or ``failure`` (LangChain's ``ToolMessage``
   ``status: "error"``, most job APIs); ``"success": false`` and ``"ok": false``.
 * GraphQL: a non-empty top-level ``"errors"`` list (GraphQL specification, "Response").
+* A retry verdict, ``"retryable"`` or ``"non_retryable"``, true or false: only a failure report says whether the call
+  may be tried again (CrewAI's ``ToolFailure``, crewAIInc/crewAI 1.15 src/crewai/tools/tool_failure.py, returned by a
+  tool or by its MCP client on ``isError``; Temporal's ``ApplicationError``; docs/DECISIONS.md 983).
 * An HTTP status code of 500 to 599 (RFC 9110 section 15.6, server errors); 4xx are
   refusals, which the API did not carry out, so they are not listed.
 * A top-level ``"status"`` naming an outcome that is not a success or is not known (``timeout``,
@@ -81,6 +84,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="success", equals=False),
     ResultErrorShape(key="ok", equals=False),
     ResultErrorShape(key="errors", present=True),
+    *(ResultErrorShape(key=key, equals=verdict) for key in ("retryable", "non_retryable") for verdict in (True, False)),  # 983
     *(
         ResultErrorShape(key=key, at_least=low, below=high, anywhere=True)
         for key in HTTP_STATUS_RESULT_KEYS[1:]
@@ -248,8 +252,8 @@ _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in F
 
 
 # Words every template holds one of, in any case ("error", "timed out", "fail", "exception", "traceback", "fatal", a
-# repr's "status="): JSON text without any holds no template.
-_TEMPLATE_HINTS = ("rror", "fail", "timed out", "timeout", "xception", "traceback", "fatal", "status=")
+# repr's "status=", "blocked by"): JSON text without any holds no template.
+_TEMPLATE_HINTS = ("rror", "fail", "timed out", "timeout", "xception", "traceback", "fatal", "status=", "blocked by")
 
 
 @cython.ccall

@@ -158,6 +158,24 @@ def test_plain_text_that_opens_as_an_error_report_is_an_error_template() -> None
     assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_template_in_result"))])
 
 
+@pytest.mark.parametrize("result", [
+    '{"message": "card declined", "reason": "mcp_error", "code": null, "retryable": false, "details": {}}',
+    '{"message": "rate limited", "reason": "tool_reported", "retryable": "true"}',
+    '{"type": "ApplicationError", "message": "declined", "non_retryable": true}',
+])
+def test_a_result_with_a_retry_verdict_is_a_failure_report(result: str) -> None:
+    # DECISIONS 983: CrewAI's ToolFailure (returned by a tool, or by CrewAI's MCP client on isError), Temporal's error.
+    plan = _plan(_write(**{"gen_ai.tool.call.result": result}))
+    assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_in_result"))])
+
+
+def test_a_call_a_hook_blocked_is_a_framework_template() -> None:
+    # DECISIONS 984: CrewAI's text for a call its before-tool-call hook refused, on an OK span (OpenInference's
+    # event-listener mode): the call never ran, and the span says nothing of it.
+    plan = _plan(_write(**{"gen_ai.tool.call.result": "Tool execution blocked by hook. Tool: invoice.create"}))
+    assert _decisions(plan) == ("review", [("invoice.create", "review", ("write_error", "error_template_in_result"))])
+
+
 # --- 4. a tool span's own 5xx with no HTTP method (343) ------------------------------------------------------------
 
 

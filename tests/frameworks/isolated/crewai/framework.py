@@ -65,11 +65,7 @@ CELLS = [
     cell(
         K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
         "a before-tool-call hook asks a human (request_human_input), who refuses: the hook blocks the call, no TOOL span. "
-        f"The request is only in {TRANSCRIPT}",
-        wrong_today=(
-            "C: fail-open (requested calls the trace holds in a form not read): with no LLM span, the model's request "
-            f"is only in {TRANSCRIPT}; the trace plans tool-free (no class, no step)"
-        ),
+        f"The request is only in {TRANSCRIPT}, read as a chat transcript (DECISIONS 982)",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
@@ -77,13 +73,10 @@ CELLS = [
         "approval waits in place (the hook blocks on input); it has no interrupt and resume of a tool call",
     ),
     cell(
-        K, "mcp_is_error", "review", ((MCP_CHARGE, "review", ("write_error",)),),
+        K, "mcp_is_error", "review", ((MCP_CHARGE, "review", ("write_error", "error_in_result")),),
         "CrewAI's own MCP client (Agent(mcps=[MCPServerStdio('python', ['-m', 'mcp_billing_server'])]), a stdio session "
-        f"per call) turns isError into its ToolFailure, which the tool returns: {TOOL_FAILURE}",
-        wrong_today=(
-            f"A: fail-open (a write's failure recorded where only CrewAI looks): {TOOL_FAILURE}; no shape of "
-            "result_errors reads it, so the write (effect from the operator's rule) plans skip (write_committed)"
-        ),
+        f"per call) turns isError into its ToolFailure, which the tool returns: {TOOL_FAILURE}; its retry verdict "
+        "(retryable) makes it a failure report (DECISIONS 983)",
     ),
 ]
 # The MCP tool's body runs in the server process: nothing labels CrewAI's span of it, so the operator's rule names it.
@@ -92,15 +85,18 @@ NOT_IN_MATRIX = [
     (
         "CrewAI under OpenInference, a tool returning CrewAI's ToolFailure instead of raising (its declared failure)",
         "run by hand with this runner (scenario tool_reports_failure): the OK TOOL span's output.value is the ToolFailure "
-        "as JSON (reason tool_reported): the write plans skip (write_committed), a fail-open of kind A as mcp_is_error",
+        "as JSON (reason tool_reported): the write is held (write_error, error_in_result: its retryable verdict, "
+        "DECISIONS 983), as mcp_is_error",
     ),
     (
         "CrewAI under OpenInference's event-listener mode (CrewAIInstrumentor().instrument(use_event_listener=True))",
         "run by hand (TRACEFENCE_CREWAI_EVENT_LISTENER=1): spans made from CrewAI's events, so no tool body runs under its "
         "TOOL span (effects from tool rules only). A call a hook blocked is an OK TOOL span whose output is CrewAI's "
-        "'Tool execution blocked by hook. Tool: <name>'; an MCP isError an OK TOOL span with the error text alone: both "
-        "plan skip (fail-opens of kind A). After an aborted run (tool_failure_policy='raise') its AGENT and CHAIN spans "
-        "never end and every later run of the process joins that trace (held: trace_root_missing)",
+        "'Tool execution blocked by hook. Tool: <name>', a framework template (held: error_template_in_result, "
+        "DECISIONS 984); an MCP isError is an OK TOOL span with the error text alone ('card declined'), planned skip: a "
+        "fail-open no reading of the trace can close (OpenInference drops the event's failure; it would have to end the "
+        "span ERROR or keep the ToolFailure). After an aborted run (tool_failure_policy='raise') its AGENT and CHAIN "
+        "spans never end and every later run of the process joins that trace (held: trace_root_missing)",
     ),
     (
         "CrewAI under OpenInference with content capture off (OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS)",
