@@ -46,12 +46,15 @@ soak: setup
 # The larger versions of the fault tests (issue 9; not in `make test`): a 100,500-span trace beside a small one,
 # SIGKILL/SIGTERM with the persistent queue after minutes' worth of load; then the issue's own reproductions:
 # a 100k-span trace against 1k-span traces (cost per span, a small trace's delivery meanwhile), the poison
-# batch against a 4 MiB upstream, and one 1M-span Export against the intake bound (memory).
+# batch against a 4 MiB upstream, and one 1M-span Export against the intake bound (memory); last, issue 30's
+# chaos table (bench/chaos.py: review items, small volumes, connection floods, huge JSON, raw values; its tmpfs
+# checks need root and show SKIP without it).
 chaos: setup
 	TRACEFENCE_CHAOS=1 $(PY) -m pytest tests/faults/test_faults.py -q -k "giant or persistent_queue or poison or processor_ or sigterm or sigkill"
 	$(PY) bench/giant_trace.py --rounds 1
 	$(PY) bench/poison.py
 	$(PY) bench/intake_memory.py
+	$(PY) bench/chaos.py
 
 # Coverage-guided fuzzing (atheris) of the OTLP protobuf and CSV entry points and of the wire reader of spans, FUZZ_SECONDS each
 # (default 60; `make fuzz FUZZ_SECONDS=600`). Not part of `make test` nor of CI.

@@ -1,8 +1,9 @@
 """Idle OTLP/HTTP connections past the descriptor limit: do the gRPC and HTTP receivers still answer?
 
-    .venv/bin/python bench/http_connection_flood.py [--limit 1024] [--idle 1100] [--hold-s 12] [--root DIR] [--flood grpc]
+    .venv/bin/python bench/http_connection_flood.py [--limit 1024] [--idle 1100] [--hold-s 12] [--root DIR | --tracefence PATH] [--flood grpc]
 
-Starts ``tracefence serve`` (from this checkout, or ``--root``: another checkout, to compare) at ``RLIMIT_NOFILE``
+Starts ``tracefence serve`` (from this checkout, or ``--root``: another checkout, or ``--tracefence``: another install's
+executable, to compare) at ``RLIMIT_NOFILE``
 ``--limit``, opens ``--idle`` connections to its OTLP/HTTP port (``--flood grpc``: its gRPC port) that send nothing, and while they are held sends one
 canary span over gRPC and one over HTTP (the SDK's exporters, 5 s each, no retries past that). Prints the
 canaries' results, the service's descriptors, its log's size and its lines about accept failures (asyncio's
@@ -23,33 +24,90 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from service_helpers import canary_spans, command_env  # noqa: E402 - the tests' helpers, after the path
 
 
-def canary() -> list:
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    with provider.get_tracer("canary").start_as_current_span("canary"):
-        pass
-    provider.shutdown()
-    return list(memory.get_finished_spans())
-
-
-def timed(export) -> str:
+def timed(export: Callable[[], Any]) -> tuple[str, float]:
+    """The export's result (its name, or the exception's repr) and the seconds it took."""
     started = time.monotonic()
     try:
         result = export()
     except Exception as exc:  # noqa: BLE001 - a figure, whatever happened
         result = repr(exc)[:80]
-    return f"{getattr(result, 'name', result)} in {time.monotonic() - started:.1f}s"
+    return str(getattr(result, "name", result)), time.monotonic() - started
+
+
+def _listening(serve: subprocess.Popen, log_path: Path) -> dict[str, Any]:
+    while serve.poll() is None:
+        for line in log_path.read_text().splitlines():
+            if '"tracefence serve listening"' in line:
+                return json.loads(line)
+        time.sleep(0.1)
+    raise RuntimeError(f"serve exited {serve.returncode} before listening: {log_path.read_text()[-300:]}")
+
+
+def flood(command: Sequence[str], env: dict[str, str], *, limit: int = 1024, idle: int = 1100, hold_s: float = 12.0, target: str = "http") -> dict[str, Any]:
+    """Run ``command serve`` at ``RLIMIT_NOFILE`` ``limit``, hold ``idle`` silent connections to its ``target`` port
+    ("http" or "grpc"), and export a canary span over gRPC and over HTTP meanwhile, then again ``hold_s`` s later.
+    Returns the figures: ``opened`` (connections), ``fds`` (the service's descriptors while held), ``alive``,
+    ``grpc``/``http``/``grpc_later``/``http_later`` (each the result's name and seconds), ``log_bytes``,
+    ``log_lines``, ``accept_failures`` (asyncio's EMFILE lines). Raises RuntimeError if serve does not start.
+    Every process and socket it opens is closed before it returns."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < idle + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, idle + 256), hard))  # this client holds them too
+    with tempfile.TemporaryDirectory() as folder:
+        log_path = Path(folder) / "serve.log"
+        with open(log_path, "w") as log:
+            serve = subprocess.Popen(
+                [*command, "serve", "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
+                 "--review-db", f"{folder}/r.db", "--output-file", f"{folder}/out.jsonl"],
+                cwd=folder, env=env, stderr=log, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)),
+            )  # fmt: skip
+        held: list[socket.socket] = []
+        try:
+            listening = _listening(serve, log_path)
+            port = listening["http_port"] if target == "http" else listening["port"]
+            opened = threading.Event()
+
+            def open_idle() -> None:
+                for _ in range(idle):
+                    try:
+                        held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+                    except OSError:
+                        break
+                opened.set()
+
+            threading.Thread(target=open_idle, daemon=True).start()
+            opened.wait(60)
+            time.sleep(1.0)
+            figures: dict[str, Any] = {"opened": len(held), "fds": len(os.listdir(f"/proc/{serve.pid}/fd"))}
+            grpc_exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{listening['port']}", insecure=True, timeout=5)
+            http_exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{listening['http_port']}/v1/traces", timeout=5)
+            figures["grpc"] = timed(lambda: grpc_exporter.export(canary_spans()))
+            figures["http"] = timed(lambda: http_exporter.export(canary_spans()))
+            time.sleep(hold_s)
+            figures["http_later"] = timed(lambda: http_exporter.export(canary_spans()))
+            figures["grpc_later"] = timed(lambda: grpc_exporter.export(canary_spans()))
+            grpc_exporter.shutdown()
+            http_exporter.shutdown()
+            figures["alive"] = serve.poll() is None
+            text = log_path.read_text()
+            figures.update(log_bytes=len(text), log_lines=text.count("\n"), accept_failures=text.count("out of system resource"))
+            return figures
+        finally:
+            for sock in held:
+                sock.close()
+            serve.kill()
+            serve.wait()
 
 
 def main() -> None:
@@ -58,64 +116,19 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=1100)
     parser.add_argument("--hold-s", type=float, default=12.0)
     parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--tracefence", type=Path, help="another install's tracefence executable (instead of --root)")
     parser.add_argument("--flood", choices=("http", "grpc"), default="http", help="the port the idle connections go to")
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < args.idle + 64:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, args.idle + 256), hard))  # this client holds them too
-    with tempfile.TemporaryDirectory() as folder:
-        log_path = Path(folder) / "serve.log"
-        env = {**os.environ, "PYTHONPATH": str(args.root), "TRACEFENCE_PURE_PYTHON": "1"}
-        with open(log_path, "w") as log:
-            serve = subprocess.Popen(
-                [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
-                 "--review-db", f"{folder}/r.db", "--output-file", f"{folder}/out.jsonl"],
-                cwd=folder, env=env, stderr=log, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (args.limit, args.limit)),
-            )  # fmt: skip
-        idle: list[socket.socket] = []
-        try:
-            listening = None
-            while listening is None and serve.poll() is None:
-                for line in log_path.read_text().splitlines():
-                    if '"tracefence serve listening"' in line:
-                        listening = json.loads(line)
-                time.sleep(0.1)
-            assert listening, "serve did not start"
-            opened = threading.Event()
-
-            def flood() -> None:
-                for _ in range(args.idle):
-                    try:
-                        port = listening["http_port"] if args.flood == "http" else listening["port"]
-                        idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-                    except OSError:
-                        break
-                opened.set()
-
-            threading.Thread(target=flood, daemon=True).start()
-            opened.wait(60)
-            time.sleep(1.0)
-            fds = len(os.listdir(f"/proc/{serve.pid}/fd"))
-            grpc_exporter = GrpcSpanExporter(endpoint=f"127.0.0.1:{listening['port']}", insecure=True, timeout=5)
-            http_exporter = HttpSpanExporter(endpoint=f"http://127.0.0.1:{listening['http_port']}/v1/traces", timeout=5)
-            grpc_result = timed(lambda: grpc_exporter.export(canary()))
-            http_result = timed(lambda: http_exporter.export(canary()))
-            time.sleep(args.hold_s)
-            http_later = timed(lambda: http_exporter.export(canary()))
-            grpc_later = timed(lambda: grpc_exporter.export(canary()))
-            text = log_path.read_text()
-            accept_failures = text.count("out of system resource")
-            print(f"root {args.root}: RLIMIT_NOFILE {args.limit}, {len(idle)} idle connections opened to the {args.flood} port")
-            print(f"service descriptors while held: {fds}; alive: {serve.poll() is None}")
-            print(f"gRPC canary: {grpc_result}; HTTP canary: {http_result}; {args.hold_s:g}s later HTTP: {http_later}, gRPC: {grpc_later}")
-            print(f"log: {len(text)} bytes, {text.count(chr(10))} lines, {accept_failures} accept failures (EMFILE)")
-            grpc_exporter.shutdown()
-            http_exporter.shutdown()
-        finally:
-            for sock in idle:
-                sock.close()
-            serve.kill()
-            serve.wait()
+    if args.tracefence:
+        command, env = [str(args.tracefence)], command_env([str(args.tracefence)])
+    else:
+        command, env = [sys.executable, "-m", "otel_tracefence"], {**os.environ, "PYTHONPATH": str(args.root), "TRACEFENCE_PURE_PYTHON": "1"}
+    f = flood(command, env, limit=args.limit, idle=args.idle, hold_s=args.hold_s, target=args.flood)
+    print(f"{args.tracefence or args.root}: RLIMIT_NOFILE {args.limit}, {f['opened']} idle connections opened to the {args.flood} port")
+    print(f"service descriptors while held: {f['fds']}; alive: {f['alive']}")
+    shown = {k: f"{f[k][0]} in {f[k][1]:.1f}s" for k in ("grpc", "http", "http_later", "grpc_later")}
+    print(f"gRPC canary: {shown['grpc']}; HTTP canary: {shown['http']}; {args.hold_s:g}s later HTTP: {shown['http_later']}, gRPC: {shown['grpc_later']}")
+    print(f"log: {f['log_bytes']} bytes, {f['log_lines']} lines, {f['accept_failures']} accept failures (EMFILE)")
 
 
 if __name__ == "__main__":

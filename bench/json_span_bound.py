@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,16 +43,15 @@ def body(spans: int) -> bytes:
     return ('{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{"name":"bench"},"spans":[' + ",".join(parts) + "]}]}]}").encode()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spans", type=int, default=600_000)
-    parser.add_argument("--root", type=Path, default=ROOT)
-    args = parser.parse_args()
-    data = body(args.spans)
+def refuse(command: Sequence[str], env: dict[str, str], spans: int) -> dict[str, Any]:
+    """POST one OTLP/JSON body of ``spans`` spans to ``command serve`` (started and killed here). Returns ``status``
+    (the HTTP answer), ``message``, ``seconds`` (to the answer), ``megabytes`` (the body's size, MB) and the service's
+    memory in MiB before and after (``before``, ``after``: dicts of VmHWM, VmRSS). Raises RuntimeError if serve does
+    not start."""
+    data = body(spans)
     with tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "PYTHONPATH": str(args.root), "TRACEFENCE_PURE_PYTHON": "1"}
         serve = subprocess.Popen(
-            [sys.executable, "-m", "otel_tracefence", "serve", "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
+            [*command, "serve", "--endpoint", "127.0.0.1:0", "--http-endpoint", "127.0.0.1:0",
              "--review-db", f"{folder}/r.db", "--output-file", f"{folder}/out.jsonl"],
             cwd=folder, env=env, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
@@ -61,7 +61,8 @@ def main() -> None:
                 if '"tracefence serve listening"' in line:
                     port = json.loads(line)["http_port"]
                     break
-            assert port, "serve did not start"
+            if not port:
+                raise RuntimeError(f"serve exited {serve.wait()} before listening")
             before = memory(serve.pid)
             request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/traces", data=data, headers={"Content-Type": "application/json"})
             started = time.monotonic()
@@ -76,8 +77,19 @@ def main() -> None:
             serve.kill()
             serve.wait()
     message = json.loads(text).get("message", "") if text.startswith("{") else text
-    print(f"root {args.root}: {args.spans} spans, {len(data) / 1e6:.1f} MB of OTLP/JSON")
-    print(f"answer {status} in {elapsed:.2f}s: {message[:160]}")
+    return {"status": status, "message": message, "seconds": elapsed, "megabytes": len(data) / 1e6, "before": before, "after": after}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=600_000)
+    parser.add_argument("--root", type=Path, default=ROOT)
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(args.root), "TRACEFENCE_PURE_PYTHON": "1"}
+    got = refuse([sys.executable, "-m", "otel_tracefence"], env, args.spans)
+    before, after = got["before"], got["after"]
+    print(f"root {args.root}: {args.spans} spans, {got['megabytes']:.1f} MB of OTLP/JSON")
+    print(f"answer {got['status']} in {got['seconds']:.2f}s: {got['message'][:160]}")
     print(f"service memory: VmHWM {before['VmHWM']} -> {after['VmHWM']} MiB (peak), VmRSS {before['VmRSS']} -> {after['VmRSS']} MiB")
 
 

@@ -7,13 +7,14 @@ import os
 import signal
 import resource
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import grpc
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -23,7 +24,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tracefence.agent.instrument import tool_call
@@ -162,6 +163,19 @@ class RecordingUpstream(trace_service_pb2_grpc.TraceServiceServicer):
         return get()
 
 
+class ThrottlingUpstream(RecordingUpstream):
+    """Refuses every Export with RESOURCE_EXHAUSTED and no RetryInfo, as a throttling backend may."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def Export(self, request, context):
+        with self._lock:
+            self.refused += 1
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "throttled")
+
+
 class Client:
     """An agent process: a real SDK TracerProvider exporting through the real OTLPSpanExporter.
 
@@ -229,6 +243,48 @@ def agent_trace(client: Client, *, review: bool = True, end_root: bool = True) -
     if end_root:
         root.end()
     return format(root.get_span_context().trace_id, "032x")
+
+
+# -- review items and small volumes ---------------------------------------------------------------------
+
+
+def stored(db: Path) -> set[str]:
+    """The trace ids of the review items in the SQLite review database ``db`` (opened read-only)."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    try:
+        return {row[0] for row in conn.execute("SELECT trace_id FROM review_items")}
+    finally:
+        conn.close()
+
+
+def send_review_traces(client: Client, count: int) -> list[str]:
+    """``count`` review traces, one Export call each; the ids of those acknowledged."""
+    acked = []
+    for _ in range(count):
+        trace_id = agent_trace(client, review=True)
+        if client.send() is SpanExportResult.SUCCESS:
+            acked.append(trace_id)
+    return acked
+
+
+def short_deadline_client(port: int) -> Client:
+    """A client whose SDK OTLP exporter gives up after 2 s: a refused Export shows as a failure, not a long retry."""
+    client = Client(port, "billing-agent", batch=True)
+    client.exporter.shutdown(timeout_millis=100)
+    client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=2)
+    return client
+
+
+def fill(volume: Path) -> Path:
+    """Fill ``volume`` to its last byte; the filler file's path (delete it to give the space back)."""
+    filler = volume / "filler"
+    with open(filler, "wb", buffering=0) as out:
+        try:
+            while True:
+                out.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
 
 
 # -- raw OTLP ---------------------------------------------------------------------
@@ -355,6 +411,20 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def launcher() -> list[str]:
+    """This checkout's ``tracefence`` command (its package, through ``PYTHONPATH``: see :func:`clean_env`)."""
+    return [sys.executable, "-m", "otel_tracefence"]
+
+
+def command_env(command: Sequence[str] = (), **extra: str) -> dict[str, str]:
+    """:func:`clean_env` for ``command`` (another install's ``tracefence`` executable, as ``bench/chaos.py --tracefence``
+    runs it: without this checkout on ``PYTHONPATH``, its own package is the one imported), or for :func:`launcher`."""
+    env = clean_env(**extra)
+    if command:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
 def sigint_default() -> None:
     """``preexec_fn`` for a child a test interrupts with SIGINT: the default disposition, so Python installs its
     KeyboardInterrupt handler even where the test run itself was started with SIGINT ignored (a shell's background job)."""
@@ -376,14 +446,14 @@ def tracefence(*args: str, cwd: Path | None = None, timeout: float = 60, **env: 
 class ServeProcess:
     """``tracefence serve`` as a real subprocess; its JSON log lines on stderr are read as they come."""
 
-    def __init__(self, *args: str, cwd: Path, preexec_fn: Callable[[], None] | None = None, **env: str) -> None:
+    def __init__(self, *args: str, cwd: Path, preexec_fn: Callable[[], None] | None = None, command: Sequence[str] = (), **env: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "otel_tracefence", "serve", *args],
+            [*(command or launcher()), "serve", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=cwd,
-            env=clean_env(**env),
+            env=command_env(command, **env),
             preexec_fn=preexec_fn,  # e.g. a lowered descriptor limit (resource.setrlimit) for the process alone
         )
         self.lines: list[str] = []

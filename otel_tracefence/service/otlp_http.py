@@ -110,31 +110,36 @@ def gunzip(data: bytes, limit: int, budget: InflateBudget | None = None, taken: 
     out: list[bytes] = []
     total = 0
     taken = taken if taken is not None else [0]
-    while data:
-        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        while True:
-            step = limit - total + 1 if budget is None else min(INFLATE_STEP, limit - total + 1)
-            try:
-                chunk = member.decompress(data, step)
-            except zlib.error as exc:
-                raise _BadBody(f"the gzip body does not decompress: {exc}") from None
-            total += len(chunk)
-            if total > limit:
-                raise OverflowError(total)
-            if budget is not None:
-                if not budget.take(len(chunk)):
-                    raise _Busy(budget.held)
-                taken[0] += len(chunk)
-            out.append(chunk)
-            data = member.unconsumed_tail
-            if member.eof or not (data or chunk):  # the member's end, or nothing more to come (it is cut short)
-                break
-        if not member.eof:
-            raise _BadBody("the gzip body is cut short")
-        data = member.unused_data
+    try:
+        while data:
+            member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            while True:
+                step = limit - total + 1 if budget is None else min(INFLATE_STEP, limit - total + 1)
+                try:
+                    chunk = member.decompress(data, step)
+                except zlib.error as exc:
+                    raise _BadBody(f"the gzip body does not decompress: {exc}") from None
+                total += len(chunk)
+                if total > limit:
+                    raise OverflowError(total)
+                if budget is not None:
+                    if not budget.take(len(chunk)):
+                        raise _Busy(budget.held)
+                    taken[0] += len(chunk)
+                out.append(chunk)
+                data = member.unconsumed_tail
+                if member.eof or not (data or chunk):  # the member's end, or nothing more to come (it is cut short)
+                    break
+            if not member.eof:
+                raise _BadBody("the gzip body is cut short")
+            data = member.unused_data
+    except BaseException:
+        out.clear()  # the parts go now, not once the cyclic collector frees this frame from the exception's traceback
+        raise
     if budget is None or len(out) < 2:
         return b"".join(out)
     if not budget.take(total):  # the joined copy is made while the parts are still held: both count, for that moment
+        out.clear()
         raise _Busy(budget.held)
     try:
         joined = b"".join(out)
@@ -294,6 +299,13 @@ class OtlpHttpReceiver:
                         retry_delay_s=self._retry_delay_s,
                     ) from None
             return self._export.export_json(body, source) if media_type == JSON else self._export.export_protobuf(body, source)
+        except ExportRefused as refusal:
+            # Raised without the frames below (each holds the body) nor the exception it replaced (its frames, the
+            # gzip parts): the refusal can outlive this call in a reference cycle (an asyncio future's) until the
+            # cyclic collector runs, while the budget is given back now.
+            body = b""
+            refusal.__context__ = None
+            raise refusal.with_traceback(None) from None
         finally:
             self._inflating.give(taken[0])
 

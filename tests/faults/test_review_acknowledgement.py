@@ -25,17 +25,9 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from otel_tracefence.review.store import SQLiteReviewStore
 from otel_tracefence.service.persistent_queue import PersistentQueue
-from service_helpers import Client, RecordingUpstream, ServeProcess, agent_trace, wait_for
+from service_helpers import Client, RecordingUpstream, ServeProcess, agent_trace, fill, send_review_traces, short_deadline_client, stored, wait_for
 
 REFUSE = "CREATE TRIGGER refuse_all BEFORE INSERT ON review_items BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
-
-
-def stored(db: Path) -> set[str]:
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
-    try:
-        return {row[0] for row in conn.execute("SELECT trace_id FROM review_items")}
-    finally:
-        conn.close()
 
 
 def crashed(proc: ServeProcess) -> list[str]:
@@ -61,16 +53,6 @@ def serve(tmp_path: Path, up_port: int, db: Path, **env: str) -> ServeProcess:
         "--decision-wait-ms", "0", "--persistent-queue-dir", str(tmp_path / "queue"),
         cwd=tmp_path, **env,
     )  # fmt: skip
-
-
-def send_review_traces(client: Client, count: int) -> list[str]:
-    """``count`` review traces, one Export call each; the ids of those acknowledged."""
-    acked = []
-    for _ in range(count):
-        trace_id = agent_trace(client, review=True)
-        if client.send() is SpanExportResult.SUCCESS:
-            acked.append(trace_id)
-    return acked
 
 
 def test_review_items_held_when_the_store_fails_survive_a_sigkill_with_the_persistent_queue(tmp_path):
@@ -107,16 +89,6 @@ def test_review_items_held_when_the_store_fails_survive_a_sigkill_with_the_persi
         second.stop()
         up.stop()
     assert not crashed(first) and not crashed(second)
-
-
-def short_deadline_client(port: int) -> Client:
-    """A client whose SDK OTLP exporter gives up after 2 s: a refused Export shows as a failure, not a long retry."""
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-    client = Client(port, "billing-agent", batch=True)
-    client.exporter.shutdown(timeout_millis=100)
-    client.exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=2)
-    return client
 
 
 def _post_http(port: int, body: bytes) -> tuple[int, str | None]:
@@ -192,18 +164,6 @@ def small_volume(tmp_path, request):
 
 
 ROOM = str(256 * 1024)  # review_db_min_free_bytes on the small volume: starts, and trims its WAL once tight
-
-
-def fill(volume: Path) -> Path:
-    """Fill ``volume`` to its last byte; the filler file's path (delete it to give the space back)."""
-    filler = volume / "filler"
-    with open(filler, "wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-        except OSError:
-            pass
-    return filler
 
 
 @pytest.mark.parametrize("small_volume", [1, 4, 16], indirect=True, ids=["1MiB", "4MiB", "16MiB"])

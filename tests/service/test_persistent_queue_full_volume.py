@@ -12,12 +12,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from otel_tracefence.service.persistent_queue import PersistentQueue
-from service_helpers import raw_request, raw_span
+from service_helpers import fill, raw_request, raw_span
 
 
 @pytest.fixture
@@ -41,17 +40,6 @@ def request_of(n: int):
     trace = n.to_bytes(16, "big")
     spans = [raw_span(trace, (n * 8 + i + 1).to_bytes(8, "big"), "op", padding="x" * 2048) for i in range(4)]
     return raw_request(*spans), spans
-
-
-def fill(folder: Path) -> Path:
-    filler = folder / "filler"
-    with open(filler, "wb", buffering=0) as out:
-        try:
-            while True:
-                out.write(b"\0" * 4096)
-        except OSError:
-            pass
-    return filler
 
 
 @pytest.mark.parametrize("volume", [1, 4, 16], indirect=True, ids=["1MiB", "4MiB", "16MiB"])

@@ -8,27 +8,13 @@ import logging
 import re
 from pathlib import Path
 
-import grpc
 import pytest
 
 from otel_tracefence.service.forward import SDK_EXPORTER_LOGGER
 from otel_tracefence.service.server import TraceFenceService
-from service_helpers import RecordingUpstream, raw_request, raw_span, service_config, trace_stub, wait_for
+from service_helpers import ThrottlingUpstream, raw_request, raw_span, service_config, trace_stub, wait_for
 
 SPANS = 300
-
-
-class ThrottlingUpstream(RecordingUpstream):
-    """Refuses every Export with RESOURCE_EXHAUSTED and no RetryInfo, as a throttling backend may."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.refused = 0
-
-    def Export(self, request, context):
-        with self._lock:
-            self.refused += 1
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "throttled")
 
 
 def test_spans_refused_as_too_large_are_logged_as_a_rate(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
