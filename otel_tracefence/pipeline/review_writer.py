@@ -126,6 +126,10 @@ class ReviewWriter(Generic[P]):
         self._owed_at_stop: dict[str, None] = {}
         self._held_generation = 0
         self._held_max = config.max_traces
+        # Refusals begin at _held_max (backlog_full); the traces acknowledged before they did are still planned and
+        # reach the hold after it: room for as many again (the trace buffer's own bound), so none of them is dropped
+        # (DECISIONS 977).
+        self._held_drop_at = 2 * config.max_traces
         # Review items of traces with late spans whose update waits for REVIEW_UPDATE_INTERVAL_S:
         # trace id -> (service name, the step decisions planned meanwhile, by span and call id)
         self._deferred_reviews: OrderedDict[str, tuple[str, dict]] = OrderedDict()
@@ -385,7 +389,7 @@ class ReviewWriter(Generic[P]):
                 plan = with_steps_of(plan, known[0].steps)
             self._held_generation += 1
             self._held_reviews[plan.trace_id] = (plan, service or (known[1] if known else ""), self._held_generation)
-            while len(self._held_reviews) > self._held_max:
+            while len(self._held_reviews) > self._held_drop_at:
                 dropped.append(self._held_reviews.popitem(last=False)[0])
                 self._set_aside.pop(dropped[-1], None)
             self._start_writer()
@@ -395,7 +399,7 @@ class ReviewWriter(Generic[P]):
             self.telemetry.review_writes.add(len(dropped), {**self.telemetry.attributes, "outcome": "dropped"})
             kept = "; their spans stay in the persistent queue, planned and written again at the next start" if self._guard is not None else ""
             self.telemetry.error(
-                "review_dropped", f"{len(dropped)} review item(s) held past the bound of {self._held_max} are lost{kept}: traces {', '.join(dropped[:20])}"
+                "review_dropped", f"{len(dropped)} review item(s) held past the bound of {self._held_drop_at} are lost{kept}: traces {', '.join(dropped[:20])}"
             )
         return True
 
@@ -413,7 +417,8 @@ class ReviewWriter(Generic[P]):
     def backlog_full(self) -> bool:
         """True while the review sink fails and the items held in memory fill their bound (``config.max_traces``):
         the service refuses new Export calls then (UNAVAILABLE / 503), rather than acknowledge traces whose item
-        it would drop (DECISIONS 511). Traces acknowledged already may still take the hold past it (counted)."""
+        it would drop (DECISIONS 511). Traces acknowledged already still take the hold past it, up to twice the bound
+        before an item is dropped (counted; DECISIONS 977)."""
         return self._sink_failing() and len(self._held_reviews) >= self._held_max
 
     def _run_review_retry(self) -> None:

@@ -557,17 +557,18 @@ def test_review_items_unwritable_until_shutdown_or_past_the_bound_are_counted_an
     _immutable(db, True)
     try:
         # One Export call: once the hold is full a service refuses further calls (DECISIONS 511); the traces of
-        # a call admitted before can still take it past its bound.
-        traces = send_traces(client, 3)
-        received = upstream.wait_spans(9)
-        # Held at most max_traces: the oldest is pushed out, counted and logged with its trace id.
-        wait_for(lambda: review_counts(reader)["dropped"] == 1, what="one item dropped past the bound")
-        assert logged(caplog, "1 review item(s) held past the bound of 2 are lost: traces " + traces[0], level=logging.ERROR)
-        assert metric(reader, "tracefence.review.pending") == 2
-        service.stop(grace_s=0)  # still read-only: the last try fails, the two held items are lost
-        assert review_counts(reader) == {"ok": None, "failed": 3, "dropped": 3}
+        # a call admitted before take it past its bound, up to twice the bound (DECISIONS 977).
+        traces = send_traces(client, 5)
+        received = upstream.wait_spans(15)
+        # Held at most twice max_traces: the oldest is pushed out, counted and logged with its trace id.
+        wait_for(lambda: review_counts(reader)["dropped"] == 1, what="one item dropped past twice the bound")
+        assert logged(caplog, "1 review item(s) held past the bound of 4 are lost: traces " + traces[0], level=logging.ERROR)
+        assert metric(reader, "tracefence.review.pending") == 4
+        service.stop(grace_s=0)  # still read-only: the last try fails, the four held items are lost
+        assert review_counts(reader) == {"ok": None, "failed": 5, "dropped": 5}
         assert metric(reader, "tracefence.errors", {"error.type": "review_dropped"}) == 2
-        assert logged(caplog, f"shutdown: 2 review item(s) could not be written and are lost: traces {traces[1]}, {traces[2]}", level=logging.ERROR)
+        (line,) = logged(caplog, "shutdown: 4 review item(s) could not be written and are lost: traces ", level=logging.ERROR)
+        assert set(line.split("traces ", 1)[1].split(", ")) == set(traces[1:])
     finally:
         _immutable(db, False)
     assert stored(db) == set()
