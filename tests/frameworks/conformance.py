@@ -59,7 +59,6 @@ from tests.frameworks.isolated.matrix_tools import (  # noqa: E402 - the tools e
     lookup_customer,
     ran,
     read_call,
-    refund_order,
     send_payment,
     send_payment_slow,
     write_call,
@@ -99,9 +98,7 @@ FRAMEWORKS = [
     Framework("mcp", "MCP Python SDK", "mcp", "native", None, "mcp.server.mcpserver"),
 ]
 FRAMEWORK_BY_KEY = {f.key: f for f in FRAMEWORKS}
-NOT_INSTALLED_HERE = [
-    ("OpenAI Agents SDK under Logfire", "not in the matrix yet: logfire's instrument_openai_agents bridges the SDK's trace processors to OpenTelemetry as OpenInference's does (a row of its own); the OpenLLMetry and OpenInference rows run"),
-]
+NOT_INSTALLED_HERE: list[tuple[str, str]] = []
 
 
 def version(dist: str | None, framework: Framework | None = None) -> str:
@@ -194,84 +191,14 @@ def _run_openai_agents_openinference(scenario: str) -> list:
 
 
 def _run_openai_agents(scenario: str) -> list:
-    from agents import Agent, Runner, function_tool
-    from agents.exceptions import MaxTurnsExceeded
-
-    from tests.frameworks.test_framework_openai_agents import ScriptedModel
+    """The SDK's scripted runs (one home for every row of the SDK, ``isolated/openai_agents_scripted.py``)."""
+    from tests.frameworks.isolated.openai_agents_scripted import run
 
     if scenario == "mcp_is_error":
-        return _over_mcp(_openai_agents_over_mcp)
-    tools = {
-        "lookup_customer": function_tool(lookup_customer),
-        "create_invoice": function_tool(create_invoice),
-        "refund_order": function_tool(refund_order),  # the SDK's default failure_error_function: the error goes to the model
-    }
-    turns: list = ["done"]
-    run_kwargs: dict[str, Any] = {}
-    if scenario == "read_ok":
-        turns = [[read_call()], "done"]
-    elif scenario == "write_commits":
-        turns = [[write_call()], "done"]
-    elif scenario == "write_raises":
-        tools["charge_card"] = function_tool(charge_card, failure_error_function=None)  # the error propagates
-        turns = [[("call_c1", "charge_card", CHARGE)], "done"]
-    elif scenario == "write_times_out":
-        tools["send_payment"] = function_tool(send_payment_slow, name_override="send_payment", timeout=0.2)
-        turns = [[("call_p1", "send_payment", PAYMENT)], "done"]
-    elif scenario == "tool_error_to_model":
-        turns = [[("call_f1", "refund_order", REFUND)], "done"]
-    elif scenario == "parallel_one_fails":
-        turns = [[read_call(), ("call_f1", "refund_order", REFUND)], "done"]
-    elif scenario == "framework_retries":
-        STATE["flaky"] = True
-        turns = [[write_call("call_w1")], [write_call("call_w2")], "done"]
-    elif scenario in ("requested_never_ran", "approval_interrupt_resume"):
-        # max_turns cannot stop a requested call: the SDK runs a turn's calls before it counts the next turn.
-        # A call waiting for approval that is never given is the requested call that never ran.
-        tools["create_invoice"] = function_tool(create_invoice, needs_approval=True)
-        turns = [[write_call()], "done"]
-    else:
-        raise CannotProduce(scenario)
-    agent = Agent(name="billing", model=ScriptedModel(turns), tools=list(tools.values()))
+        return _over_mcp(lambda server: run(scenario, mcp_server=server))
     with Collector() as collected:
-        if tools["create_invoice"].needs_approval is True:
-            from agents import trace
-
-            async def session():
-                with trace("billing session"):
-                    result = await Runner.run(agent, "bill customer a")
-                    if scenario == "requested_never_ran":
-                        return result
-                    state = result.to_state()
-                    for item in result.interruptions:
-                        state.approve(item)
-                    return await Runner.run(agent, state)
-
-            asyncio.run(session())
-        else:
-            try:
-                Runner.run_sync(agent, "bill customer a", **run_kwargs)
-            except (RuntimeError, MaxTurnsExceeded):
-                pass
-            except Exception as exc:  # the SDK wraps a propagated tool error in UserError / AgentsException
-                if type(exc).__module__.split(".")[0] != "agents":
-                    raise
+        run(scenario)
     return collected.spans()
-
-
-def _openai_agents_over_mcp(server: dict) -> None:
-    """The agent's tools are the billing MCP server's (agents.mcp.MCPServerStdio); the model asks for the charge."""
-    from agents import Agent, Runner
-    from agents.mcp import MCPServerStdio
-
-    from tests.frameworks.test_framework_openai_agents import ScriptedModel
-
-    async def main():
-        async with MCPServerStdio(params=server) as mcp_server:
-            agent = Agent(name="billing", model=ScriptedModel([[("call_c1", "charge_card", CHARGE)], "done"]), mcp_servers=[mcp_server])
-            await Runner.run(agent, "charge customer a")
-
-    asyncio.run(main())
 
 
 # -- pydantic-ai (native instrumentation) -----------------------------------------------------------------------------

@@ -22,7 +22,6 @@ to them by tool name and canonical arguments.
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 
@@ -36,10 +35,7 @@ from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agents import Agent, ModelResponse, Runner, Usage, function_tool
-from agents.models.interface import Model
-from agents.tracing import response_span
-from openai.types.responses import Response, ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from agents import Agent, Runner, function_tool
 
 from otel_tracefence.core.config import ToolRule, TraceFenceConfig
 from otel_tracefence.agent.instrument import declare
@@ -48,6 +44,7 @@ from otel_tracefence.normalize import from_readable
 from otel_tracefence.pipeline.plan import plan_spans
 from otel_tracefence.sdk import TraceFenceSpanProcessor
 from framework_helpers import plan_of_spans as plan_of, sha, SWITCH, global_provider, server_views
+from tests.frameworks.isolated.openai_agents_scripted import ScriptedModel  # the matrix's scripted model (one home)
 
 
 
@@ -58,37 +55,6 @@ def _instrumented():
     instrumentor.instrument(tracer_provider=global_provider())
     yield
     instrumentor.uninstrument()
-
-
-class ScriptedModel(Model):
-    """Each turn is a list of (call_id, tool, arguments) function calls, or a final text."""
-
-    def __init__(self, turns):
-        self.turns = list(turns)
-
-    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing, *, previous_response_id=None, conversation_id=None, prompt=None):
-        turn = self.turns.pop(0)
-        if isinstance(turn, str):
-            output = [
-                ResponseOutputMessage(
-                    id="msg_final", type="message", role="assistant", status="completed", content=[ResponseOutputText(type="output_text", text=turn, annotations=[])]
-                )
-            ]
-        else:
-            output = [
-                ResponseFunctionToolCall(type="function_call", call_id=call_id, name=name, arguments=json.dumps(arguments), id=f"fc_{call_id}", status="completed")
-                for call_id, name, arguments in turn
-            ]
-        with response_span(disabled=tracing.is_disabled()) as span:
-            if tracing.include_data():
-                span.span_data.response = Response(
-                    id=f"resp_{len(self.turns)}", created_at=0, model="scripted", object="response", output=output, parallel_tool_calls=True, tool_choice="auto", tools=[]
-                )
-                span.span_data.input = input
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
-
-    def stream_response(self, *args, **kwargs):
-        raise NotImplementedError("not scripted")
 
 
 SEEN: dict = {}
