@@ -28,7 +28,7 @@ from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
     DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
-from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_TEXTS
+from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_MARKS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
 
 
@@ -200,10 +200,16 @@ def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
 
 def redacted(value: Any) -> bool:
     """True when a recorded value (text, or a JSON string's canonical text) is a producer's stand-in for a value it
-    was told to hide (``framework_texts.REDACTED_VALUES``, docs/DECISIONS.md 952)."""
+    was told to hide (``framework_texts.REDACTED_VALUES``, docs/DECISIONS.md 952), or holds a producer's mark of a
+    part it hid (``framework_texts.REDACTED_MARKS``: Logfire's scrubbing, 986)."""
     if not isinstance(value, str) or not value:
         return False
-    return value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS)
+    if value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS):
+        return True
+    for _, mark, _ in REDACTED_MARKS:
+        if mark in value:
+            return True
+    return False
 
 
 _RESULT_WORD = re.compile(r"(?i)output|result|respon|return")  # the prefilter: a key holding none names no result

@@ -117,3 +117,10 @@ REDACTED_VALUES = (
     ("hand-written scrubbers", "[omitted]", "a common mask"),
 )
 REDACTED_TEXTS = frozenset(text for _, text, _ in REDACTED_VALUES)
+# A producer's mark of a part of a value it hid: a value holding one anywhere (a whole value, or one field of a JSON
+# object) is no value either, as a stand-in is (producer, the mark, where it was read; docs/DECISIONS.md 986).
+REDACTED_MARKS = (
+    ("logfire", "[Scrubbed due to '",
+     "pydantic/logfire 5.6 logfire/_internal/scrubbing.py: a value whose key or text matches a scrubbing pattern "
+     "(password, secret, auth, session, ...) is replaced with [Scrubbed due to '<the matched text>'], on by default"),
+)

@@ -41,6 +41,8 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
     if declared is not None:
         if not isinstance(declared, str) or not declared:
             return MalformedField("idempotency_key", f"idempotency key ({described(declared)}) is not a non-empty string")
+        if redacted(declared):  # a scrubber's mark: the key is hidden, never read as the key (DECISIONS 986)
+            return MalformedField("idempotency_key", f"idempotency key ({described(declared)}) is a producer's stand-in for a hidden value")
         return declared
     rule = config.rule_for(tool) if tool else None
     paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments

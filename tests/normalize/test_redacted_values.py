@@ -73,3 +73,30 @@ def test_a_model_output_that_is_shown_holds_nothing():
 def test_a_write_whose_result_is_a_scrubbers_mask_is_held(stand_in):
     cls, steps, _ = plan_of(root(), tool("e1" * 8, "create_invoice", "write", '{"amount": 5}', stand_in))
     assert (cls, steps) == ("review", [("create_invoice", "review", ("write_outcome_unrecorded", "result_not_recorded"))])
+
+
+SCRUBBED = "[Scrubbed due to 'session']"  # Logfire's scrubbing mark (DECISIONS 986)
+
+
+@pytest.mark.parametrize("output", [SCRUBBED, json.dumps({"invoice": "inv_1", "session_id": SCRUBBED})], ids=["whole", "one-field"])
+def test_a_write_whose_result_holds_a_scrubbing_mark_is_held_never_injected(output):
+    cls, steps, _ = plan_of(root(), tool("e1" * 8, "create_invoice", "write", '{"amount": 5}', output))
+    assert (cls, steps) == ("review", [("create_invoice", "review", ("write_outcome_unrecorded", "result_not_recorded"))])
+
+
+def test_two_writes_whose_arguments_hold_a_scrubbing_mark_are_not_compared():
+    hidden = json.dumps({"customer": "a", "auth_token": SCRUBBED})
+    cls, steps, _ = plan_of(
+        root(), tool("e1" * 8, "create_invoice", "write", hidden, '"inv_1"'), tool("e2" * 8, "create_invoice", "write", hidden, '"inv_2"'),
+    )
+    assert (cls, [reasons for _, _, reasons in steps]) == (
+        "review", [("repeat_arguments_uncompared", "arguments_hidden"), ("repeat_arguments_uncompared", "arguments_hidden")],
+    )
+
+
+def test_a_scrubbed_idempotency_key_label_is_no_key():
+    span = tool("e1" * 8, "create_invoice", "write", '{"amount": 5}', '"inv_1"')
+    span["attributes"].append({"key": "tracefence.idempotency_key", "value": {"stringValue": SCRUBBED}})
+    cls, steps, messages = plan_of(root(), span)
+    assert (cls, steps) == ("review", [("create_invoice", "review", ("malformed_idempotency_key",))])
+    assert messages == ["idempotency key (a string of 27 characters) is a producer's stand-in for a hidden value"]
