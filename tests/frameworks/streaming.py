@@ -11,20 +11,25 @@ and the run's own trace as one planning fewer calls. Each expected value is the 
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from framework_helpers import through_the_cli
+from otel_tracefence.pipeline.documents import plan_text
 from otel_tracefence.otlp.json_writer import OtlpJsonFileSpanExporter
 from tests.frameworks import conformance as matrix
 
 
 def plans(spans: Sequence[ReadableSpan], framework: str) -> list[tuple[str, list]]:
-    """Each trace's plan among ``spans`` under the matrix's configuration for ``framework``: ``[(class, steps)]``."""
-    made = through_the_cli(spans, matrix._config(framework))
+    """Each trace's plan among ``spans`` under the matrix's configuration for ``framework``: ``[(class, steps)]``. The
+    CLI's input errors may only name spans it still planned (held), never a span it dropped."""
+    text = io.StringIO()
+    OtlpJsonFileSpanExporter(text).export(list(spans))
+    made, errors = plan_text(text.getvalue(), "auto", matrix._config(framework))
+    assert [e for e in errors if not e.planned] == []
     return [(p.replay_class.name, sorted((d.step.tool, d.decision.name.lower(), tuple(d.reasons)) for d in p.steps)) for p in made]
 
 
