@@ -3,7 +3,8 @@
 A streamed run is planned as ``tracefence plan`` plans a file: every trace its spans make is planned on its own, so a
 tool span that lost the run's context while the stream was consumed (a root of its own trace) shows as a second plan,
 and the run's own trace as one planning fewer calls. Each expected value is the list of the run's trace plans, one
-``(class, sorted steps)`` per trace (a step: ``(tool, decision, reasons)``), in the order the CLI reads them.
+``(class, sorted steps)`` per trace (a step: ``(tool, decision, reasons)``; the class None: a trace with no tool
+step, which no class is given), in the order the CLI reads them.
 
 ``TRACEFENCE_STREAM_TRIALS`` (a folder), when set, receives each run's spans as OTLP/JSON under
 ``<framework>/<scenario>.otlp.json``, so the traces can be planned again by hand.
@@ -30,7 +31,7 @@ def plans(spans: Sequence[ReadableSpan], framework: str) -> list[tuple[str, list
     OtlpJsonFileSpanExporter(text).export(list(spans))
     made, errors = plan_text(text.getvalue(), "auto", matrix._config(framework))
     assert [e for e in errors if not e.planned] == []
-    return [(p.replay_class.name, sorted((d.step.tool, d.decision.name.lower(), tuple(d.reasons)) for d in p.steps)) for p in made]
+    return [(p.replay_class.name if p.replay_class else None, sorted((d.step.tool, d.decision.name.lower(), tuple(d.reasons)) for d in p.steps)) for p in made]
 
 
 def expected(replay_class: str, *steps: tuple) -> list[tuple[str, list]]:

@@ -14,7 +14,7 @@ Agno's own features, where it has them: a tool hook raising ``StopAgentRun`` (th
 requirement is confirmed); ``tool_call_limit``; ``MCPTools`` over stdio against the billing MCP server (its
 ``timeout_seconds`` is the framework's own tool timeout). Extra scenarios outside the matrix (named on the command
 line): ``tool_call_limit``, ``mcp_commits``, ``stream_write_commits``, ``stream_tool_error_to_model``,
-``hook_swallows_error``; content capture off is OpenInference's ``OPENINFERENCE_HIDE_INPUTS`` /
+``stream_write_raises``, ``stream_parallel_one_fails``, ``stream_requested_never_ran``, ``hook_swallows_error``; content capture off is OpenInference's ``OPENINFERENCE_HIDE_INPUTS`` /
 ``OPENINFERENCE_HIDE_OUTPUTS`` in the runner's environment (``TraceConfig`` reads them).
 """
 
@@ -142,6 +142,12 @@ def _run(turns: list, tools: list, *, asynchronous: bool = False, stream: bool =
         if stream:
             return list(agent.run("bill customer a", stream=True))
         return agent.run("bill customer a")
+    if stream:  # arun(stream=True): an async iterator of the run's events (its calls run with asyncio.gather)
+
+        async def consume():
+            return [event async for event in agent.arun("bill customer a", stream=True)]
+
+        return asyncio.run(consume())
 
     async def go():
         mcp = [t for t in tools if isinstance(t, MCPTools)]
@@ -208,6 +214,12 @@ def _extra(scenario: str) -> None:
         _run([[write_call()], "done"], _tools(), stream=True)
     elif scenario == "stream_tool_error_to_model":
         _run([[("call_f1", "refund_order", REFUND)], "done"], _tools(), stream=True)
+    elif scenario == "stream_write_raises":
+        _run([[("call_c1", "charge_card", CHARGE)], "done"], _tools(), stream=True, tool_hooks=[stop_run_on_error])
+    elif scenario == "stream_parallel_one_fails":
+        _run([[read_call(), ("call_f1", "refund_order", REFUND)], "done"], _tools(), asynchronous=True, stream=True)
+    elif scenario == "stream_requested_never_ran":  # a call waiting for confirmation, never confirmed (the stream ends paused)
+        _run([[write_call()], "done"], _tools(create_invoice=tool(requires_confirmation=True)(create_invoice)), stream=True)
     elif scenario == "hook_swallows_error":
         _run([[("call_f1", "refund_order", REFUND)], "done"], _tools(), tool_hooks=[swallow_error])
     else:
