@@ -4,7 +4,7 @@ A streamed run is planned as ``tracefence plan`` plans a file: every trace its s
 tool span that lost the run's context while the stream was consumed (a root of its own trace) shows as a second plan,
 and the run's own trace as one planning fewer calls. Each expected value is the list of the run's trace plans, one
 ``(class, sorted steps)`` per trace (a step: ``(tool, decision, reasons)``; the class None: a trace with no tool
-step, which no class is given), in the order the CLI reads them.
+step, which no class is given), sorted (:func:`traces`).
 
 ``TRACEFENCE_STREAM_TRIALS`` (a folder), when set, receives each run's spans as OTLP/JSON under
 ``<framework>/<scenario>.otlp.json``, so the traces can be planned again by hand.
@@ -26,12 +26,20 @@ from tests.frameworks import conformance as matrix
 
 def plans(spans: Sequence[ReadableSpan], framework: str) -> list[tuple[str, list]]:
     """Each trace's plan among ``spans`` under the matrix's configuration for ``framework``: ``[(class, steps)]``. The
-    CLI's input errors may only name spans it still planned (held), never a span it dropped."""
+    CLI's input errors may only name spans it still planned (held), never a span it dropped. No span: no plan."""
+    if not spans:
+        return []
     text = io.StringIO()
     OtlpJsonFileSpanExporter(text).export(list(spans))
     made, errors = plan_text(text.getvalue(), "auto", matrix._config(framework))
     assert [e for e in errors if not e.planned] == []
-    return [(p.replay_class.name if p.replay_class else None, sorted((d.step.tool, d.decision.name.lower(), tuple(d.reasons)) for d in p.steps)) for p in made]
+    return traces(*((p.replay_class.name if p.replay_class else None, sorted((d.step.tool, d.decision.name.lower(), tuple(d.reasons)) for d in p.steps)) for p in made))
+
+
+def traces(*planned: tuple) -> list[tuple[str | None, list]]:
+    """Several traces' plans ``(class, steps)`` in one order (by class, no class first, then steps): what a run of
+    several traces should make, compared with :func:`plans`."""
+    return sorted(((c, sorted(steps)) for c, steps in planned), key=lambda p: (p[0] or "", p[1]))
 
 
 def expected(replay_class: str, *steps: tuple) -> list[tuple[str, list]]:

@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from case_spans import readable_spans_of
 from tests.frameworks.isolated import envs
 from tests.frameworks.matrix_table import COMMITTED, READ_OK
-from tests.frameworks.streaming import expected, plans, save
+from tests.frameworks.streaming import expected, plans, save, traces
 
 U = "arguments_unwrapped"  # OpenLLMetry's LangChain spans wrap a call's arguments ({"inputs": ...})
 UNRAN = ("create_invoice", "review", ("effect_unknown", "requested_not_recorded"))
@@ -35,6 +35,8 @@ def _expected(wrapped: bool) -> dict:
         "stream_abandoned_after_request": expected("REVIEW", UNRAN),
         # the cancelled tool's span ends ERROR (CancelledError): the write's outcome is unknown
         "stream_async_cancelled_during_write": expected("REVIEW", ("send_payment", "review", ("write_status_unknown", *u))),
+        # in one thread, an abandoned stream then the next run: two traces (the abandoned run's context is not left current)
+        "stream_abandoned_then_run": traces(("REVIEW", [UNRAN]), ("INJECTED", [(*COMMITTED[:2], (*COMMITTED[2], *u))])),
     }
 
 

@@ -197,6 +197,10 @@ def streamed(scenario: str) -> None:
         "stream_abandoned_after_request": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
         "stream_async_cancelled_during_write": (turn(("call_p1", "send_payment", PAYMENT)), lambda: ToolNode([on_its_span(send_payment_slow, "send_payment")])),
     }
+    if scenario == "stream_abandoned_then_run":  # in one thread: an abandoned stream, then the next (plain) run
+        streamed("stream_abandoned_after_request")
+        create_react_agent(model(turn(write_call("call_w2"))), ToolNode(tools(*WRITE_TOOLS))).invoke({"messages": [("user", "bill customer b")]})
+        return
     if scenario not in nodes:
         raise CannotProduce(scenario)
     asked, node = nodes[scenario]
