@@ -5,7 +5,7 @@ The LangGraph runner's extra scenarios ``stream_*`` (tests/frameworks/isolated/l
 row loads): the model streams each turn as one ``AIMessageChunk`` with ``tool_call_chunks`` (a provider's streamed
 tool calls), the run has no enclosing span (as users run it), and the consumer reads every event, or stops reading
 once the model's turn asking for the write streamed (``stream_abandoned_after_request``), or is cancelled while the
-write runs (``stream_async_cancelled_during_write``). Each run's expected plan is the rules' (one trace per run).
+write runs (``stream_async_cancelled_during_write``); ``stream_events_*`` consume ``astream_events(version="v2")``. Each run's expected plan is the rules' (one trace per run).
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ def _expected(wrapped: bool) -> dict:
         "stream_abandoned_after_request": expected("REVIEW", UNRAN),
         # the cancelled tool's span ends ERROR (CancelledError): the write's outcome is unknown
         "stream_async_cancelled_during_write": expected("REVIEW", ("send_payment", "review", ("write_status_unknown", *u))),
+        # astream_events(version="v2"): every event consumed, or the consumer stopping at the model's tool calls
+        "stream_events_write_commits": expected("INJECTED", (*COMMITTED[:2], (*COMMITTED[2], *u))),
+        "stream_events_parallel_one_fails": parallel,
+        "stream_events_abandoned_after_request": expected("REVIEW", UNRAN),
         # in one thread, an abandoned stream then the next run: two traces (the abandoned run's context is not left current)
         "stream_abandoned_then_run": traces(("REVIEW", [UNRAN]), ("INJECTED", [(*COMMITTED[:2], (*COMMITTED[2], *u))])),
     }

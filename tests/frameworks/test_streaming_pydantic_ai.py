@@ -1,6 +1,7 @@
 """pydantic-ai run streamed, under its native instrumentation (``InstrumentationSettings``, content included): the
-matrix's scenarios through ``Agent.run_stream`` (its text streamed to the end) and ``Agent.run_stream_events`` (every
-event consumed, or the consumer stopping once the model's turn asking for the write streamed).
+matrix's scenarios through ``Agent.run_stream`` (its text streamed to the end), ``Agent.run_stream_events`` (every
+event consumed, or the consumer stopping once the model's turn asking for the write streamed) and ``Agent.iter`` (the
+run's nodes walked, each model request streamed; or the caller stopping before the node that runs the calls).
 
 The model is pydantic-ai's ``FunctionModel`` with a ``stream_function``: each scripted turn streams as a provider's
 does, one ``DeltaToolCall`` per call (name, JSON arguments, call id), or the text. Each run's expected plan is the
@@ -52,6 +53,11 @@ EXPECTED = {
     "stream_events_parallel_one_fails": expected("REVIEW", READ_OK, REFUSED),
     "stream_events_write_raises": expected("REVIEW", CHARGED),
     "stream_events_abandoned_after_request": expected("REVIEW", UNRAN),
+    # Agent.iter: the run's graph walked node by node, each model request's events streamed (node.stream)
+    "stream_iter_write_commits": expected("INJECTED", COMMITTED),
+    "stream_iter_parallel_one_fails": expected("REVIEW", READ_OK, REFUSED),
+    # the caller stops iterating at the node that would run the requested calls
+    "stream_iter_abandoned_after_request": expected("REVIEW", UNRAN),
 }
 
 
@@ -63,7 +69,7 @@ def refund_retry(order: str, amount_cents: int) -> str:
 
 
 def _turns(scenario: str) -> list:
-    name = scenario.removeprefix("stream_events_").removeprefix("stream_")
+    name = scenario.removeprefix("stream_events_").removeprefix("stream_iter_").removeprefix("stream_")
     return {
         "write_commits": [[write_call()]],
         "write_raises": [[("call_c1", "charge_card", CHARGE)]],
@@ -92,6 +98,8 @@ def _agent(scenario: str) -> Agent:
 async def _run(scenario: str) -> None:
     agent = _agent(scenario)
     limits = UsageLimits(tool_calls_limit=0) if scenario == "stream_requested_never_ran" else None
+    if scenario.startswith("stream_iter_"):
+        return await _iterate(agent, abandon=scenario.endswith("abandoned_after_request"))
     if not scenario.startswith("stream_events_"):
         async with agent.run_stream("bill customer a", usage_limits=limits) as result:
             async for _text in result.stream_text():
@@ -101,6 +109,17 @@ async def _run(scenario: str) -> None:
         async for event in events:
             if scenario.endswith("abandoned_after_request") and event.event_kind == "part_end":
                 break  # the consumer stops reading once the model's turn asking for the write streamed
+
+
+async def _iterate(agent: Agent, abandon: bool) -> None:
+    async with agent.iter("bill customer a") as run:
+        async for node in run:
+            if Agent.is_model_request_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for _event in events:
+                        pass
+            elif Agent.is_call_tools_node(node) and abandon and node.model_response.tool_calls:
+                break  # the caller stops before the node that runs the requested calls
 
 
 @pytest.fixture(scope="module")
@@ -125,4 +144,5 @@ def test_a_streamed_run_plans_as_the_rules_say(streamed, scenario):
 
 
 def test_the_abandoned_and_limited_runs_never_ran_the_write(streamed):
-    assert [streamed[s, "ran"] for s in ("stream_requested_never_ran", "stream_events_abandoned_after_request")] == [{}, {}]
+    unran = ("stream_requested_never_ran", "stream_events_abandoned_after_request", "stream_iter_abandoned_after_request")
+    assert [streamed[s, "ran"] for s in unran] == [{}, {}, {}]

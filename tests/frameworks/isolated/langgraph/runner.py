@@ -195,6 +195,9 @@ def streamed(scenario: str) -> None:
         "stream_async_parallel_one_fails": (turn(read_call(), ("call_f1", "refund_order", REFUND)), _parallel_node),
         "stream_requested_never_ran": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
         "stream_abandoned_after_request": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_events_write_commits": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_events_parallel_one_fails": (turn(read_call(), ("call_f1", "refund_order", REFUND)), _parallel_node),
+        "stream_events_abandoned_after_request": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
         "stream_async_cancelled_during_write": (turn(("call_p1", "send_payment", PAYMENT)), lambda: ToolNode([on_its_span(send_payment_slow, "send_payment")])),
     }
     if scenario == "stream_abandoned_then_run":  # in one thread: an abandoned stream, then the next (plain) run
@@ -210,6 +213,8 @@ def streamed(scenario: str) -> None:
     try:
         if scenario == "stream_async_cancelled_during_write":
             asyncio.run(_cancelled_while_writing(agent, modes))
+        elif scenario.startswith("stream_events_"):
+            asyncio.run(_events(agent, abandon=scenario.endswith("abandoned_after_request")))
         elif scenario.startswith("stream_async_"):
 
             async def consume():
@@ -223,6 +228,17 @@ def streamed(scenario: str) -> None:
                     break  # the consumer (a chat UI whose user left) stops reading once the model's turn streamed
     except GraphRecursionError:
         STATE["stopped"] = True
+
+
+async def _events(agent, abandon: bool) -> None:
+    """``astream_events(version="v2")``, as LangChain chat UIs consume a run; ``abandon``: the consumer stops reading
+    at the model's end event holding the tool calls (the generator closed)."""
+    events = agent.astream_events(ASK, version="v2")
+    async for event in events:
+        if abandon and event["event"] == "on_chat_model_end" and event["data"]["output"].tool_calls:
+            break
+    await events.aclose()
+    await asyncio.sleep(0.3)  # the closed run's callbacks (its spans' ends) run on the loop after
 
 
 async def _cancelled_while_writing(agent, modes) -> None:
