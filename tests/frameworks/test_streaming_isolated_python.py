@@ -1,5 +1,5 @@
-"""Google ADK and Semantic Kernel run streamed, each in its own environment (the rows ``google_adk``,
-``semantic_kernel``), through their runners' extra scenarios ``stream_*``.
+"""Google ADK, Semantic Kernel and DSPy run streamed, each in its own environment (the rows ``google_adk``,
+``semantic_kernel``, ``dspy``), through their runners' extra scenarios ``stream_*``.
 
 * Google ADK: ``RunConfig(streaming_mode=StreamingMode.SSE)`` (the model called with ``stream=True``, its text in a
   partial response first), every event of ``run_async`` consumed, with no enclosing span; and
@@ -9,6 +9,8 @@
   ``trace_streaming_chat_completion`` spans; the function calls in one streamed chunk), every chunk consumed, with no
   enclosing span. SK's streamed chat span records only ``gen_ai.response.finish_reason`` (no output messages), as
   its non-streamed one: a call an approval filter denied is held by that finish reason.
+* DSPy: ``dspy.streamify`` over ReAct (the program run in a worker thread, its output streamed), consumed to the end,
+  under OpenInference's DSPy instrumentation.
 
 Each run's expected plan is the rules' (one trace per run).
 """
@@ -20,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from case_spans import readable_spans_of
 from tests.frameworks.isolated import envs
-from tests.frameworks.matrix_table import COMMITTED, READ_OK
+from tests.frameworks.matrix_table import COMMITTED, READ_OK, U, oi
 from tests.frameworks.streaming import expected, plans, save
 
 
@@ -44,6 +46,12 @@ EXPECTED = {
         "stream_parallel_one_fails": expected("REVIEW", sk(READ_OK), ("billing-refund_order", "review", ("write_error",))),
         # an auto function invocation filter denies the write: no execute_tool span; the chat span's finish reason holds
         "stream_requested_never_ran": expected("REVIEW", ("chat scripted-model", "review", ("unrecognized_tool_span", "effect_unknown", "arguments_not_recorded"))),
+    },
+    "dspy": {
+        "stream_write_commits": expected("INJECTED", oi(COMMITTED), ("finish", "replay", ("declared_read", U))),
+        "stream_write_raises": expected("REVIEW", ("charge_card", "review", ("write_error", U)), ("finish", "replay", ("declared_read", U))),
+        # a call to a tool the agent lacks: the adapters cannot parse the turn, the run ends before any tool ran
+        "stream_requested_never_ran": expected("REVIEW", ("delete_customer", "review", ("effect_unknown", "requested_not_recorded"))),
     },
 }
 CASES = [(key, scenario) for key, table in EXPECTED.items() for scenario in table]
