@@ -99,6 +99,12 @@ export function mastraScenarios({ mastraTool, mastraWith, flush, agentFields = {
   }
 
   return async function run(scenario) {
+    // stream_<scenario>: the same run through agent.stream, its fullStream consumed to the end (requested_never_ran
+    // and approval_interrupt_resume stream already); stream_abandoned_after_request: the consumer stops reading at the
+    // model's tool call (a chat UI whose user left)
+    const streamed = scenario.startsWith("stream_");
+    const abandon = scenario === "stream_abandoned_after_request";
+    scenario = abandon ? "write_commits" : streamed ? scenario.slice("stream_".length) : scenario;
     const tools = {
       lookup_customer: mastraTool("lookup_customer"),
       create_invoice: mastraTool("create_invoice"),
@@ -137,6 +143,16 @@ export function mastraScenarios({ mastraTool, mastraWith, flush, agentFields = {
       throw new CannotProduce(scenario);
     }
     const billing = billingAgent(scripted(turns), tools);
-    await inSession((tracingOptions) => billing.generate("bill customer a", { ...options, tracingOptions }));
+    if (!streamed) {
+      await inSession((tracingOptions) => billing.generate("bill customer a", { ...options, tracingOptions }));
+      return;
+    }
+    await inSession(async (tracingOptions) => {
+      const result = await billing.stream("bill customer a", { ...options, tracingOptions });
+      for await (const chunk of result.fullStream) {
+        if (abandon && chunk.type === "tool-call") break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200)); // what an abandoned stream still runs, and its spans' ends
+    });
   };
 }

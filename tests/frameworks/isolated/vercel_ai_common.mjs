@@ -46,6 +46,38 @@ function scripted(MockModel, turns) {
   });
 }
 
+/** A scripted model that streams (`doStream`): each turn one stream of the provider's parts, a `tool-call` part per
+ * call (the whole input at once, as a provider's finished call) or the text, then `finish`. `v3`: the LanguageModelV3
+ * finish reason and usage shapes (AI SDK 6, 7), else V2's (AI SDK 5). */
+export function streamingModel(MockModel, turns, v3 = true) {
+  let at = 0;
+  const usage = v3
+    ? { inputTokens: { total: 10, noCache: 10, cacheRead: undefined, cacheWrite: undefined }, outputTokens: { total: 5, text: 5, reasoning: undefined } }
+    : { inputTokens: 10, outputTokens: 5, totalTokens: 15 };
+  const finish = (reason, raw) => ({ type: "finish", finishReason: v3 ? { unified: reason, raw } : reason, usage });
+  return new MockModel({
+    doStream: async () => {
+      const turn = at < turns.length ? turns[at] : "done";
+      at += 1;
+      const parts = [{ type: "stream-start", warnings: [] }];
+      if (typeof turn === "string") {
+        parts.push({ type: "text-start", id: "t1" }, { type: "text-delta", id: "t1", delta: turn }, { type: "text-end", id: "t1" }, finish("stop", "stop"));
+      } else {
+        parts.push(...turn.map(([toolCallId, toolName, args]) => ({ type: "tool-call", toolCallId, toolName, input: JSON.stringify(args) })), finish("tool-calls", "tool_calls"));
+      }
+      return { stream: new ReadableStream({ start(controller) { parts.forEach((part) => controller.enqueue(part)); controller.close(); } }) };
+    },
+  });
+}
+
+/** Consume a streamed run's `fullStream` to its end, or (`abandon`) stop reading once the model's tool call streamed
+ * (the consumer, a chat UI whose user left, cancels the stream). */
+export async function consume(result, abandon = false) {
+  for await (const part of result.fullStream) {
+    if (abandon && part.type === "tool-call") break;
+  }
+}
+
 /** The tool catches its failure and hands it to the model itself: it returns { error }, which toModelOutput turns
  * into an error-text part (the model sees an error; the SDK records the raw output as the result). */
 async function refundHandingErrorToModel(args) {
@@ -97,7 +129,28 @@ export function vercelAgentRunner({ ai, MockModel, telemetry, mcpClient, StdioTr
     }
   }
 
+  /** The matrix's scenarios streamed (`agent.stream`, its fullStream consumed), with no enclosing span: as users run it. */
+  async function streamed(scenario) {
+    const tools = { lookup_customer: aiTool("lookup_customer"), create_invoice: aiTool("create_invoice"), refund_order: aiTool("refund_order") };
+    const turns = {
+      stream_write_commits: [[writeCall()], "done"],
+      stream_write_raises: [[["call_c1", "charge_card", CHARGE]], "done"],
+      stream_tool_error_to_model: [[["call_f1", "refund_order", REFUND]], "done"],
+      stream_parallel_one_fails: [[readCall(), ["call_f1", "refund_order", REFUND]], "done"],
+      stream_requested_never_ran: [[writeCall()], "done"],
+      stream_abandoned_after_request: [[writeCall()], "done"],
+    }[scenario];
+    if (!turns) throw new CannotProduce(scenario);
+    tools.charge_card = aiTool("charge_card", charge_card);
+    if (scenario === "stream_tool_error_to_model") tools.refund_order = aiTool("refund_order", refundHandingErrorToModel, { toModelOutput: refundModelOutput });
+    if (scenario === "stream_requested_never_ran") tools.create_invoice = aiTool("create_invoice", PLAIN_TOOLS.create_invoice, { needsApproval: true });
+    const billing = new ToolLoopAgent({ model: streamingModel(MockModel, turns), tools, stopWhen: stepCountIs(5), ...telemetry });
+    await consume(await billing.stream({ prompt: "bill customer a" }), scenario === "stream_abandoned_after_request");
+    await new Promise((resolve) => setTimeout(resolve, 200)); // what an abandoned stream still runs, and its spans' ends
+  }
+
   return async function run(scenario) {
+    if (scenario.startsWith("stream_")) return streamed(scenario);
     if (scenario === "mcp_is_error") return mcpIsError();
     const tools = {
       lookup_customer: aiTool("lookup_customer"),

@@ -14,7 +14,8 @@ Agno's own features, where it has them: a tool hook raising ``StopAgentRun`` (th
 requirement is confirmed); ``tool_call_limit``; ``MCPTools`` over stdio against the billing MCP server (its
 ``timeout_seconds`` is the framework's own tool timeout). Extra scenarios outside the matrix (named on the command
 line): ``tool_call_limit``, ``mcp_commits``, ``stream_write_commits``, ``stream_tool_error_to_model``,
-``hook_swallows_error``; content capture off is OpenInference's ``OPENINFERENCE_HIDE_INPUTS`` /
+``stream_write_raises``, ``stream_parallel_one_fails``, ``stream_requested_never_ran``, ``stream_abandoned_after_request``,
+``stream_abandoned_then_run``, ``hook_swallows_error``; content capture off is OpenInference's ``OPENINFERENCE_HIDE_INPUTS`` /
 ``OPENINFERENCE_HIDE_OUTPUTS`` in the runner's environment (``TraceConfig`` reads them).
 """
 
@@ -136,12 +137,28 @@ def _agent(turns: list, tools: list, **settings) -> Agent:
     return Agent(name="billing", model=ScriptedModel(script=list(turns)), tools=tools, instructions="bill the customer", telemetry=False, **settings)
 
 
-def _run(turns: list, tools: list, *, asynchronous: bool = False, stream: bool = False, **settings) -> Any:
+def _run(turns: list, tools: list, *, asynchronous: bool = False, stream: bool | str = False, **settings) -> Any:
     agent = _agent(turns, tools, **settings)
     if not asynchronous:
+        if stream == "abandon":  # the consumer stops reading at the first tool call event (a chat UI whose user left)
+            events = agent.run("bill customer a", stream=True, stream_events=True)  # the run's events, tool calls too
+            for event in events:
+                if "ToolCallStarted" in type(event).__name__:
+                    STATE["abandoned_at"] = type(event).__name__
+                    break
+            events.close()
+            if "abandoned_at" not in STATE:
+                raise RuntimeError("the stream showed no tool call")
+            return None
         if stream:
             return list(agent.run("bill customer a", stream=True))
         return agent.run("bill customer a")
+    if stream:  # arun(stream=True): an async iterator of the run's events (its calls run with asyncio.gather)
+
+        async def consume():
+            return [event async for event in agent.arun("bill customer a", stream=True)]
+
+        return asyncio.run(consume())
 
     async def go():
         mcp = [t for t in tools if isinstance(t, MCPTools)]
@@ -208,6 +225,17 @@ def _extra(scenario: str) -> None:
         _run([[write_call()], "done"], _tools(), stream=True)
     elif scenario == "stream_tool_error_to_model":
         _run([[("call_f1", "refund_order", REFUND)], "done"], _tools(), stream=True)
+    elif scenario == "stream_write_raises":
+        _run([[("call_c1", "charge_card", CHARGE)], "done"], _tools(), stream=True, tool_hooks=[stop_run_on_error])
+    elif scenario == "stream_parallel_one_fails":
+        _run([[read_call(), ("call_f1", "refund_order", REFUND)], "done"], _tools(), asynchronous=True, stream=True)
+    elif scenario == "stream_requested_never_ran":  # a call waiting for confirmation, never confirmed (the stream ends paused)
+        _run([[write_call()], "done"], _tools(create_invoice=tool(requires_confirmation=True)(create_invoice)), stream=True)
+    elif scenario == "stream_abandoned_after_request":
+        _run([[write_call()], "done"], _tools(), stream="abandon")
+    elif scenario == "stream_abandoned_then_run":  # in one thread: an abandoned stream, then the next (plain) run
+        _run([[write_call()], "done"], _tools(), stream="abandon")
+        _run([[write_call("call_w2")], "done"], _tools())
     elif scenario == "hook_swallows_error":
         _run([[("call_f1", "refund_order", REFUND)], "done"], _tools(), tool_hooks=[swallow_error])
     else:

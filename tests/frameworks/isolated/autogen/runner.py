@@ -97,9 +97,16 @@ async def mcp_call(tool_name: str, model_client) -> None:
             STATE["mcp_results"] = [str(m) for m in result.messages]
 
 
+STREAMED = {"stream_write_commits", "stream_tool_error_to_model", "stream_parallel_one_fails", "stream_requested_never_ran"}
+
+
 def run(scenario: str, model_client=replay_client) -> None:
     """Make ``scenario``'s spans; ``model_client(turns)`` is the scripted model (the OpenInference runner's is
-    an OpenAI client over a scripted HTTP transport, the one model client that instrumentation traces)."""
+    an OpenAI client over a scripted HTTP transport, the one model client that instrumentation traces).
+    ``stream_<scenario>`` (STREAMED's four): the same run streamed, ``run_stream`` consumed to its end with the
+    model's answers streamed too (``model_client_stream=True``: the client's ``create_stream``)."""
+    streamed = scenario in STREAMED
+    scenario = scenario.removeprefix("stream_") if streamed else scenario
     tools = [tool(lookup_customer), tool(create_invoice), tool(refund_order)]
     kwargs: dict = {}
     if scenario == "read_ok":
@@ -133,7 +140,11 @@ def run(scenario: str, model_client=replay_client) -> None:
         # one session span, as a user's app has: AssistantAgent's create_agent span (made by its constructor) and
         # its invoke_agent span are siblings, so without a parent they would be two traces
         with session():
-            await agent(model_client([*turns, "done"]), tools, **kwargs).run(task="bill customer a")
+            if not streamed:
+                await agent(model_client([*turns, "done"]), tools, **kwargs).run(task="bill customer a")
+                return
+            async for _event in agent(model_client([*turns, "done"]), tools, model_client_stream=True, **kwargs).run_stream(task="bill customer a"):
+                pass
 
     asyncio.run(one_run())
 

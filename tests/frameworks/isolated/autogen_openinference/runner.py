@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 from pathlib import Path
 
 import httpx
@@ -42,12 +43,30 @@ def _completion(turn) -> dict:
     }  # fmt: skip
 
 
+def _streamed(body: dict) -> bytes:
+    """The completion as Chat Completions streams it (server-sent events): one chunk whose delta holds the message
+    (each tool call with its index), a chunk with the finish reason, a usage chunk, then ``[DONE]``."""
+    message, finish = body["choices"][0]["message"], body["choices"][0]["finish_reason"]
+    delta = {"role": "assistant", "content": message["content"]}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+    head = {k: body[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        {**head, "choices": [], "usage": body["usage"]},
+    ]
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
 def openai_client(turns: list) -> OpenAIChatCompletionClient:
     """An OpenAI client whose every request is answered by the next of ``turns`` (the last repeated)."""
     remaining = list(turns)
 
     def answer(request: httpx.Request) -> httpx.Response:
         turn = remaining.pop(0) if len(remaining) > 1 else remaining[0]
+        if json.loads(request.content).get("stream"):
+            return httpx.Response(200, content=_streamed(_completion(turn)), headers={"content-type": "text/event-stream"})
         return httpx.Response(200, json=_completion(turn))
 
     transport = httpx.AsyncClient(transport=httpx.MockTransport(answer))

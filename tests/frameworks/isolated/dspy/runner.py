@@ -55,7 +55,29 @@ def react(tools: list, *turns: dict, lm_answers: tuple = ()) -> dspy.Prediction:
         return dspy.ReAct("request -> answer", tools=tools)(**ASK)
 
 
+def streamed(scenario: str) -> None:
+    """``dspy.streamify`` over ReAct (its output consumed to the end, as a streaming UI does), with no enclosing span:
+    ``stream_write_commits``, ``stream_write_raises``, ``stream_requested_never_ran``."""
+    program = {
+        "stream_write_commits": ([lookup_customer, create_invoice], [turn("create_invoice", INVOICE), FINISH, ANSWER]),
+        "stream_write_raises": ([charge_card], [turn("charge_card", CHARGE), FINISH, ANSWER]),
+        "stream_requested_never_ran": ([lookup_customer, create_invoice], [turn("delete_customer", CUSTOMER)] * 2 + [ANSWER]),
+    }
+    if scenario not in program:
+        raise CannotProduce(scenario)
+    tools, answers = program[scenario]
+
+    async def consume():
+        with dspy.context(lm=DummyLM(answers)):
+            async for _ in dspy.streamify(dspy.ReAct("request -> answer", tools=tools))(**ASK):
+                pass
+
+    asyncio.run(consume())
+
+
 def run(scenario: str) -> None:
+    if scenario.startswith("stream_"):
+        return streamed(scenario)
     if scenario == "tool_error_to_model":
         raise CannotProduce(
             "DSPy's ReAct has one failure path: every exception a tool raises is caught and handed to the model as the "

@@ -40,7 +40,7 @@ from matrix_tools import (  # noqa: E402 - after the environment lines
 from runner_common import main, session  # noqa: E402 - after the environment lines
 
 from google.adk.agents import LlmAgent  # noqa: E402
-from google.adk.agents.run_config import RunConfig  # noqa: E402
+from google.adk.agents.run_config import RunConfig, StreamingMode  # noqa: E402
 from google.adk.models.base_llm import BaseLlm  # noqa: E402
 from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.plugins.reflect_retry_tool_plugin import ReflectAndRetryToolPlugin  # noqa: E402
@@ -60,6 +60,8 @@ class ScriptedModel(BaseLlm):
         turn = self.script.pop(0) if self.script else "done"
         if isinstance(turn, str):
             parts = [types.Part(text=turn)]
+            if stream:  # streamed (RunConfig streaming_mode SSE): the text in a partial response first, as a provider's
+                yield LlmResponse(content=types.Content(role="model", parts=parts), partial=True)
         else:
             parts = [types.Part(function_call=types.FunctionCall(id=cid, name=name, args=dict(args))) for cid, name, args in turn]
         yield LlmResponse(content=types.Content(role="model", parts=parts), turn_complete=True)
@@ -70,7 +72,9 @@ def hand_error_to_model(tool, args, tool_context, error):
     return {"error": f"{type(error).__name__}: {error}"}
 
 
-def _run(turns: list, tools: list, *, callbacks: dict | None = None, plugins: list | None = None, resume: bool = False) -> None:
+def _run(turns: list, tools: list, *, callbacks: dict | None = None, plugins: list | None = None, resume: bool = False, streamed: str = "") -> None:
+    """One run; ``streamed``: "" (not streamed), "sse" (RunConfig streaming_mode SSE, every event consumed) or "abandon"
+    (SSE, the consumer stops reading at the event holding the model's function calls)."""
     model = ScriptedModel(model="scripted-model", script=list(turns))
     agent = LlmAgent(name="billing", model=model, tools=tools, instruction="bill the customer", **(callbacks or {}))
     runner = InMemoryRunner(agent=agent, app_name="billing", plugins=plugins or [])
@@ -79,7 +83,12 @@ def _run(turns: list, tools: list, *, callbacks: dict | None = None, plugins: li
         s = await runner.session_service.create_session(app_name="billing", user_id="u1")
         message = types.Content(role="user", parts=[types.Part(text="bill customer a")])
         confirmations = []
-        async for event in runner.run_async(user_id="u1", session_id=s.id, new_message=message, run_config=RunConfig(max_llm_calls=10)):
+        config = RunConfig(max_llm_calls=10, streaming_mode=StreamingMode.SSE if streamed else StreamingMode.NONE)
+        events = runner.run_async(user_id="u1", session_id=s.id, new_message=message, run_config=config)
+        async for event in events:
+            if streamed == "abandon" and event.get_function_calls():
+                await events.aclose()  # the consumer (a chat UI whose user left) stops reading
+                break
             for call in event.get_function_calls() or []:
                 if call.name == "adk_request_confirmation":
                     confirmations.append(call.id)
@@ -97,7 +106,17 @@ def _run(turns: list, tools: list, *, callbacks: dict | None = None, plugins: li
     asyncio.run(go())
 
 
+STREAMED = {"stream_write_commits", "stream_write_raises", "stream_tool_error_to_model", "stream_parallel_one_fails", "stream_requested_never_ran"}
+
+
 def run(scenario: str) -> None:
+    """The matrix's scenarios; ``stream_<scenario>`` (the five of STREAMED) and ``stream_abandoned_after_request``: the
+    same runs streamed (SSE)."""
+    streamed = ""
+    if scenario == "stream_abandoned_after_request":
+        scenario, streamed = "write_commits", "abandon"
+    elif scenario in STREAMED:
+        scenario, streamed = scenario.removeprefix("stream_"), "sse"
     tools = {f.__name__: FunctionTool(f) for f in (lookup_customer, create_invoice, charge_card, send_payment, refund_order)}
     callbacks: dict = {}
     plugins: list = []
@@ -134,7 +153,7 @@ def run(scenario: str) -> None:
         with session():
             _run(turns, list(tools.values()), callbacks=callbacks, plugins=plugins, resume=True)
     else:
-        _run(turns, list(tools.values()), callbacks=callbacks, plugins=plugins)
+        _run(turns, list(tools.values()), callbacks=callbacks, plugins=plugins, streamed=streamed)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import warnings
 
 from openinference.instrumentation.langchain import LangChainInstrumentor, get_current_span
 from opentelemetry import trace
 
-from langchain_scripted import ASK, hand_built, model, turn
+from langchain_scripted import ASK, ScriptedChatModel, hand_built, model, turn
 from matrix_tools import (
     CHARGE,
     PAYMENT,
@@ -40,6 +41,9 @@ from matrix_tools import (
 from runner_common import PROVIDER, main, session
 
 from langchain_core.tools import ToolException, tool
+from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.errors import GraphRecursionError, NodeTimeoutError
 from langgraph.prebuilt import ToolNode, create_react_agent
@@ -111,6 +115,8 @@ WRITE_TOOLS = (lookup_customer, create_invoice, charge_card, refund_order)
 
 
 def run(scenario: str) -> None:
+    if scenario.startswith("stream_"):
+        return streamed(scenario)
     if scenario == "mcp_is_error":
         raise CannotProduce("no MCP server in this cell: LangGraph calls MCP servers through langchain-mcp-adapters (the langchain_mcp row)")
     with session():
@@ -164,6 +170,98 @@ def run(scenario: str) -> None:
         else:
             raise CannotProduce(scenario)
 
+
+class StreamingChatModel(ScriptedChatModel):
+    """The scripted model, streamed as a provider's chat model streams: each turn one ``AIMessageChunk`` whose
+    ``tool_call_chunks`` carry the calls (langchain-core's fake model drops ``tool_calls`` when it streams)."""
+
+    def _stream(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001, ANN003, ANN202 - BaseChatModel's hook
+        message = self._generate(messages, stop=stop, run_manager=run_manager, **kwargs).generations[0].message
+        calls = [tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i) for i, c in enumerate(message.tool_calls)]
+        chunk = ChatGenerationChunk(message=AIMessageChunk(content=message.content, tool_call_chunks=calls, id=message.id, chunk_position="last"))
+        if run_manager:
+            run_manager.on_llm_new_token(message.content or "", chunk=chunk)
+        yield chunk
+
+
+def streamed(scenario: str) -> None:
+    """The matrix's scenarios run streamed (``graph.stream``/``astream``, ``stream_mode=["messages", "updates"]``:
+    tokens and node updates, as a chat UI consumes them), with no enclosing span: as users run them."""
+    nodes = {
+        "stream_write_commits": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_write_raises": (turn(("call_c1", "charge_card", CHARGE)), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_tool_error_to_model": (turn(("call_f1", "refund_order", REFUND)), lambda: ToolNode(tools(*WRITE_TOOLS), handle_tool_errors=True)),
+        "stream_parallel_one_fails": (turn(read_call(), ("call_f1", "refund_order", REFUND)), _parallel_node),
+        "stream_async_parallel_one_fails": (turn(read_call(), ("call_f1", "refund_order", REFUND)), _parallel_node),
+        "stream_requested_never_ran": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_abandoned_after_request": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_events_write_commits": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_events_parallel_one_fails": (turn(read_call(), ("call_f1", "refund_order", REFUND)), _parallel_node),
+        "stream_events_abandoned_after_request": (turn(write_call()), lambda: ToolNode(tools(*WRITE_TOOLS))),
+        "stream_async_cancelled_during_write": (turn(("call_p1", "send_payment", PAYMENT)), lambda: ToolNode([on_its_span(send_payment_slow, "send_payment")])),
+    }
+    if scenario == "stream_abandoned_then_run":  # in one thread: an abandoned stream, then the next (plain) run
+        streamed("stream_abandoned_after_request")
+        create_react_agent(model(turn(write_call("call_w2"))), ToolNode(tools(*WRITE_TOOLS))).invoke({"messages": [("user", "bill customer b")]})
+        return
+    if scenario not in nodes:
+        raise CannotProduce(scenario)
+    asked, node = nodes[scenario]
+    agent = create_react_agent(StreamingChatModel(messages=iter([asked, AIMessage(content="done")])), node())
+    config = {"recursion_limit": 1} if scenario == "stream_requested_never_ran" else {}
+    modes = ["messages", "updates"]
+    try:
+        if scenario == "stream_async_cancelled_during_write":
+            asyncio.run(_cancelled_while_writing(agent, modes))
+        elif scenario.startswith("stream_events_"):
+            asyncio.run(_events(agent, abandon=scenario.endswith("abandoned_after_request")))
+        elif scenario.startswith("stream_async_"):
+
+            async def consume():
+                async for _ in agent.astream(ASK, config, stream_mode=modes):
+                    pass
+
+            asyncio.run(consume())
+        else:
+            for mode, chunk in agent.stream(ASK, config, stream_mode=modes):
+                if scenario == "stream_abandoned_after_request" and mode == "updates" and "agent" in chunk:
+                    break  # the consumer (a chat UI whose user left) stops reading once the model's turn streamed
+    except GraphRecursionError:
+        STATE["stopped"] = True
+
+
+async def _events(agent, abandon: bool) -> None:
+    """``astream_events(version="v2")``, as LangChain chat UIs consume a run; ``abandon``: the consumer stops reading
+    at the model's end event holding the tool calls (the generator closed)."""
+    events = agent.astream_events(ASK, version="v2")
+    async for event in events:
+        if abandon and event["event"] == "on_chat_model_end" and event["data"]["output"].tool_calls:
+            break
+    await events.aclose()
+    await asyncio.sleep(0.3)  # the closed run's callbacks (its spans' ends) run on the loop after
+
+
+async def _cancelled_while_writing(agent, modes) -> None:
+    """The consumer's task is cancelled (a client disconnect) while the write runs."""
+
+    async def consume():
+        async for _ in agent.astream(ASK, stream_mode=modes):
+            pass
+
+    task = asyncio.ensure_future(consume())
+    while not STATE.get("send_payment"):
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        STATE["cancelled"] = True
+    await asyncio.sleep(0.3)  # the cancelled run's callbacks (its spans' ends) run on the loop after
+
+
+def _parallel_node() -> ToolNode:
+    return ToolNode([*tools(lookup_customer), on_its_span(refund_order_handled, "refund_order", handle_tool_error=True)])
 
 
 if __name__ == "__main__":

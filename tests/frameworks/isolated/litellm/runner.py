@@ -85,7 +85,16 @@ def run_tool(call) -> str:
         return result
 
 
-def agent(turns: list, *, max_turns: int = 6, tools_turns: int | None = None, **completion_kwargs) -> None:
+def complete(messages: list, turn, stream: bool, **completion_kwargs):
+    """One model turn; ``stream``: ``completion(stream=True)``, its chunks consumed and joined (``stream_chunk_builder``),
+    as a streaming caller does."""
+    response = litellm.completion(model="openai/gpt-4o-mini", messages=messages, tools=SCHEMAS, mock_response=reply(turn), stream=stream, **completion_kwargs)
+    if stream:
+        response = litellm.stream_chunk_builder(list(response), messages=messages)
+    return response
+
+
+def agent(turns: list, *, max_turns: int = 6, tools_turns: int | None = None, stream: bool = False, **completion_kwargs) -> None:
     """The loop: a model turn, then every call it requested, until it answers with text. ``tools_turns``: stop
     after that many model turns that asked for calls, before running them (the loop's own step budget)."""
     script = list(turns)
@@ -94,7 +103,7 @@ def agent(turns: list, *, max_turns: int = 6, tools_turns: int | None = None, **
     with tracer.start_as_current_span("billing agent"):
         try:
             for _ in range(max_turns):
-                response = litellm.completion(model="openai/gpt-4o-mini", messages=messages, tools=SCHEMAS, mock_response=reply(script.pop(0) if script else "done"), **completion_kwargs)
+                response = complete(messages, script.pop(0) if script else "done", stream, **completion_kwargs)
                 wait_for_callbacks()
                 message = response.choices[0].message
                 calls = message.tool_calls or []
@@ -110,7 +119,20 @@ def agent(turns: list, *, max_turns: int = 6, tools_turns: int | None = None, **
             wait_for_callbacks()
 
 
+STREAMED = {
+    "stream_write_commits": ([[write_call()], "done"], {}),
+    "stream_tool_error_to_model": ([[("call_f1", "refund_order", REFUND)], "done"], {}),
+    "stream_parallel_one_fails": ([[read_call(), ("call_f1", "refund_order", REFUND)], "done"], {}),
+    "stream_requested_never_ran": ([[write_call()], "done"], {"tools_turns": 0}),
+}
+
+
 def run(scenario: str) -> None:
+    """The matrix's scenarios; ``stream_<scenario>`` (STREAMED's four): the loop's model turns streamed."""
+    if scenario in STREAMED:
+        turns, options = STREAMED[scenario]
+        agent(turns, stream=True, **options)
+        return
     if scenario == "read_ok":
         agent([[read_call()], "done"])
     elif scenario == "write_commits":

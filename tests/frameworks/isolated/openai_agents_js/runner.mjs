@@ -41,6 +41,18 @@ class ScriptedModel {
   }
 
   async getResponse(request) {
+    return this.respond(request);
+  }
+
+  /** Streamed (run with `stream: true`): the turn's response span, then one `response_done` event with the output,
+   * as the SDK's OpenAI models stream. */
+  async *getStreamedResponse(request) {
+    const { output, responseId } = await this.respond(request);
+    yield { type: "response_started" };
+    yield { type: "response_done", response: { id: responseId, usage: { requests: 1, inputTokens: 1, outputTokens: 1, totalTokens: 2 }, output } };
+  }
+
+  async respond(request) {
     const turn = this.turns.length ? this.turns.shift() : "done";
     const id = `resp_${this.turns.length}`;
     let output;
@@ -62,13 +74,13 @@ class ScriptedModel {
     });
     return { usage: new Usage(), output, responseId: id };
   }
-
-  async *getStreamedResponse() {
-    throw new Error("not scripted");
-  }
 }
 
 async function run(scenario) {
+  const streamed = scenario.startsWith("stream_");
+  const abandon = scenario === "stream_abandoned_after_request";
+  if (abandon) scenario = "write_commits";
+  else if (streamed) scenario = scenario.slice("stream_".length);
   const tools = {
     lookup_customer: agentTool("lookup_customer"),
     create_invoice: agentTool("create_invoice"),
@@ -120,7 +132,16 @@ async function run(scenario) {
     // application does, or the bridge's root span would never end.
     await withTrace("billing session", async () => {
       try {
-        const result = await runner.run(agent, "bill customer a");
+        const result = await runner.run(agent, "bill customer a", streamed ? { stream: true } : {});
+        if (streamed) {
+          // stream_<scenario>: every event consumed; stream_abandoned_after_request: the consumer stops reading at
+          // the model's tool call (a chat UI whose user left)
+          for await (const event of result) {
+            if (abandon && event.type === "run_item_stream_event" && event.name === "tool_called") break;
+          }
+          await result.completed.catch((error) => { STATE.raised = String(error?.stack ?? error); });
+          return;
+        }
         if (scenario !== "approval_interrupt_resume") return;
         for (const item of result.interruptions) result.state.approve(item);
         await runner.run(agent, result.state);

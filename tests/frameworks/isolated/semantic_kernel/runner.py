@@ -16,6 +16,7 @@ os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS"] = "true"
 os.environ["SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE"] = "true"
 
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from typing import Any, ClassVar  # noqa: E402
@@ -46,7 +47,8 @@ from semantic_kernel.contents.utils.author_role import AuthorRole  # noqa: E402
 from semantic_kernel.contents.utils.finish_reason import FinishReason  # noqa: E402
 from semantic_kernel.filters import AutoFunctionInvocationContext, FilterTypes  # noqa: E402
 from semantic_kernel.functions import KernelArguments, kernel_function  # noqa: E402
-from semantic_kernel.utils.telemetry.model_diagnostics.decorators import trace_chat_completion  # noqa: E402
+from semantic_kernel.contents import StreamingChatMessageContent, StreamingTextContent  # noqa: E402
+from semantic_kernel.utils.telemetry.model_diagnostics.decorators import trace_chat_completion, trace_streaming_chat_completion  # noqa: E402
 
 PLUGIN = "billing"
 SCRIPT: list = []  # the turns left: each a list of (call id, tool, arguments); empty: the model answers "done"
@@ -69,6 +71,17 @@ class ScriptedChat(ChatCompletionClientBase):
             for cid, name, args in SCRIPT.pop(0)
         ]
         return [ChatMessageContent(role=AuthorRole.ASSISTANT, items=items, finish_reason=FinishReason.TOOL_CALLS)]
+
+    @trace_streaming_chat_completion("scripted")
+    async def _inner_get_streaming_chat_message_contents(self, chat_history, settings: PromptExecutionSettings, function_invoke_attempt: int = 0):
+        """The turn streamed as SK's OpenAI connector streams it: one chunk whose items are the calls (id, index, name,
+        arguments), or the text, with the finish reason."""
+        if not SCRIPT:
+            text = [StreamingTextContent(choice_index=0, text="done")]
+            yield [StreamingChatMessageContent(role=AuthorRole.ASSISTANT, choice_index=0, items=text, finish_reason=FinishReason.STOP, function_invoke_attempt=function_invoke_attempt)]
+            return
+        items = [FunctionCallContent(id=cid, index=i, name=f"{PLUGIN}-{name}", arguments=json.dumps(args)) for i, (cid, name, args) in enumerate(SCRIPT.pop(0))]
+        yield [StreamingChatMessageContent(role=AuthorRole.ASSISTANT, choice_index=0, items=items, finish_reason=FinishReason.TOOL_CALLS, function_invoke_attempt=function_invoke_attempt)]
 
 
 class Billing:
@@ -105,9 +118,10 @@ def approval_filter(approve: bool):
     return ask
 
 
-async def one_run(turns: list, approve: bool | None = None, mcp: bool = False) -> None:
+async def one_run(turns: list, approve: bool | None = None, mcp: bool = False, streamed: bool = False) -> None:
+    """One agent run (``streamed``: ``agent.invoke_stream``, every chunk consumed, with no enclosing span)."""
     SCRIPT[:] = turns
-    with session():
+    with session() if not streamed else contextlib.nullcontext():
         kernel = Kernel()
         if approve is not None:
             kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, approval_filter(approve))
@@ -115,14 +129,24 @@ async def one_run(turns: list, approve: bool | None = None, mcp: bool = False) -
         agent = ChatCompletionAgent(service=ScriptedChat(ai_model_id="scripted-model"), kernel=kernel, name="billing", arguments=KernelArguments(settings=settings))
         if not mcp:
             kernel.add_plugin(Billing(), plugin_name=PLUGIN)
-            await agent.get_response(messages="bill customer a")
+            if not streamed:
+                await agent.get_response(messages="bill customer a")
+                return
+            async for _chunk in agent.invoke_stream(messages="bill customer a"):
+                pass
             return
         async with MCPStdioPlugin(name=PLUGIN, command=sys.executable, args=[str(MCP_BILLING_SERVER)]) as billing:
             kernel.add_plugin(billing)
             await agent.get_response(messages="bill customer a")
 
 
+STREAMED = {"stream_write_commits", "stream_tool_error_to_model", "stream_parallel_one_fails", "stream_requested_never_ran"}
+
+
 def run(scenario: str) -> None:
+    """The matrix's scenarios; ``stream_<scenario>`` (STREAMED's four): the same run streamed (``invoke_stream``)."""
+    streamed = scenario in STREAMED
+    scenario = scenario.removeprefix("stream_") if streamed else scenario
     approve: Any = None
     if scenario == "read_ok":
         turns = [[read_call()]]
@@ -148,7 +172,7 @@ def run(scenario: str) -> None:
         return
     else:
         raise CannotProduce(scenario)
-    asyncio.run(one_run(turns, approve))
+    asyncio.run(one_run(turns, approve, streamed=streamed))
 
 
 WRITE_RAISES = (

@@ -4,7 +4,7 @@
 
 import { experimental_createMCPClient } from "@ai-sdk/mcp";
 import { ROOT_CONTEXT, context } from "@opentelemetry/api";
-import { generateText, stepCountIs, tool } from "ai";
+import { generateText, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV2 } from "ai/test";
 
 import {
@@ -25,6 +25,7 @@ import {
   writeCall,
 } from "./runner_common.mjs";
 import { SCHEMAS } from "./matrix_schemas.mjs";
+import { consume, streamingModel } from "./vercel_ai_common.mjs";
 
 const TELEMETRY = { isEnabled: true, recordInputs: true, recordOutputs: true, functionId: "billing" };
 
@@ -50,7 +51,26 @@ function scripted(turns) {
   });
 }
 
+/** The matrix's scenarios streamed (streamText, its fullStream consumed), with no enclosing span: as users run it. */
+async function streamed(scenario) {
+  const tools = { lookup_customer: aiTool("lookup_customer"), create_invoice: aiTool("create_invoice"), refund_order: aiTool("refund_order"), charge_card: aiTool("charge_card", charge_card) };
+  const turns = {
+    stream_write_commits: [[writeCall()], "done"],
+    stream_write_raises: [[["call_c1", "charge_card", CHARGE]], "done"],
+    stream_parallel_one_fails: [[readCall(), ["call_f1", "refund_order", REFUND]], "done"],
+    stream_requested_never_ran: [[writeCall()], "done"],
+    stream_abandoned_after_request: [[writeCall()], "done"],
+  }[scenario];
+  if (!turns) throw new CannotProduce(scenario);
+  if (scenario === "stream_requested_never_ran") tools.create_invoice = aiTool("create_invoice", null); // handed to the application
+  const model = streamingModel(MockLanguageModelV2, turns, false);
+  const result = streamText({ model, tools, prompt: "bill customer a", stopWhen: stepCountIs(5), experimental_telemetry: TELEMETRY });
+  await consume(result, scenario === "stream_abandoned_after_request");
+  await new Promise((resolve) => setTimeout(resolve, 200)); // what an abandoned stream still runs, and its spans' ends
+}
+
 async function run(scenario) {
+  if (scenario.startsWith("stream_")) return streamed(scenario);
   const tools = {
     lookup_customer: aiTool("lookup_customer"),
     create_invoice: aiTool("create_invoice"),
