@@ -481,4 +481,13 @@ AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
 # "handoff" (OpenLLMetry's openai-agents instrumentation: gen_ai.operation.name=handoff), not as a tool span.
 HANDOFF_OPERATION = "handoff"
 HANDOFF_TOOL_PREFIX = "transfer_to_"
+# An agent run's record of its input and of its output, per producer: (kind key, kind value, input key, output key).
+# A run span that recorded its input and no output, in a trace with no tool span, cannot show the run was tool-free:
+# its output, the only record of what it asked for, is missing (a stream consumed outside the span, a run abandoned or
+# failed; OpenLLMetry's Agno instrumentation records no output for a streamed run; docs/DECISIONS.md 987).
+AGENT_RUN_RECORDS = (
+    ("traceloop.span.kind", "agent", "traceloop.entity.input", "traceloop.entity.output"),
+    ("openinference.span.kind", "AGENT", "input.value", "output.value"),
+    ("gen_ai.operation.name", "invoke_agent", "gen_ai.input.messages", "gen_ai.output.messages"),
+)
 AGENT_SPAN_NAME_SUFFIX = ".run"  # smolagents names an agent's span "<agent name>.run"

@@ -26,7 +26,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
 from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_MARKS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
@@ -233,6 +233,15 @@ def unread_result_key(attributes: Mapping[str, Any]) -> str | None:
 
 
 _OUTPUT_KEYS = ("output.value", OUTPUT_MESSAGES_KEY)  # where a model span records its output (OpenInference, GenAI)
+
+
+def run_output_unrecorded(attributes: Mapping[str, Any]) -> bool:
+    """True for an agent run's span that recorded its input and not its output (``conventions.AGENT_RUN_RECORDS``):
+    what the run asked for, recorded nowhere else in a trace with no tool span, is missing (docs/DECISIONS.md 987)."""
+    for kind_key, kind, input_key, output_key in AGENT_RUN_RECORDS:
+        if attributes.get(kind_key) == kind and attributes.get(input_key) not in (None, "") and attributes.get(output_key) in (None, ""):
+            return True
+    return False
 
 
 def hidden_output(attributes: Mapping[str, Any]) -> bool:

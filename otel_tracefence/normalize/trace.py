@@ -25,7 +25,7 @@ from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_cal
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
 from otel_tracefence.normalize.dispatches import http_dispatches
-from otel_tracefence.normalize.evidence import hidden_output, paused_run
+from otel_tracefence.normalize.evidence import hidden_output, paused_run, run_output_unrecorded
 from otel_tracefence.normalize.failed_runs import hold_writes_of_failed_runs
 from otel_tracefence.normalize.http import REQUEST_KEYS as HTTP_REQUEST_KEYS
 from otel_tracefence.normalize.pending import folded, superseded
@@ -272,13 +272,16 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
     if id(span) in reading.asking or span.span_id in reading.covered:
         return None
-    sign = tool_activity_sign(span)
+    sign, reason = tool_activity_sign(span), None
     if sign is None and not reading.any_tool_span and not read_any and asked_for_tools(span):
         sign = "its finish reason says the model asked for tool calls, and none could be read"
     elif sign is None and not reading.any_tool_span and hidden_output(span.attributes):  # DECISIONS 952
         sign = "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read"
+    elif sign is None and not reading.any_tool_span and not reading.asking and run_output_unrecorded(span.attributes):  # DECISIONS 987
+        sign = "an agent run that recorded its input and no output, in a trace with no tool span: what it asked for is in no span"
+        reason = reasons.REQUESTED_CALL_UNREAD
     if sign is not None and not below_any(span, reading.by_id, reading.tool_ids) and not _names_known_call(span, reading.call_ids):
-        return unrecognized_step(span, sign, config)
+        return unrecognized_step(span, sign, config, reason or reasons.UNRECOGNIZED_TOOL_SPAN)
     return None
 
 

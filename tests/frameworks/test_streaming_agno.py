@@ -38,9 +38,9 @@ EXPECTED = {
         "stream_tool_error_to_model": expected("REVIEW", ("refund_order", "review", ("write_error", TEMPLATE))),
         "stream_write_raises": expected("REVIEW", ("charge_card", "review", ("write_error",))),
         "stream_parallel_one_fails": expected("REVIEW", READ_OK, ("refund_order", "review", ("write_error", TEMPLATE))),
-        # the streamed agent span records no output (the paused run's text is in none): what the run requested is
-        # unknown; OpenLLMetry would have to record the run's output or a model span with the requested calls
-        "stream_requested_never_ran": expected("REVIEW", ("billing.agent", "review", ("agent_output_unrecorded", "effect_unknown", "arguments_not_recorded"))),
+        # the streamed agent span records its input and no output (the paused run's text is in none): what the run
+        # requested is unknown, so the run is held (DECISIONS 987)
+        "stream_requested_never_ran": expected("REVIEW", ("billing.agent", "review", ("requested_call_unread", "effect_unknown", "arguments_not_recorded"))),
         # the abandoned run's agent span never ends, so the run exports no span at all; the span processor, which saw
         # it start, would have to hold the trace when it never ends (at shutdown / force_flush)
         "stream_abandoned_after_request": expected("REVIEW", ("billing.agent", "review", ("run_never_ended", "effect_unknown"))),
@@ -50,16 +50,11 @@ SPLIT = (
     "new kind, tool spans detached from their run (fail-open, a call in another trace): the streamed run's agent span is not current while the stream is "
     "consumed, so each tool span is the root of its own trace and the run's trace (the agent span alone) plans tool-free"
 )
-UNRECORDED = (
-    "new kind, a run recorded as an agent span alone (no model span, no output, no child): the requested "
-    "call that never ran plans tool-free today (fail-open)"
-)
 WRONG_TODAY = {
     ("agno_openllmetry", "stream_write_commits"): SPLIT,
     ("agno_openllmetry", "stream_tool_error_to_model"): SPLIT,
     ("agno_openllmetry", "stream_write_raises"): SPLIT,
     ("agno_openllmetry", "stream_parallel_one_fails"): SPLIT,
-    ("agno_openllmetry", "stream_requested_never_ran"): UNRECORDED,
     ("agno_openllmetry", "stream_abandoned_after_request"): (
         "new kind, a run that never ends (fail-open: a requested call in no exported span): OpenLLMetry ends the agent "
         "span when the stream is exhausted, so an abandoned stream's span never ends and nothing of the run is exported"

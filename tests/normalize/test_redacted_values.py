@@ -100,3 +100,24 @@ def test_a_scrubbed_idempotency_key_label_is_no_key():
     cls, steps, messages = plan_of(root(), span)
     assert (cls, steps) == ("review", [("create_invoice", "review", ("malformed_idempotency_key",))])
     assert messages == ["idempotency key (a string of 27 characters) is a producer's stand-in for a hidden value"]
+
+
+@pytest.mark.parametrize("kind_key,kind,input_key,output_key", [
+    ("traceloop.span.kind", "agent", "traceloop.entity.input", "traceloop.entity.output"),
+    ("openinference.span.kind", "AGENT", "input.value", "output.value"),
+    ("gen_ai.operation.name", "invoke_agent", "gen_ai.input.messages", "gen_ai.output.messages"),
+], ids=["openllmetry", "openinference", "genai"])
+def test_an_agent_run_that_recorded_its_input_and_no_output_in_a_trace_with_no_tool_span_is_held(kind_key, kind, input_key, output_key):
+    """DECISIONS 987: Agno under OpenLLMetry, streamed, records the run's input and no output (the stream is consumed
+    outside the span); a run that recorded both, or neither (content capture off), shows what content allows."""
+    def run(**attributes) -> dict:
+        return json_span(TRACE, ROOT, "billing.agent", **{kind_key: kind, **attributes})
+
+    cls, steps, messages = plan_of(run(**{input_key: "bill customer a"}))
+    assert (cls, steps) == ("review", [("billing.agent", "review", ("requested_call_unread", "effect_unknown", "arguments_not_recorded"))])
+    assert messages == [
+        "span d0d0d0d0d0d0d0d0 ('billing.agent') requested tool calls that could not be read: an agent run that recorded its input and no "
+        "output, in a trace with no tool span: what it asked for is in no span"
+    ]
+    assert plan_of(run(**{input_key: "bill customer a", output_key: "done"}))[:2] == (None, [])
+    assert plan_of(run())[:2] == (None, [])
