@@ -10,7 +10,7 @@ import cython
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import OK, READ, SOURCE_NONE, WRITE, ToolStep, step_order
 from otel_tracefence.normalize.conventions import MCP_METHOD_KEY, MCP_SERVER_REPORTS_IS_ERROR
-from otel_tracefence.normalize.evidence import MCP_PARTS_ALONE
+from otel_tracefence.normalize.evidence import MCP_CLIENT_CALL, MCP_IS_ERROR_DROPPED
 from otel_tracefence.normalize.span_tree import nearest_tool_ancestor
 from otel_tracefence.normalize.span_view import SpanView
 
@@ -108,21 +108,23 @@ def _last_dispatch(step: ToolStep, last: list[ToolStep]) -> dict:
 
 def _malformed(step: ToolStep, attempts: list[ToolStep], last: list[ToolStep], by_id: dict[str, SpanView]) -> tuple:
     """The step's malformed fields with its attempts'. A step held because its result is MCP content parts alone
-    (``evidence.MCP_PARTS_ALONE``) is not held for it when the last dispatch reached an MCP server whose span of the
+    (``evidence.MCP_PARTS_ALONE``), or because it is an MCP client's tools/call span (``evidence.MCP_CLIENT_CALL``,
+    988), is not held for it when the last dispatch reached an MCP server whose span of the
     call is in the trace: that span records ``isError`` (``conventions.MCP_SERVER_REPORTS_IS_ERROR``,
     docs/DECISIONS.md 800). An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
     never dropped because its span is an attempt rather than a step. An attempt that names no tool (an MCP client
     span, say) is not malformed when its step names one. ``step.malformed`` itself when nothing changes."""
     own = step.malformed
     if any(_reports_is_error(by_id.get(a.span_id)) for a in last):
-        kept = tuple(m for m in own if not m.message.startswith(MCP_PARTS_ALONE))
+        kept = tuple(m for m in own if not m.message.startswith(MCP_IS_ERROR_DROPPED))
         if len(kept) != len(own):
             own = kept
     bad = tuple(
         replace(m, message=f"dispatch attempt {attempt.span_id}: {m.message}")
         for attempt in attempts
         for m in attempt.malformed
-        if not (m.field == "tool" and step.tool)  # the step names the tool its attempts send
+        # the step names the tool its attempts send; an MCP client span below a step is read by the step's own rules (988)
+        if not (m.field == "tool" and step.tool) and not m.message.startswith(MCP_CLIENT_CALL)
     )
     return own + bad if bad else own
 

@@ -360,6 +360,10 @@ MCP_IS_ERROR_FALSE_REPR = ("isError=False", "is_error=False")
 # ``tool_error`` with status ERROR (MCP semantic conventions; the MCP Python SDK 2.1.1 does, tests/frameworks/
 # test_framework_mcp.py): an ok one below a write's step is evidence its call was no tool error (DECISIONS 800).
 MCP_SERVER_REPORTS_IS_ERROR = ("server", "tools/call")
+# The MCP client span of a tools/call (span kind CLIENT) as the MCP Python SDK 2.x records it: no result, and UNSET on
+# an isError result (only a JSON-RPC error ends it in error). As a write's own step, its status is no evidence the
+# write committed, unless the server's span of the call below it says ok (docs/DECISIONS.md 988).
+MCP_CLIENT_DROPS_IS_ERROR = ("client", "tools/call")
 
 # Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
 # (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets

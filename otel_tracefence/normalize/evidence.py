@@ -26,7 +26,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, MCP_CLIENT_DROPS_IS_ERROR, MCP_METHOD_KEY, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
 )
 from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_MARKS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
@@ -153,11 +153,13 @@ def _is_content_parts(value: str | None) -> bool:
 
 
 MCP_PARTS_ALONE = "a result of MCP content parts alone, the CallToolResult without its isError"
+MCP_CLIENT_CALL = "an MCP client's tools/call span with no result, which an isError result does not end in error"
+MCP_IS_ERROR_DROPPED = (MCP_PARTS_ALONE, MCP_CLIENT_CALL)
 """The start of the message :func:`status_blind_path` gives a result of MCP content parts: ``normalize/trace.py``
 lifts it when the MCP server's own span of the call says ok (docs/DECISIONS.md 800)."""
 
 
-def status_blind_path(attributes: Mapping[str, Any], result_value: str | None, result_recorded: bool = False) -> str | None:
+def status_blind_path(attributes: Mapping[str, Any], result_value: str | None, result_recorded: bool = False, kind: str = "") -> str | None:
     """What makes a tool span's status no evidence of its outcome, or ``None``: the status is read as before.
 
     A recorded result of MCP content parts alone (``conventions.MCP_CONTENT_PART_TYPES``), whoever recorded it: the
@@ -169,6 +171,8 @@ def status_blind_path(attributes: Mapping[str, Any], result_value: str | None, r
     only: a read replays whatever its outcome."""
     if _is_content_parts(result_value):
         return f"{MCP_PARTS_ALONE} (MCP reports a tool's failure as a result with isError true)"
+    if not result_recorded and (kind, attributes.get(MCP_METHOD_KEY)) == MCP_CLIENT_DROPS_IS_ERROR:  # DECISIONS 988
+        return MCP_CLIENT_CALL
     for path, producer, marker, reports, result_is_evidence, _ in STATUS_EVIDENCE_PATHS:
         if result_is_evidence and result_recorded:
             continue

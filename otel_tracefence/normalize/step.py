@@ -214,7 +214,7 @@ def span_to_step(span: SpanView, config: TraceFenceConfig) -> ToolStep | None:
     key, replayed = _key(span, tool, arguments, config, malformed)
     result, status, notes = _result(span, effect, status, config, malformed)
     if status is OK and effect is WRITE:
-        _commit_evidence(attributes, result, malformed)
+        _commit_evidence(attributes, result, malformed, span.kind)
     stable, bad_stability = result_stability(attributes.get(TRACEFENCE_RESULT_STABLE), tool, config)
     if bad_stability is not None:
         malformed.append(bad_stability)
@@ -357,11 +357,11 @@ def _result(span: SpanView, effect: Effect, status: ToolStatus, config: TraceFen
 
 
 @cython.cfunc
-def _commit_evidence(attributes: Mapping[str, Any], result: Result, malformed: list[MalformedField]) -> None:
+def _commit_evidence(attributes: Mapping[str, Any], result: Result, malformed: list[MalformedField], kind: str = "") -> None:
     """For a write recorded ok: what makes its status no evidence it committed, appended to ``malformed``
     (``write_outcome_unrecorded``): a producer path whose status drops failures (DECISIONS 780, 955), a key that may
     hold its result and that no convention reads (DECISIONS 953)."""
-    blind = status_blind_path(attributes, result.value, result.recorded)
+    blind = status_blind_path(attributes, result.value, result.recorded, kind)
     if blind is not None:
         malformed.append(MalformedField("status", f"{blind}: its status is no evidence the write committed", reason=reasons.WRITE_OUTCOME_UNRECORDED))
     unread = None if result.recorded else unread_result_key(attributes)  # a result no convention reads (DECISIONS 953)

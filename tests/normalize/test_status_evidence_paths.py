@@ -117,6 +117,48 @@ def test_the_mcp_servers_tool_error_fails_the_write():
     assert _mcp_dispatch(2) == ("review", [("charge_card", "review", ("write_error", "dispatch_attempt_failed"))])
 
 
+def _mcp_client_call(server_code: int | None, *, under_a_step: bool = False) -> tuple[str, list]:
+    """An MCP client's tools/call span (the MCP Python SDK 2.x: no result, UNSET on isError) of a write the operator's
+    rule names, alone or below a framework step that recorded a result, with the server's span below it (status
+    ``server_code``; ``None``: the server's spans are not in the trace)."""
+    spans = [json_span(TRACE, ROOT, "invoke_agent billing")]
+    parent = ROOT
+    if under_a_step:
+        step = json_span(TRACE, "c1" * 8, "execute_tool charge_card", ROOT, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "charge_card",
+                         "gen_ai.tool.call.arguments": '{"customer":"a"}', "gen_ai.tool.call.result": '{"charge": "ch_1"}'})
+        spans.append(step)
+        parent = "c1" * 8
+    client = json_span(TRACE, "c2" * 8, "MCP send tools/call charge_card", parent, **{"mcp.method.name": "tools/call", "jsonrpc.request.id": "2"})
+    client["kind"] = 3
+    spans.append(client)
+    if server_code is not None:
+        server = json_span(TRACE, "c3" * 8, "tools/call charge_card", "c2" * 8, **{"mcp.method.name": "tools/call", **({"error.type": "tool_error"} if server_code == 2 else {})})
+        server["kind"] = 2
+        server["status"] = {"code": server_code}
+        spans.append(server)
+    document = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"}, "spans": spans}]}]})
+    config = TraceFenceConfig(tool_rules=[{"match": "charge_card", "effect": "write"}])
+    (trace,), _ = plan_text(document, "otlp-json", config)
+    return trace.replay_class.value, [(d.step.tool, d.decision.value, d.reasons) for d in trace.steps]
+
+
+def test_an_mcp_client_call_alone_is_held_its_status_says_nothing_of_is_error():
+    """DECISIONS 988 (a fail-open found beside the Logfire row: an isError charge planned skip, the trace static)."""
+    assert _mcp_client_call(None) == ("review", [("charge_card", "review", ("write_outcome_unrecorded", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_the_mcp_servers_ok_span_below_a_client_call_is_the_evidence_it_committed():
+    assert _mcp_client_call(0) == ("static", [("charge_card", "skip", ("write_committed", "result_not_recorded", "arguments_not_recorded"))])
+
+
+def test_the_mcp_servers_tool_error_below_a_client_call_fails_it():
+    assert _mcp_client_call(2) == ("review", [("charge_card", "review", ("write_error", "arguments_not_recorded", "dispatch_attempt_failed"))])
+
+
+def test_an_mcp_client_call_below_a_framework_step_leaves_the_step_to_its_own_rules():
+    assert _mcp_client_call(None, under_a_step=True) == ("injected", [("charge_card", "skip", ("write_committed",))])
+
+
 def test_the_reason_names_the_path():
     assert status_blind_path(AUTOGEN, None) == (
         "a span of autogen BaseTool.run_json (FunctionTool)'s producer without gen_ai.tool.description: not that path, "
