@@ -30,6 +30,7 @@ from otel_tracefence.normalize.conventions import (
 )
 from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
+from otel_tracefence.normalize.span_kinds import marked_fields
 
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -99,15 +100,20 @@ def says_no_failure(kind: str, value: Any) -> bool:
     return folded in NO_FAILURE_VALUES
 
 
-def failure_evidence(attributes: Mapping[str, Any]) -> MalformedField | None:
+def failure_evidence(attributes: Mapping[str, Any], failed: bool = False) -> MalformedField | None:
     """The first attribute that names an outcome the normalizer does not read (:func:`outcome_kind`) and holds no
     success value (:func:`says_no_failure`), as the reason to hold a write step (``unrecognized_failure_evidence``);
-    ``None`` when there is none. Asked of write steps only: a read replays whatever its outcome."""
+    ``None`` when there is none. Asked of write steps only: a read replays whatever its outcome. When ``failed`` (the
+    step's status is already an error), the failure key of the producer whose marker the span carries
+    (``conventions.MARKED_TOOL_FIELDS``: Logfire's ``error``) repeats that status and is read (docs/DECISIONS.md 993)."""
     if attributes.keys() <= WITHOUT_EVIDENCE:
         return None
     for key, value in attributes.items():
         kind = outcome_kind(key)
         if kind != NO_KIND and not says_no_failure(kind, value):
+            marked = marked_fields(attributes) if failed else None
+            if marked is not None and marked[6] == key:
+                continue
             return MalformedField(
                 "status",
                 f"attribute {key!r} holds {shown(value)}: it names the call's {kind} and is no success value the normalizer knows: "
