@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 
 
-
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
 TRACEFENCE_STATUS = "tracefence.status"
@@ -53,19 +52,15 @@ TOOL_KIND_MARKERS = (
     ("spring.ai.kind", "tool_call"),
     ("logfire.msg_template", "function: {name}"),  # Logfire's OpenAI Agents bridge: its fields in MARKED_TOOL_FIELDS
 )
-# Tool spans whose fields are plain attribute keys, read only on a span whose kind marker (key, value compared
-# case-insensitively, as TOOL_KIND_MARKERS') names it that producer's tool span (docs/DECISIONS.md 991): (producer,
-# marker key, marker value, tool-name key, arguments key, result key, failure key, the key of a JSON schema that types
-# each field, where it was read). A field whose value is the text "null" and whose schema types it null is Python's
-# None written as text: nothing recorded (992). The failure key is read only on a span whose status says error (it
-# repeats that status); on any other span it is failure evidence not understood, as any such key (DECISIONS 400, 993).
+# Tool spans whose fields are plain attribute keys, read only on a span whose kind marker (key, value compared as
+# TOOL_KIND_MARKERS') names it that producer's tool span (DECISIONS 991): (producer, marker key, marker value, the keys of
+# the tool name, arguments, result and failure, of a JSON schema typing each field, where it was read). A field that is the
+# text "null" its schema types null is None: not recorded (992). The failure key is read where the status says error (993).
 MARKED_TOOL_FIELDS = (
-    ("openllmetry", "traceloop.span.kind", "tool", "traceloop.entity.name", None, None, None, None,
-     "traceloop/openllmetry: a tool span's entity name is the tool (its arguments and results in ARGUMENT_KEYS / RESULT_KEYS)"),
+    ("openllmetry", "traceloop.span.kind", "tool", "traceloop.entity.name", None, None, None, None, "traceloop/openllmetry: a tool span's entity name"),
     ("logfire (OpenAI Agents)", "logfire.msg_template", "function: {name}", "name", "input", "output", "error", "logfire.json_schema",
-     "pydantic/logfire 5.6.0 logfire/_internal/integrations/openai_agents.py (instrument_openai_agents): a FunctionSpanData "
-     "becomes a span named by its message template 'Function: {name}', the span data's fields name, input, output, mcp_data "
-     "as attributes, a SpanError as an 'error' attribute with status ERROR; None values typed null in logfire.json_schema"),
+     "pydantic/logfire 5.6.0 logfire/_internal/integrations/openai_agents.py: a FunctionSpanData span named by its template, the span data's "
+     "fields name, input, output, mcp_data as attributes, a SpanError as 'error' with status ERROR; None typed null in logfire.json_schema"),
 )
 # Attributes whose mere presence marks a tool span: Vercel AI SDK, OpenLLMetry's OpenAI Agents
 # instrumentation, CrewAI, Haystack 3.x, Elastic.
@@ -83,8 +78,7 @@ NOT_TOOL_SPAN_NAME_PREFIXES = ("haystack.agent.hook.",)
 # OpenAI Agents SDK's listing of an MCP server's tools (MCPListToolsSpanData, type "mcp_tools"), which OpenInference's
 # bridge for the JS SDK names after its type and marks TOOL (Arize-ai/openinference js/packages/
 # openinference-instrumentation-openai-agents src/processor.ts, getSpanName / getSpanKind; docs/DECISIONS.md 571).
-# Logfire's OpenAI Agents bridge names the same span after its message template (pydantic/logfire 5.6.0,
-# integrations/openai_agents.py: MCPListToolsSpanData, "MCP: list tools from server {server}"; docs/DECISIONS.md 994).
+# Logfire's OpenAI Agents bridge names it by its message template (logfire 5.6.0 MCPListToolsSpanData; DECISIONS 994).
 NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL = frozenset({"mcp_tools", "MCP: list tools from server {server}"})
 # Attributes whose value True says the call failed, whatever the span status (Haystack 3.x leaves
 # its tool spans' status unset and sets haystack.tool.error).
@@ -317,8 +311,7 @@ PRODUCER_RESULT_DEFAULTS = (
     ("langfuse", "langfuse.observation.type", True, "langfuse: observation output recorded by default"),
     ("mlflow", "mlflow.spanType", True, "mlflow tracing: span outputs recorded by default"),
     ("google-adk", "gcp.vertex.agent.tool_call_args", True, "google/adk-python telemetry: tool_response recorded by default"),
-    ("logfire", "logfire.msg_template", True,
-     "pydantic/logfire instrument_openai_agents: the SDK's FunctionSpanData output, recorded unless OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA is false"),
+    ("logfire", "logfire.msg_template", True, "pydantic/logfire instrument_openai_agents: output recorded unless OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false"),
     ("gen_ai", GEN_AI_OPERATION, False,
      "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
 )
@@ -469,9 +462,8 @@ CALL_RECORD_LIST_FIELD = "toolCalls"
 # for requested calls when the span's other keys gave none (docs/DECISIONS.md 967). Per provider format: (name, the
 # path to the call objects (a key, or "*" for every item of a list), the call id's key, the tool name's path, the
 # arguments' key, where it was read).
-# The keys such a body is recorded under, read in this order: OpenInference's, and Logfire's on its OpenAI Agents model
-# span ("Responses API": ``response``, the SDK's Response as JSON, whose output[] holds the function_call items;
-# pydantic/logfire 5.6.0 integrations/openai_agents.py, ResponseSpanData; docs/DECISIONS.md 994).
+# The keys such a body is recorded under, in this order: OpenInference's, Logfire's on its OpenAI Agents "Responses API"
+# span (the SDK's Response as JSON; pydantic/logfire 5.6.0 integrations/openai_agents.py ResponseSpanData; DECISIONS 994).
 PROVIDER_RESPONSE_KEYS = ("output.value", "response")
 PROVIDER_RESPONSE_CALLS = (
     ("OpenAI Chat Completions", ("choices", "*", "message", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
