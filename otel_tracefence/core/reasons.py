@@ -30,7 +30,7 @@ WRITE_ERROR = "write_error"
 # A write recorded ok (or unset) with no result, where its producer records results (another tool span of the trace
 # has one, or the conventions table says the producer records them by default): its outcome went where the trace
 # does not show (a cancelled task, an error sent only to the model), so it is not shown committed (docs/DECISIONS.md 401);
-# or a write recorded ok on a producer path known not to carry a failure in its status (conventions.STATUS_EVIDENCE_PATHS,
+# or a write recorded ok on a producer path known not to carry a failure in its status (status_paths.STATUS_EVIDENCE_PATHS,
 # DECISIONS 780).
 WRITE_OUTCOME_UNRECORDED = "write_outcome_unrecorded"
 WRITE_DISPATCHED_MORE_THAN_ONCE = "write_dispatched_more_than_once"

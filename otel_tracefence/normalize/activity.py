@@ -60,6 +60,9 @@ NON_TOOL_KINDS = {
     "langfuse.observation.type": frozenset({"span", "generation", "agent", "chain", "retriever", "evaluator", "embedding", "guardrail", "event"}),
     "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
     "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
+    # Logfire's OpenAI Agents bridge: an agent's span, named by its message template, lists the agent's tools in
+    # ``tools`` (pydantic/logfire 5.6.0 integrations/openai_agents.py, AgentSpanData; docs/DECISIONS.md 994).
+    "logfire.msg_template": frozenset({"agent run: {name!r}"}),
     # The Vercel AI SDK's operation ids other than its tool span's (ai.toolCall): its call and model spans
     # (AI SDK Core, "Telemetry", "Collected Data"), lower-cased as they are compared.
     "ai.operationId": frozenset({

@@ -9,7 +9,8 @@ import cython
 
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import OK, READ, SOURCE_NONE, WRITE, ToolStep, step_order
-from otel_tracefence.normalize.conventions import MCP_METHOD_KEY, MCP_SERVER_REPORTS_IS_ERROR
+from otel_tracefence.normalize.conventions import MCP_METHOD_KEY
+from otel_tracefence.normalize.status_paths import MCP_SERVER_REPORTS_IS_ERROR
 from otel_tracefence.normalize.evidence import MCP_CLIENT_CALL, MCP_IS_ERROR_DROPPED
 from otel_tracefence.normalize.span_tree import nearest_tool_ancestor
 from otel_tracefence.normalize.span_view import SpanView
@@ -110,7 +111,7 @@ def _malformed(step: ToolStep, attempts: list[ToolStep], last: list[ToolStep], b
     """The step's malformed fields with its attempts'. A step held because its result is MCP content parts alone
     (``evidence.MCP_PARTS_ALONE``), or because it is an MCP client's tools/call span (``evidence.MCP_CLIENT_CALL``,
     988), is not held for it when the last dispatch reached an MCP server whose span of the
-    call is in the trace: that span records ``isError`` (``conventions.MCP_SERVER_REPORTS_IS_ERROR``,
+    call is in the trace: that span records ``isError`` (``status_paths.MCP_SERVER_REPORTS_IS_ERROR``,
     docs/DECISIONS.md 800). An attempt's malformed fields are the step's too: an invalid ``tracefence.*`` value is
     never dropped because its span is an attempt rather than a step. An attempt that names no tool (an MCP client
     span, say) is not malformed when its step names one. ``step.malformed`` itself when nothing changes."""
@@ -148,7 +149,7 @@ def _unrecorded_fields(step: ToolStep, attempts: list[ToolStep]) -> dict:
 
 
 def _reports_is_error(span: SpanView | None) -> bool:
-    """True for an MCP server's span of a tools/call (``conventions.MCP_SERVER_REPORTS_IS_ERROR``)."""
+    """True for an MCP server's span of a tools/call (``status_paths.MCP_SERVER_REPORTS_IS_ERROR``)."""
     kind, method = MCP_SERVER_REPORTS_IS_ERROR
     return span is not None and span.kind == kind and span.attributes.get(MCP_METHOD_KEY) == method
 

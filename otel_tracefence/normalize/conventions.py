@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 
 
-
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
 TRACEFENCE_EFFECT = "tracefence.effect"
 TRACEFENCE_STATUS = "tracefence.status"
@@ -51,6 +50,17 @@ TOOL_KIND_MARKERS = (
     ("mcp.method.name", "tools/call"),
     ("mlflow.spanType", "tool"),
     ("spring.ai.kind", "tool_call"),
+    ("logfire.msg_template", "function: {name}"),  # Logfire's OpenAI Agents bridge: its fields in MARKED_TOOL_FIELDS
+)
+# Tool spans whose fields are plain attribute keys, read only on a span whose kind marker (key, value compared as
+# TOOL_KIND_MARKERS') names it that producer's tool span (DECISIONS 991): (producer, marker key, marker value, the keys of
+# the tool name, arguments, result and failure, of a JSON schema typing each field, where it was read). A field that is the
+# text "null" its schema types null is None: not recorded (992). The failure key is read where the status says error (993).
+MARKED_TOOL_FIELDS = (
+    ("openllmetry", "traceloop.span.kind", "tool", "traceloop.entity.name", None, None, None, None, "traceloop/openllmetry: a tool span's entity name"),
+    ("logfire (OpenAI Agents)", "logfire.msg_template", "function: {name}", "name", "input", "output", "error", "logfire.json_schema",
+     "pydantic/logfire 5.6.0 logfire/_internal/integrations/openai_agents.py: a FunctionSpanData span named by its template, the span data's "
+     "fields name, input, output, mcp_data as attributes, a SpanError as 'error' with status ERROR; None typed null in logfire.json_schema"),
 )
 # Attributes whose mere presence marks a tool span: Vercel AI SDK, OpenLLMetry's OpenAI Agents
 # instrumentation, CrewAI, Haystack 3.x, Elastic.
@@ -68,7 +78,8 @@ NOT_TOOL_SPAN_NAME_PREFIXES = ("haystack.agent.hook.",)
 # OpenAI Agents SDK's listing of an MCP server's tools (MCPListToolsSpanData, type "mcp_tools"), which OpenInference's
 # bridge for the JS SDK names after its type and marks TOOL (Arize-ai/openinference js/packages/
 # openinference-instrumentation-openai-agents src/processor.ts, getSpanName / getSpanKind; docs/DECISIONS.md 571).
-NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL = frozenset({"mcp_tools"})
+# Logfire's OpenAI Agents bridge names it by its message template (logfire 5.6.0 MCPListToolsSpanData; DECISIONS 994).
+NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL = frozenset({"mcp_tools", "MCP: list tools from server {server}"})
 # Attributes whose value True says the call failed, whatever the span status (Haystack 3.x leaves
 # its tool spans' status unset and sets haystack.tool.error).
 FAILURE_FLAG_KEYS = ("haystack.tool.error",)
@@ -300,6 +311,7 @@ PRODUCER_RESULT_DEFAULTS = (
     ("langfuse", "langfuse.observation.type", True, "langfuse: observation output recorded by default"),
     ("mlflow", "mlflow.spanType", True, "mlflow tracing: span outputs recorded by default"),
     ("google-adk", "gcp.vertex.agent.tool_call_args", True, "google/adk-python telemetry: tool_response recorded by default"),
+    ("logfire", "logfire.msg_template", True, "pydantic/logfire instrument_openai_agents: output recorded unless OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false"),
     ("gen_ai", GEN_AI_OPERATION, False,
      "OpenTelemetry GenAI semantic conventions: content capture is opt-in (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)"),
 )
@@ -309,61 +321,7 @@ PRODUCER_RESULT_DEFAULTS = (
 # form no convention reads, so the write is not shown committed (write_outcome_unrecorded, docs/DECISIONS.md 953).
 RESULT_KEY_WORDS = frozenset({"output", "outputs", "result", "results", "response", "returnvalue", "return"})
 
-# Producer paths whose span status is known not to carry a failure: a write's ok (or unset) status is evidence of
-# commit only where the producer's path ends a failed call's span ERROR (docs/DECISIONS.md 780). One entry per path:
-# (path, the attributes (key, value) every span of the producer carries, the path's marker: an attribute key present
-# on the span, whether that marker is the path that reports failures (True: every other span of the producer is
-# held) or the path that drops them (False: the marked spans are held), whether a recorded result is evidence on
-# that path (True: the result carries the failure the status drops, so an ok write with a result reads as before;
-# False: held with or without one), where it was read). A write on a held path is ``write_outcome_unrecorded``.
-STATUS_EVIDENCE_PATHS = (
-    ("autogen BaseTool.run_json (FunctionTool)", (("gen_ai.system", "autogen"),), "gen_ai.tool.description", True, False,
-     "microsoft/autogen autogen-core 0.7.5 tools/_base.py run_json: trace_tool_span with the tool's description, an exception "
-     "ends it ERROR; autogen-ext McpWorkbench.call_tool opens the same span without one and catches isError and every "
-     "exception inside it (autogen_ext/tools/mcp/_workbench.py)"),
-    # A LangChain tool whose error is handled (handle_tool_error, LangGraph's ToolNode handle_tool_errors, the
-    # default) returns its error as a ToolMessage with status "error": the callback sees a normal end, so OpenLLMetry's
-    # handler leaves the span unset and writes gen_ai.task.status=success; only the ToolMessage, recorded when content
-    # is traced, shows the failure (docs/DECISIONS.md 955).
-    ("OpenLLMetry's LangChain handler (LangGraph)", (("traceloop.span.kind", "tool"), ("gen_ai.provider.name", "langgraph")),
-     "traceloop.entity.name", False, True,
-     "traceloop/openllmetry opentelemetry-instrumentation-langchain 0.62.4 callback_handler.py on_tool_end (a handled "
-     "error ends the run normally); read with langgraph 1.2.22, langchain-core 1.8.1"),
-    ("OpenLLMetry's LangChain handler", (("traceloop.span.kind", "tool"), ("gen_ai.provider.name", "langchain")),
-     "traceloop.entity.name", False, True,
-     "traceloop/openllmetry opentelemetry-instrumentation-langchain 0.62.4 callback_handler.py on_tool_end"),
-    # Agno turns a raised tool into a returned FunctionExecutionResult(status='failure'), so OpenLLMetry's wrapper ends
-    # the tool span OK whatever the call did; only traceloop.entity.output, recorded when content is traced, shows it
-    # (docs/DECISIONS.md 981).
-    ("OpenLLMetry's Agno instrumentation", (("traceloop.span.kind", "tool"), ("gen_ai.system", "agno")),
-     "traceloop.entity.name", False, True,
-     "traceloop/openllmetry opentelemetry-instrumentation-agno 0.62.4 _tool_wrappers.py (FunctionCall.execute / aexecute "
-     "wrapped: the span ends OK when execute returns); read with agno 3.1.10"),
-)
-
-# A recorded result that is MCP content parts alone (a JSON object whose ``type`` is one of these, or a non-empty list
-# of them) is a CallToolResult whose ``isError`` was dropped: the MCP specification (Tools, "Error Handling") reports
-# a tool's failure inside an ordinary result, ``isError: true``, so a producer that keeps the content alone cannot
-# end a failed call's span in error, whoever it is (the OpenAI Agents SDK for Python under OpenLLMetry and for
-# JavaScript under OpenInference were seen doing it). An ok write whose result has that shape is
-# ``write_outcome_unrecorded`` unless the MCP server's own span of the call says ok (``MCP_SERVER_REPORTS_IS_ERROR``;
-# docs/DECISIONS.md 800).
-MCP_CONTENT_PART_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
-# The same parts recorded as the MCP Python SDK's own repr of its models (``str()`` of ``CallToolResult.content``, or
-# of a framework's wrapper holding them): ``TextContent(type='text', text='card declined', annotations=None,
-# meta=None)``, pydantic's repr of mcp.types (mcp 1.x and 2.x). Semantic Kernel 1.45's MCPStdioPlugin records its
-# function result so (``[TextContent(inner_content=TextContent(type='text', ...), ...)]``, tests/frameworks/isolated/
-# semantic_kernel). Held as the JSON parts are, unless the text holds the flag itself as false.
-MCP_CONTENT_PART_REPR = re.compile(r"\b(?:Text|Image|Audio)Content\(type='(?:text|image|audio)'|\b(?:EmbeddedResource\(type='resource'|ResourceLink\(type='resource_link')")
-MCP_IS_ERROR_FALSE_REPR = ("isError=False", "is_error=False")
-# The MCP server span of a tools/call (span kind SERVER, ``mcp.method.name`` tools/call) records isError as error.type
-# ``tool_error`` with status ERROR (MCP semantic conventions; the MCP Python SDK 2.1.1 does, tests/frameworks/
-# test_framework_mcp.py): an ok one below a write's step is evidence its call was no tool error (DECISIONS 800).
-MCP_SERVER_REPORTS_IS_ERROR = ("server", "tools/call")
-# The MCP client span of a tools/call (span kind CLIENT) as the MCP Python SDK 2.x records it: no result, and UNSET on
-# an isError result (only a JSON-RPC error ends it in error). As a write's own step, its status is no evidence the
-# write committed, unless the server's span of the call below it says ok (docs/DECISIONS.md 988).
-MCP_CLIENT_DROPS_IS_ERROR = ("client", "tools/call")
+# Producer paths whose span status is no evidence of a call's outcome, and MCP's isError records: status_paths.py.
 
 # Frameworks' own status attributes on a tool span, read as the call's outcome: a value that is no success value
 # (SUCCESS_STATUS_VALUES) makes an ok step's status error (noted framework_status_error). Strands Agents sets
@@ -454,6 +412,9 @@ CALL_RECORD_LIST_FIELD = "toolCalls"
 # for requested calls when the span's other keys gave none (docs/DECISIONS.md 967). Per provider format: (name, the
 # path to the call objects (a key, or "*" for every item of a list), the call id's key, the tool name's path, the
 # arguments' key, where it was read).
+# The keys such a body is recorded under, in this order: OpenInference's, Logfire's on its OpenAI Agents "Responses API"
+# span (the SDK's Response as JSON; pydantic/logfire 5.6.0 integrations/openai_agents.py ResponseSpanData; DECISIONS 994).
+PROVIDER_RESPONSE_KEYS = ("output.value", "response")
 PROVIDER_RESPONSE_CALLS = (
     ("OpenAI Chat Completions", ("choices", "*", "message", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
      "platform.openai.com API reference, chat completion object: choices[].message.tool_calls[]"),

@@ -8,7 +8,7 @@ besides the conventions the normalizer reads.
 * :func:`producer_of`: which producer recorded a tool span and whether it records results by default
   (``conventions.PRODUCER_RESULT_DEFAULTS``): the planner asks it of a write with no result
   (``write_outcome_unrecorded``, ``planner/rules.py``).
-* :func:`status_blind_path`: a producer path known to end a failed call's span ok (``conventions.STATUS_EVIDENCE_PATHS``),
+* :func:`status_blind_path`: a producer path known to end a failed call's span ok (``status_paths.STATUS_EVIDENCE_PATHS``),
   or a result of MCP content parts alone (``isError`` dropped, any producer): there a write's ok status is no evidence
   of commit (``write_outcome_unrecorded``, docs/DECISIONS.md 780, 800).
 """
@@ -26,10 +26,14 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, MCP_CLIENT_DROPS_IS_ERROR, MCP_METHOD_KEY, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, STATUS_EVIDENCE_PATHS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, MCP_METHOD_KEY, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+)
+from otel_tracefence.normalize.status_paths import (
+    MCP_CLIENT_DROPS_IS_ERROR, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, STATUS_EVIDENCE_PATHS,
 )
 from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_MARKS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
+from otel_tracefence.normalize.span_kinds import marked_fields
 
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -99,15 +103,20 @@ def says_no_failure(kind: str, value: Any) -> bool:
     return folded in NO_FAILURE_VALUES
 
 
-def failure_evidence(attributes: Mapping[str, Any]) -> MalformedField | None:
+def failure_evidence(attributes: Mapping[str, Any], failed: bool = False) -> MalformedField | None:
     """The first attribute that names an outcome the normalizer does not read (:func:`outcome_kind`) and holds no
     success value (:func:`says_no_failure`), as the reason to hold a write step (``unrecognized_failure_evidence``);
-    ``None`` when there is none. Asked of write steps only: a read replays whatever its outcome."""
+    ``None`` when there is none. Asked of write steps only: a read replays whatever its outcome. When ``failed`` (the
+    step's status is already an error), the failure key of the producer whose marker the span carries
+    (``conventions.MARKED_TOOL_FIELDS``: Logfire's ``error``) repeats that status and is read (docs/DECISIONS.md 993)."""
     if attributes.keys() <= WITHOUT_EVIDENCE:
         return None
     for key, value in attributes.items():
         kind = outcome_kind(key)
         if kind != NO_KIND and not says_no_failure(kind, value):
+            marked = marked_fields(attributes) if failed else None
+            if marked is not None and marked[6] == key:
+                continue
             return MalformedField(
                 "status",
                 f"attribute {key!r} holds {shown(value)}: it names the call's {kind} and is no success value the normalizer knows: "
@@ -133,7 +142,7 @@ OTHER_PRODUCER = "span"  # a tool span of a producer the table does not list
 
 def _is_content_parts(value: str | None) -> bool:
     """True when a recorded result (canonical JSON or text) is an MCP content part or a non-empty list of them, or
-    text holding the MCP Python SDK's repr of one (``conventions.MCP_CONTENT_PART_REPR``) and no ``isError=False``."""
+    text holding the MCP Python SDK's repr of one (``status_paths.MCP_CONTENT_PART_REPR``) and no ``isError=False``."""
     if not value:
         return False
     if "Content(type='" in value or "(type='resource" in value:  # the repr's prefilter: one scan, no regex on other text
@@ -162,9 +171,9 @@ lifts it when the MCP server's own span of the call says ok (docs/DECISIONS.md 8
 def status_blind_path(attributes: Mapping[str, Any], result_value: str | None, result_recorded: bool = False, kind: str = "") -> str | None:
     """What makes a tool span's status no evidence of its outcome, or ``None``: the status is read as before.
 
-    A recorded result of MCP content parts alone (``conventions.MCP_CONTENT_PART_TYPES``), whoever recorded it: the
+    A recorded result of MCP content parts alone (``status_paths.MCP_CONTENT_PART_TYPES``), whoever recorded it: the
     CallToolResult's ``isError`` was dropped, and with it the call's failure (MCP specification, Tools, "Error
-    Handling"; docs/DECISIONS.md 800). Else a producer path of ``conventions.STATUS_EVIDENCE_PATHS``: under an entry
+    Handling"; docs/DECISIONS.md 800). Else a producer path of ``status_paths.STATUS_EVIDENCE_PATHS``: under an entry
     marking the path that reports failures, a span of that producer without the marker is on another path; under an
     entry marking a path that drops them, a marked span is on it (docs/DECISIONS.md 780), unless the entry says a
     recorded result is evidence there and ``result_recorded`` (docs/DECISIONS.md 955). Asked of ok write steps

@@ -39,7 +39,7 @@ from otel_tracefence.core.config import Limits
 from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
-    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY, CALL_RECORD_ARGUMENT_FIELDS, CALL_RECORD_KEYS, CALL_RECORD_LIST_FIELD,
+    VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY, CALL_RECORD_ARGUMENT_FIELDS, CALL_RECORD_KEYS, CALL_RECORD_LIST_FIELD, PROVIDER_RESPONSE_KEYS,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.provider_responses import provider_response_calls
@@ -382,7 +382,7 @@ def recorded_output(span: SpanView) -> bool:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, *CALL_RECORD_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *PROVIDER_RESPONSE_KEYS, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, *CALL_RECORD_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
 
 
 def output_tools(span: SpanView) -> frozenset:
@@ -428,8 +428,12 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
     if indexed:  # on any span, whatever its kind (docs/DECISIONS.md 440)
         found.extend(_indexed_calls(span, "llm.output_messages.", _OPENINFERENCE, "function.name", "function.arguments"))
         found.extend(_indexed_calls(span, INDEXED_COMPLETION_PREFIXES, _OPENLLMETRY, "name", "arguments"))
-    if not found and OUTPUT_FIELDS_KEY in attributes:  # a provider's raw response, where nothing else named a call (967)
-        found.extend(provider_response_calls(attributes[OUTPUT_FIELDS_KEY]))
+    if not found:  # a provider's raw response, where nothing else named a call (967; Logfire's key, 994)
+        for key in PROVIDER_RESPONSE_KEYS:
+            if key in attributes:
+                found.extend(provider_response_calls(attributes[key]))
+                if found:
+                    break
     echoed = len(found)  # the calls read below are a framework's output fields (docs/DECISIONS.md 963)
     if OUTPUT_FIELDS_KEY in attributes:
         found.extend(output_field_calls(attributes[OUTPUT_FIELDS_KEY]))

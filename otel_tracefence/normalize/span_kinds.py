@@ -9,9 +9,10 @@ from typing import Any, Mapping
 
 import cython
 
+from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.normalize.conventions import (
     AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_OPERATIONS, EXECUTE_TOOL_PREFIX,
-    GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MCP_TOOL_SPAN_NAME_PATTERN,
+    GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MARKED_TOOL_FIELDS, MCP_TOOL_SPAN_NAME_PATTERN,
     NAME_IS_TOOL_CALL_SUFFIXES, NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
     TOOL_MARKER_KEYS, TOOL_NAME_KEYS, TOOL_PRESENCE_KEYS, TRACELOOP_TOOL_SPAN_SUFFIX,
 )
@@ -21,6 +22,41 @@ from otel_tracefence.normalize.conventions import (
 def _kind_is(attributes: Mapping[str, Any], key: str, value: str) -> bool:
     found = attributes.get(key)
     return isinstance(found, str) and found.lower() == value
+
+
+@cython.ccall
+def marked_fields(attributes: Mapping[str, Any]) -> Any:
+    """The ``conventions.MARKED_TOOL_FIELDS`` row whose kind marker the span carries (its producer, marker, the keys of
+    its tool name, arguments, result and failure, its schema key, its source), or ``None``: first match wins."""
+    for row in MARKED_TOOL_FIELDS:
+        found = attributes.get(row[1])
+        if isinstance(found, str) and found.lower() == row[2]:
+            return row
+    return None
+
+
+NULL_TEXT = "null"  # Python's None as Logfire writes it (JSON), typed null in the span's schema
+
+
+def marked_field(attributes: Mapping[str, Any], column: int) -> tuple:
+    """``(True, value)`` for the field at ``column`` of the ``MARKED_TOOL_FIELDS`` row whose marker the span carries
+    (4 arguments, 5 result, 6 failure); ``(False, None)`` when the span carries no marker, its row names no such
+    field, the key is absent, or its value is the text ``null`` that the row's schema key types null (Python's None
+    written as text: nothing recorded, docs/DECISIONS.md 992). A schema that cannot be read leaves the value as it is."""
+    marked = marked_fields(attributes)
+    if marked is None or marked[column] is None or marked[column] not in attributes:
+        return False, None
+    value = attributes[marked[column]]
+    if value == NULL_TEXT and marked[7] is not None:
+        try:
+            schema = parse_json_text(attributes.get(marked[7]) or "{}")
+        except (JSONTextError, RecursionError, TypeError):
+            schema = None
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        typed = properties.get(marked[column]) if isinstance(properties, dict) else None
+        if isinstance(typed, dict) and typed.get("type") == NULL_TEXT:
+            return False, None
+    return True, value
 
 
 @cython.ccall
@@ -100,8 +136,8 @@ def agent_name(attributes: Mapping[str, Any], name: str) -> str | None:
 def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
     """The tool's name, first match wins; ``None`` when no convention records one.
 
-    Attributes first (``TOOL_NAME_KEYS``; OpenLLMetry's ``traceloop.entity.name`` on its
-    tool spans), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
+    Attributes first (``TOOL_NAME_KEYS``; then the tool-name key of a producer whose marker the span carries,
+    ``MARKED_TOOL_FIELDS``: OpenLLMetry's ``traceloop.entity.name``, Logfire's ``name``), then the span name: ``execute_tool <tool>`` (GenAI), ``<tool>.tool``
     (OpenLLMetry's OpenAI Agents spans), ``tool.<tool>`` on an ``execute_tool`` span (Koog),
     ``[MCP send ]tools/call <tool>`` (MCP), and the
     whole name for conventions that name tool spans after the tool (OpenInference, ...), less a trailing call-method
@@ -111,11 +147,12 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
         value = attributes.get(key)
         if isinstance(value, str) and value:
             return value
-    traceloop_tool = _kind_is(attributes, "traceloop.span.kind", "tool")
-    if traceloop_tool:
-        value = attributes.get("traceloop.entity.name")
+    marked = marked_fields(attributes)
+    if marked is not None:
+        value = attributes.get(marked[3])
         if isinstance(value, str) and value:
             return value
+    traceloop_tool = _kind_is(attributes, "traceloop.span.kind", "tool")
     if name.startswith(EXECUTE_TOOL_PREFIX) and len(name) > len(EXECUTE_TOOL_PREFIX):
         return name[len(EXECUTE_TOOL_PREFIX):]
     if name.startswith(KOOG_TOOL_SPAN_PREFIX) and len(name) > len(KOOG_TOOL_SPAN_PREFIX) and attributes.get(GEN_AI_OPERATION) == EXECUTE_TOOL:

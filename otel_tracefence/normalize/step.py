@@ -289,7 +289,7 @@ def _span_status(span: SpanView, effect: Effect, malformed: list[MalformedField]
     elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
         malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
     if effect is WRITE and not span.attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
-        evidence = failure_evidence(span.attributes)
+        evidence = failure_evidence(span.attributes, status is ERROR)
         if evidence is not None:
             malformed.append(evidence)
     return status

@@ -32,6 +32,7 @@ from otel_tracefence.normalize.conventions import (
     TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
+from otel_tracefence.normalize.span_kinds import marked_field
 from otel_tracefence.normalize.span_view import SpanEvent
 from otel_tracefence.normalize.tokens import text_tokens, value_tokens
 from otel_tracefence.core.redact import REDACTED, redact_result_text, redact_value
@@ -255,6 +256,9 @@ def span_arguments(attributes: Mapping[str, Any], limits: Limits, events: Sequen
                     return parsed
                 return arguments_from_value(value, limits, text_is_json=False)
         return arguments_from_value(value, limits, unwrap=unwrap)
+    marked, value = marked_field(attributes, 4)  # a producer's own key on its marked tool span (DECISIONS 991)
+    if marked:
+        return arguments_from_value(value, limits)
     parameters = {
         key[len(CODE_PARAMETER_PREFIX) : -len(CODE_PARAMETER_SUFFIX)]: value
         for key, value in attributes.items()
@@ -379,6 +383,9 @@ def span_result(attributes: Mapping[str, Any], limits: Limits, events: Sequence[
         value = attributes.get(key, _ABSENT)
         if value is not _ABSENT:
             return result_from_value(value, limits, config)
+    marked, value = marked_field(attributes, 5)  # a producer's own key on its marked tool span (DECISIONS 991)
+    if marked:
+        return result_from_value(value, limits, config)
     value = event_result(events)
     if value is not _ABSENT:
         return result_from_value(value, limits, config)

@@ -5,7 +5,7 @@ environment, runs every scenario with content capture off: no ``traceloop.entity
 OpenLLMetry's wrapper of ``FunctionCall.execute`` ends the tool span OK whenever ``execute`` returns, and Agno turns a
 raised tool into a returned ``status='failure'`` result, so with content off a failed write and a committed one are
 the same record: OK, no result. Every such write is held ``write_outcome_unrecorded`` (the producer's path in
-``conventions.STATUS_EVIDENCE_PATHS``, DECISIONS 981); before, a failed refund beside a read that also had no result
+``status_paths.STATUS_EVIDENCE_PATHS``, DECISIONS 981); before, a failed refund beside a read that also had no result
 read as content capture off and passed as ``skip`` (``write_committed``, the trace ``static``: a fail-open).
 
 A call requested and never run (``requires_confirmation`` never confirmed) is in no span when content is off: the

@@ -5,7 +5,7 @@ autogen-ext's ``McpWorkbench.call_tool`` (0.7) opens autogen-core's ``execute_to
 both an ``isError`` answer and any exception: the span ends UNSET, with no result and no error, whether the MCP
 tool committed or failed. autogen-core's ``BaseTool.run_json`` (a FunctionTool) opens the same span with
 ``gen_ai.tool.description`` and ends it ERROR on an exception: only there is UNSET evidence of commit
-(``conventions.STATUS_EVIDENCE_PATHS``). Here the AutoGen runner calls one MCP server's committing tool
+(``status_paths.STATUS_EVIDENCE_PATHS``). Here the AutoGen runner calls one MCP server's committing tool
 (``mcp_commits``, a run outside the matrix) and its failing one (``mcp_is_error``), and a FunctionTool write
 (``write_commits``): the two MCP spans are the same but for the tool's name and call id, and both are held
 (``write_outcome_unrecorded``); the FunctionTool span carries the description and commits. When an AutoGen version

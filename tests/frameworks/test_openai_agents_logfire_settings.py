@@ -8,8 +8,7 @@ same runner, in the same environment, runs its extra scenarios (DECISIONS 990):
   ``logfire.json_schema`` (Logfire's record of Python ``None``): a reader of Logfire's convention must take that as not
   recorded, never as the result text ``null``. Under the other two instrumentations the same runs hold every write
   as ``write_outcome_unrecorded`` (those producers record results by default) and keep a raised one ``write_error``;
-  the expected plans below are theirs, with Logfire's spans read as a tool convention (kind D today: every step is
-  unnamed, ``malformed_tool``).
+  the expected plans below are theirs, Logfire's spans read as a tool convention (DECISIONS 991-992).
 * ``scrubbed_write``: a write whose arguments (``auth_token``, a customer id ``auth0|a``), result (``session s_9
   ...``), idempotency key (``session-17``) and even tool name (``open_session``) hold words Logfire's default scrubbing
   patterns match: each value becomes ``[Scrubbed due to '<word>']`` and ``logfire.scrubbed`` names its path. The
@@ -30,7 +29,6 @@ from tests.frameworks.isolated import envs
 
 KEY = "openai_agents_logfire"
 NA, NR, HELD = "arguments_not_recorded", "result_not_recorded", "write_outcome_unrecorded"
-UNREAD = "D: Logfire's Function span read by no convention: every step unnamed (malformed_tool)"
 CONTENT_OFF = {
     "read_ok": ("DYNAMIC", [("lookup_customer", "replay", ("declared_read", NA))]),
     "write_commits": ("REVIEW", [("create_invoice", "review", (HELD, NR, NA))]),
@@ -71,7 +69,6 @@ def test_with_content_off_the_function_spans_record_none_as_the_text_null(runs):
         assert (schema["input"], schema["output"]) == ({"type": "null"}, {"type": "null"}), name
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNREAD)
 @pytest.mark.parametrize("scenario", sorted(CONTENT_OFF))
 def test_with_content_off_each_scenario_plans_as_the_other_rows_do(runs, scenario):
     plan = plan_of_spans(runs[f"content_off_{scenario}"], matrix._config(KEY))

@@ -1,5 +1,5 @@
 """A write's ok (or unset) status is evidence of commit only where its producer's path ends a failed call's span
-ERROR (``conventions.STATUS_EVIDENCE_PATHS``, docs/DECISIONS.md 780): AutoGen's McpWorkbench spans (no
+ERROR (``status_paths.STATUS_EVIDENCE_PATHS``, docs/DECISIONS.md 780): AutoGen's McpWorkbench spans (no
 ``gen_ai.tool.description``, the FunctionTool path's marker) hold the write, and so does a result of MCP content
 parts alone from any producer (``isError`` dropped, DECISIONS 800; or the MCP Python SDK's repr of them, 801) unless the MCP server's span of the call says ok;
 ``write_outcome_unrecorded`` naming what was not seen; reads and every other path read as before. The spans are the frameworks' own, as the matrix's

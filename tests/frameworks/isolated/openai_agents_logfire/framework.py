@@ -19,66 +19,49 @@ FRAMEWORK = Framework(
 )
 
 K = FRAMEWORK.key
-# Today no convention reads Logfire's Function span: it is a tool step only by the tracefence.effect label declare puts
-# on it, with no tool name (malformed_tool), no arguments and no result read; every cell is held for that. The kind:
-UNREAD = "D: Logfire's Function span read by no convention (tool 'name', arguments 'input', result 'output', failure 'error'): review"
+# Logfire's Function span is read as a tool span by its message template (docs/DECISIONS.md 991-994): the tool in
+# 'name', the arguments in 'input', the result in 'output' (the text "null" its schema types null: none), 'error' read
+# as the failure the span's ERROR status records; the model's requests in the Responses API span's 'response'.
+# The SDK opens a Function span for a call held for approval and ends it with no output, unlabelled (the body never
+# ran): no convention says such a span is a pending record, so it is a step of unknown effect. The kind:
+PENDING = (
+    "D: the Function span the SDK opens for a call held for approval (output None, typed null; no tracefence.effect, the "
+    "body never ran) is read as a step of unknown effect, not as a pending record"
+)
 CELLS = [
-    cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (Function span: name, input, output)", wrong_today=f"{UNREAD} (malformed_tool): an over-hold"),
-    cell(
-        K, "write_commits", "injected", (COMMITTED,), "OK Function span with output: committed; the result is injected on replay",
-        wrong_today=f"{UNREAD} (malformed_tool, write_outcome_unrecorded: 'output' unread): an over-hold",
-    ),
+    cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (Function span: name, input, output)"),
+    cell(K, "write_commits", "injected", (COMMITTED,), "OK Function span with output: committed; the result is injected on replay"),
     cell(
         K, "write_raises", "review", (("charge_card", "review", ("write_error",)),),
         "failure_error_function=None lets the error out: the Function span ends ERROR (error attribute, exception event UserError)",
-        wrong_today=f"{UNREAD} (malformed_tool, unrecognized_failure_evidence naming 'error'): held, the tool unnamed",
     ),
     cell(
         K, "write_times_out", "review", (("send_payment", "review", ("write_error", "error_template_in_result")),),
         "the SDK's own timeout hands its timeout text to the model as the output of an OK Function span: the SDK's timeout "
         "template (kind A, DECISIONS 400)",
-        wrong_today=f"{UNREAD} (malformed_tool, write_outcome_unrecorded: the timeout text in 'output' unread): held, the tool unnamed",
     ),
     cell(
         K, "tool_error_to_model", "review", (("refund_order", "review", ("write_error",)),),
         "the default failure_error_function: its text is the output, the error attribute says 'Error running tool (non-fatal)' and the span ends ERROR",
-        wrong_today=f"{UNREAD} (malformed_tool, unrecognized_failure_evidence naming 'error'): held, the tool unnamed",
     ),
-    cell(
-        K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace",
-        wrong_today=f"{UNREAD}: both steps unnamed (malformed_tool), the read held too",
-    ),
-    cell(
-        K, "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice",
-        wrong_today=f"{UNREAD}: two unnamed steps (malformed_tool) sharing a key, idempotency_key_reused_arguments_unavailable",
-    ),
+    cell(K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
+    cell(K, "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice"),
     cell(
         K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
-        "a call waiting for approval (needs_approval) never approved: Logfire opens no Function span for it, only the "
-        "model's request shows it (the Responses API span's events / response JSON, with its call id)",
-        wrong_today=(
-            "C: requested calls in a format not read (Logfire's 'events' attribute, a JSON list of gen_ai.*.message "
-            "events whose assistant message holds tool_calls; 'response' the Response as JSON): the request is not seen; "
-            "the trace is held only because the 'Agent run: {name!r}' span's 'tools' attribute looks like tool activity "
-            "(unrecognized_tool_span, effect_unknown)"
-        ),
+        "a call waiting for approval (needs_approval) never approved: only the model's request shows it (the Responses API "
+        "span's response JSON, with its call id)",
+        wrong_today=f"{PENDING}: held as effect_unknown (the request matched to that span, so no requested_not_recorded)",
     ),
     cell(
         K, "approval_interrupt_resume", "injected", (COMMITTED,),
-        "approved and run once after the resume: one Function span, committed (the interrupted run opened none)",
-        wrong_today=f"{UNREAD} (malformed_tool, write_outcome_unrecorded), and the first run's 'Agent run' span held as unrecognized tool activity: an over-hold",
+        "approved and run once after the resume: one Function span that ran, committed",
+        wrong_today=f"{PENDING}: the interrupted run's span held (create_invoice review effect_unknown) beside the committed run: an over-hold",
     ),
     cell(
         K, "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded",)),),
         "MCPServerStdio against the billing server: the SDK drops isError (DECISIONS 791), the Function span is OK with the "
         "text part as output (mcp_data names the server): a result of MCP content parts is no evidence of commit (DECISIONS "
         "780); the MCP SDK's client span below it (tools/call, UNSET whatever the server answered) is its dispatch",
-        wrong_today=(
-            "A: FAIL-OPEN at the step: the Function span unread, the MCP SDK's client span 'MCP send tools/call charge_card' "
-            "(UNSET, no result: the MCP SDK records none and keeps UNSET on isError) is the step, planned skip "
-            "(write_committed, result_not_recorded); the trace is held only by the two 'MCP: list tools from server {server}' "
-            "spans (unrecognized_tool_span, an over-hold)"
-        ),
     ),
 ]
 # The MCP tool's body runs in the server process: nothing labels the SDK's span of it, so the operator's rule names it.
@@ -87,8 +70,8 @@ NOT_IN_MATRIX = [
     (
         "OpenAI Agents SDK under Logfire, the SDK's content switch off (OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false)",
         "not a row; tests/frameworks/test_openai_agents_logfire_settings.py runs it: Logfire records the Function span's "
-        "input and output as the text 'null' (logfire.json_schema type null, Python None); held today (malformed_tool), "
-        "expected as the other two rows plan the same runs: every write write_outcome_unrecorded, a raised one write_error",
+        "input and output as the text 'null' (logfire.json_schema type null, Python None): read as none recorded "
+        "(DECISIONS 992)",
     ),
     (
         "OpenAI Agents SDK under Logfire's default scrubbing",
