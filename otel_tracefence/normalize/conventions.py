@@ -15,7 +15,6 @@ every key and namespace the normalizer reads.
 
 from __future__ import annotations
 
-import re
 
 
 # The producer's own labels (inputs). Our output annotations are tracefence.step.* etc.
