@@ -30,7 +30,7 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
-    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, key_from_arguments, result_call_id, result_tokens, span_arguments,
+    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, key_field_anywhere, key_from_arguments, result_call_id, result_tokens, span_arguments,
     span_result,
 )
 
@@ -45,8 +45,10 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
             return MalformedField("idempotency_key", f"idempotency key ({described(declared)}) is a producer's stand-in for a hidden value")
         return declared
     rule = config.rule_for(tool) if tool else None
-    paths = [rule.idempotency_key_argument] if rule is not None and rule.idempotency_key_argument else config.idempotency_key_arguments
-    return key_from_arguments(arguments_value, paths)
+    if rule is not None and rule.idempotency_key_argument:
+        return key_from_arguments(arguments_value, [rule.idempotency_key_argument])
+    key = key_from_arguments(arguments_value, config.idempotency_key_arguments)
+    return key if key is not None else key_field_anywhere(arguments_value)  # another spelling or nesting (DECISIONS 969)
 
 
 @cython.ccall

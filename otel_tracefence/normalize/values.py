@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import cython
 
+from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.reprs import fields_repr
 from otel_tracefence.core.value_text import described
 
@@ -456,6 +457,33 @@ def kept_result(result: Result | None, config: TraceFenceConfig) -> str | None:
     if not config.store_raw_values or result is None or result.value is None:
         return None
     return redact_result_text(result.value, config.redaction)
+
+
+IDEMPOTENCY_KEY_FIELD = "idempotencykey"  # a field named so, folded (idempotency_key, idempotencyKey, Idempotency-Key)
+_KEY_FIELD_DEPTH = 3  # how deep an arguments object is searched for one (headers.Idempotency-Key, options.idempotency_key)
+
+
+def key_field_anywhere(value: Any) -> str | MalformedField | None:
+    """The value of the first field of ``value`` (an arguments object, searched breadth first, ``_KEY_FIELD_DEPTH``
+    levels deep, keys in their order) whose name folds to ``idempotencykey`` (``textfold.folded_word``): an
+    idempotency key written under another spelling or nesting than the configured paths (docs/DECISIONS.md 969).
+    A string or integer is the key; anything else but ``null`` is a key that cannot be read (a ``MalformedField``)."""
+    level = [value] if isinstance(value, dict) else []
+    for _ in range(_KEY_FIELD_DEPTH):
+        below = []
+        for node in level:
+            for name, item in node.items():
+                if folded_word(name) == IDEMPOTENCY_KEY_FIELD:
+                    if isinstance(item, str) and item:
+                        return item
+                    if isinstance(item, int) and not isinstance(item, bool):
+                        return str(item)
+                    if item is not None:
+                        return MalformedField("idempotency_key", f"idempotency key argument {name!r} holds {described(item)}, not a non-empty string or an integer")
+                elif isinstance(item, dict):
+                    below.append(item)
+        level = below
+    return None
 
 
 def key_from_arguments(value: Any, paths: list[str]) -> str | MalformedField | None:
