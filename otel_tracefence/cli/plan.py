@@ -17,6 +17,7 @@ from otel_tracefence.cli.plan_common import say as _say
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import ReplayClass, TracePlan
 from otel_tracefence.pipeline.documents import plan_document
+from otel_tracefence.pipeline.write_index import MemoryWriteIndex
 from otel_tracefence.readers.detect import FORMATS
 from otel_tracefence.readers.errors import UnreadableInput, decode_text_file
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
     planned: list[tuple[str, TracePlan]] = []
     json_parts: list[str] = []
     rejected = False
+    index = MemoryWriteIndex(config.write_index_max_entries)  # one for the run: a retry in a later file meets its first try (996)
     for path in args.files:
         try:
             with reading_progress(path) as bar:
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace, config: TraceFenceConfig) -> int:
             text = decode_text_file(data)
             with reading_progress(path, len(text), "reading spans of") as bar:
                 outcome = plan_document(text, args.input_format, config, on_malformed=args.on_malformed, progress=terminal_progress,
-                                        reading=bar.update if bar is not None else None)  # fmt: skip
+                                        reading=bar.update if bar is not None else None, index=index)  # fmt: skip
         except UnreadableInput as exc:
             _say(path, f"{exc}; nothing was planned")
             rejected = True

@@ -38,24 +38,26 @@ def plan_text(
     warnings: list[InputError] | None = None,
     progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
     reading: Callable[[int], None] | None = None,
+    index: MemoryWriteIndex | None = None,
 ) -> tuple[list[TracePlan], list[InputError]]:
     """Plans for every trace in ``text`` (sorted by trace id), and the rows or spans rejected.
 
     ``warnings``, when given, receives what was read but ignored (a row column that is no field).
     ``progress`` wraps the traces as they are planned (``progress(traces, count)``), e.g.
     :func:`~otel_tracefence.cli.plan_common.terminal_progress`; ``reading``, when given, is called with the characters of each OTLP/JSON request
-    (line) once it is read, before planning begins. Raises :class:`UnreadableInput` when the text as a whole cannot
-    be read, or is empty.
+    (line) once it is read, before planning begins. ``index``: the write index the traces meet, in the order they
+    ended (a new one when ``None``; ``tracefence plan`` passes one to every file of a run, DECISIONS 996). Raises
+    :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
     """
     if not text.strip():
         raise UnreadableInput("the input is empty: no rows or spans to plan")
     fmt = detect_format(text) if input_format == "auto" else input_format
     if fmt == "otlp-json":
-        return plan_read(read_otlp_json(text, reading), config, warnings=warnings, progress=progress)
+        return plan_read(read_otlp_json(text, reading), config, warnings=warnings, progress=progress, index=index)
     rows = read_rows(text, fmt, config)
     if warnings is not None:
         warnings.extend(rows.warnings)
-    index = MemoryWriteIndex(config.write_index_max_entries)
+    index = index if index is not None else MemoryWriteIndex(config.write_index_max_entries)
     plans = [
         index.plan_against(plan_steps(trace_id, steps, config), config.limits.max_related_call_ids)
         for trace_id, steps in progress(sorted(rows.steps.items(), key=_row_trace_ended), len(rows.steps))
@@ -219,20 +221,21 @@ def plan_document(
     on_malformed: str | None = None,
     progress: Callable[[Sequence[Any], int], Iterable[Any]] = _no_progress,
     reading: Callable[[int], None] | None = None,
+    index: MemoryWriteIndex | None = None,
 ) -> PlanOutcome:
     """Plan ``text`` as ``tracefence plan`` does: the one function behind the command line and the
     inspector page (``tracefence ui``), so both give the same plans and messages.
 
     ``input_format``: ``auto`` or one of :data:`~otel_tracefence.readers.detect.FORMATS`.
-    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`. ``progress`` and
-    ``reading``: as :func:`plan_text` takes them.
+    ``on_malformed``: ``reject`` or ``review``; ``None`` for :func:`on_malformed_default`. ``progress``,
+    ``reading`` and ``index``: as :func:`plan_text` takes them.
     Raises :class:`UnreadableInput` when the text as a whole cannot be read, or is empty.
     """
     if input_format == "auto" and looks_like_plan_json(text.lstrip().partition("\n")[0]):
         return saved_plans(text)
     fmt = detect_format(text) if input_format == "auto" and text.strip() else input_format
     warnings: list[InputError] = []
-    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress, reading=reading)
+    plans, errors = plan_text(text, fmt, config, warnings=warnings, progress=progress, reading=reading, index=index)
     return outcome(plans, errors, warnings, on_malformed or on_malformed_default(fmt))
 
 

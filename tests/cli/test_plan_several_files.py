@@ -76,3 +76,21 @@ def test_a_missing_file_among_several_is_named(tmp_path):
         f"tracefence plan: {missing}: No such file or directory; nothing was planned",
         "tracefence plan: a file was rejected: nothing was printed",
     ]
+
+
+def test_a_retry_in_a_later_file_meets_its_first_try_as_in_one_input(tmp_path):
+    """DECISIONS 996: the files of one run share one write index, as the traces of one input do: a timed-out charge in
+    the first file and its retry under the same key in the second hold the retry (``retry_of_held_write``), as
+    ``cat a b | tracefence plan -`` does. Before, each file met a write index of its own and the retry passed as skip."""
+    first = ndjson(tmp_path, [{"trace_id": "t1", "call_id": "c1", "tool": "charge", "effect": "write", "status": "timeout",
+                               "idempotency_key": "k12", "arguments": {"amount": 5}, "start_time": "2026-12-07T10:00:00Z"}], "a.ndjson")
+    retry = ndjson(tmp_path, [{"trace_id": "t2", "call_id": "c1", "tool": "charge", "effect": "write", "status": "ok",
+                               "idempotency_key": "k12", "arguments": {"amount": 5}, "result": {"id": "ch_1"}, "start_time": "2026-12-07T10:05:00Z"}], "b.ndjson")
+    proc = run("plan", str(first), str(retry))
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    plans = {p["traceId"]: p for p in map(json.loads, proc.stdout.splitlines())}
+    assert (plans["t2"]["replayClass"], plans["t2"]["steps"][0]["decision"], plans["t2"]["steps"][0]["reasons"]) == ("review", "review", ["retry_of_held_write"])
+    together = run("plan", "-", stdin=first.read_text() + retry.read_text())
+    assert {p["traceId"]: p["steps"][0]["reasons"] for p in map(json.loads, together.stdout.splitlines())}["t2"] == ["retry_of_held_write"]
