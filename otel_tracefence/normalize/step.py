@@ -14,6 +14,7 @@ from otel_tracefence.core.model import (
     EFFECT_UNKNOWN, ERROR, OK, READ, STATUS_UNKNOWN, WRITE, Effect, MalformedField, ToolStatus, ToolStep,
 )
 from otel_tracefence.core.value_text import described
+from otel_tracefence.normalize.argument_keys import arguments_key
 from otel_tracefence.normalize.evidence import (
     WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, redacted, status_blind_path, unread_result_key,
 )
@@ -30,7 +31,7 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
-    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, key_field_anywhere, key_from_arguments, result_call_id, result_tokens, span_arguments,
+    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, result_call_id, result_tokens, span_arguments,
     span_result,
 )
 
@@ -44,11 +45,7 @@ def _idempotency_key(span: SpanView, tool: str, arguments_value, config: TraceFe
         if redacted(declared):  # a scrubber's mark: the key is hidden, never read as the key (DECISIONS 986)
             return MalformedField("idempotency_key", f"idempotency key ({described(declared)}) is a producer's stand-in for a hidden value")
         return declared
-    rule = config.rule_for(tool) if tool else None
-    if rule is not None and rule.idempotency_key_argument:
-        return key_from_arguments(arguments_value, [rule.idempotency_key_argument])
-    key = key_from_arguments(arguments_value, config.idempotency_key_arguments)
-    return key if key is not None else key_field_anywhere(arguments_value)  # another spelling or nesting (DECISIONS 969)
+    return arguments_key(arguments_value, tool, config)  # the tool rule's argument, the configured paths, any spelling (969)
 
 
 @cython.ccall

@@ -272,17 +272,25 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
         return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
     if id(span) in reading.asking or span.span_id in reading.covered:
         return None
-    sign, reason = tool_activity_sign(span), None
-    if sign is None and not reading.any_tool_span and not read_any and asked_for_tools(span):
-        sign = "its finish reason says the model asked for tool calls, and none could be read"
-    elif sign is None and not reading.any_tool_span and hidden_output(span.attributes):  # DECISIONS 952
-        sign = "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read"
-    elif sign is None and not reading.any_tool_span and not reading.asking and run_output_unrecorded(span.attributes):  # DECISIONS 987
-        sign = "an agent run that recorded its input and no output, in a trace with no tool span: what it asked for is in no span"
-        reason = reasons.REQUESTED_CALL_UNREAD
+    sign, reason = tool_activity_sign(span), reasons.UNRECOGNIZED_TOOL_SPAN
+    if sign is None and not reading.any_tool_span:
+        sign, reason = _unread_in_a_toolless_trace(span, reading, read_any)
     if sign is not None and not below_any(span, reading.by_id, reading.tool_ids) and not _names_known_call(span, reading.call_ids):
-        return unrecognized_step(span, sign, config, reason or reasons.UNRECOGNIZED_TOOL_SPAN)
+        return unrecognized_step(span, sign, config, reason)
     return None
+
+
+def _unread_in_a_toolless_trace(span: SpanView, reading: _Unread, read_any: bool) -> tuple[str | None, str]:
+    """``(why, reason)`` a span of a trace with no tool span stands as a held step: a finish reason asking for tool
+    calls none of which was read (188), an output that is its producer's stand-in for a hidden value (952), an agent
+    run that recorded its input and no output where no request was read (987); ``(None, ...)`` for none."""
+    if not read_any and asked_for_tools(span):
+        return "its finish reason says the model asked for tool calls, and none could be read", reasons.UNRECOGNIZED_TOOL_SPAN
+    if hidden_output(span.attributes):
+        return "its recorded output is its producer's stand-in for a hidden value: whether the model asked for tool calls cannot be read", reasons.UNRECOGNIZED_TOOL_SPAN
+    if not reading.asking and run_output_unrecorded(span.attributes):
+        return "an agent run that recorded its input and no output, in a trace with no tool span: what it asked for is in no span", reasons.REQUESTED_CALL_UNREAD
+    return None, reasons.UNRECOGNIZED_TOOL_SPAN
 
 
 def _names_known_call(span: SpanView, call_ids: frozenset) -> bool:

@@ -27,7 +27,8 @@ from otel_tracefence.normalize.effect import resolve_effect
 from otel_tracefence.normalize.status import parse_declared as parse_status
 from otel_tracefence.normalize.step import recorded_result_outcome, result_stability
 from otel_tracefence.normalize.tokens import value_tokens
-from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, key_from_arguments, result_from_value, result_tokens
+from otel_tracefence.normalize.argument_keys import arguments_key
+from otel_tracefence.normalize.values import NOT_RECORDED, arguments_from_value, kept_arguments, kept_result, result_from_value, result_tokens
 from otel_tracefence.readers.errors import InputError, UnreadableInput
 from otel_tracefence.core.textfold import visible
 
@@ -231,13 +232,12 @@ def _status_field(row: dict[str, Any], malformed: list[MalformedField]) -> ToolS
 
 def _idempotency_key_field(row: dict[str, Any], tool: str, arguments: Any, config: TraceFenceConfig, malformed: list[MalformedField]) -> str | None:
     """The row's ``idempotency_key`` (an integer as its digits), else the one its arguments give at the tool's key
-    argument or the configured ones (``key_from_arguments``); ``None`` when there is none, or when it is malformed
-    (appended to ``malformed``: not a string, not Unicode text, or an argument that is no key)."""
+    argument, the configured ones, or any spelling (``argument_keys.arguments_key``, as for spans); ``None`` when there
+    is none, or when it is malformed (appended to ``malformed``: not a string, not Unicode text, or an argument that is
+    no key)."""
     key = _text(row, "idempotency_key")
     if key is _ABSENT:
-        rule = config.rule_for(tool) if tool else None
-        paths = [rule.idempotency_key_argument] if rule and rule.idempotency_key_argument else config.idempotency_key_arguments
-        key = key_from_arguments(arguments.value, paths)
+        key = arguments_key(arguments.value, tool, config)
         if isinstance(key, MalformedField):
             malformed.append(key)
             key = None

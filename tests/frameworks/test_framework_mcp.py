@@ -220,18 +220,21 @@ def test_the_sdk_traces_tool_calls_on_both_sides(runs):
 def test_a_read_and_a_committed_write_over_bare_mcp_calls(runs, which):
     """No agent-side wrapper: each call is the client span, with the server span as its one attempt.
 
-    ``client`` is what the agent process alone exports (effects from tool_rules),
+    ``client`` is what the agent process alone exports (effects from tool_rules): the client span ends UNSET on an
+    ``isError`` result too (the next test), so alone it is no evidence the write committed (DECISIONS 988);
     ``server`` what the MCP server alone exports (effects from its ``declare``)."""
 
     run = runs["read_write"]
     planned = run.plan(which, RULES if which == "client" else None)
     plan = planned.plan
-    assert table(plan) == [
-        ("lookup_customer", ToolStatus.OK, Decision.REPLAY, ("declared_read", "arguments_not_recorded")),
-        ("create_invoice", ToolStatus.OK, Decision.SKIP, ("write_committed", "result_not_recorded", "arguments_not_recorded")),
-    ]
-    assert plan.replay_class is ReplayClass.STATIC
-    assert all(d.step.attempts == 1 and not d.step.malformed for d in plan.steps)
+    if which == "client":
+        write = ("create_invoice", ToolStatus.OK, Decision.REVIEW, ("write_outcome_unrecorded", "result_not_recorded", "arguments_not_recorded"))
+    else:
+        write = ("create_invoice", ToolStatus.OK, Decision.SKIP, ("write_committed", "result_not_recorded", "arguments_not_recorded"))
+    assert table(plan) == [("lookup_customer", ToolStatus.OK, Decision.REPLAY, ("declared_read", "arguments_not_recorded")), write]
+    assert plan.replay_class is (ReplayClass.REVIEW if which == "client" else ReplayClass.STATIC)
+    assert all(d.step.attempts == 1 for d in plan.steps)
+    assert [bool(d.step.malformed) for d in plan.steps] == [False, which == "client"]
     write = plan.steps[1].step
     if which == "client":
         assert write.effect_source is EffectSource.CONFIG

@@ -88,8 +88,9 @@ def test_logfire_scrubs_the_write_s_arguments_result_key_and_name_and_says_where
     assert ["attributes", "input", "auth_token"] in paths and ["attributes", "name"] in paths
 
 
-def test_today_the_scrubbed_idempotency_key_is_read_as_a_key(runs):
-    """The label is read as written: the marker stands where the key was (a finding: it should be no key)."""
+def test_a_scrubbed_idempotency_key_is_no_key(runs):
+    """The label holds Logfire's mark where the key was: no key, the label malformed (DECISIONS 986)."""
     plan = plan_of_spans(runs["scrubbed_write"], matrix._config(KEY))
     (decision,) = plan.steps
-    assert (decision.step.idempotency_key, decision.decision.name) == (SCRUBBED.format("session"), "REVIEW")
+    assert (decision.step.idempotency_key, decision.decision.name) == (None, "REVIEW")
+    assert "malformed_idempotency_key" in decision.reasons
