@@ -189,6 +189,7 @@ _SAID: dict = {}
 _SAID_MOST = 4096
 _SAID_LONGEST = 64
 _SAID_TYPES = frozenset({str, int, float, bool, type(None)})
+_PRESENT = tuple(shape.present for shape in DEFAULT_SHAPES)  # which default shapes may say an object or an array is an error
 
 
 @cython.ccall
@@ -196,6 +197,8 @@ def _says_error(shape: ResultErrorShape, position: int, value: Any, remembered: 
     """``shape.says_error(value)``; with ``remembered`` (``shape`` is ``DEFAULT_SHAPES[position]``), what it
     said of a short scalar value before is taken from :data:`_SAID`."""
     kind = type(value)
+    if remembered and (kind is dict or kind is list) and not _PRESENT[position]:
+        return False  # only a "present" shape says an object or an array is an error: no pydantic call (docs/DECISIONS.md 973)
     if not remembered or kind not in _SAID_TYPES or (kind is str and len(value) > _SAID_LONGEST):
         return shape.says_error(value)
     key = (position, kind, value)
