@@ -331,11 +331,15 @@ FRAMEWORK_STATUS_KEYS = ("gen_ai.tool.status", "gen_ai.task.status")
 # An attribute the normalizer does not read whose key names one of these (its words: split at separators and case
 # changes, lower-cased) is failure evidence on a write step unless its value is a success value (docs/DECISIONS.md 400).
 FAILURE_EVIDENCE_WORDS = {
-    "status": "status", "statuses": "status",
+    "status": "status", "statuses": "status", "outcome": "status", "outcomes": "status",  # 974: an outcome is a status
     "error": "error", "errors": "error", "err": "error", "exception": "error", "exceptions": "error",
     "failure": "error", "failures": "error", "failed": "error", "fail": "error", "fails": "error",
     "timeout": "timeout", "timeouts": "timeout", "timedout": "timeout",
     "success": "success", "succeeded": "success", "successful": "success",
+    # A call cancelled, aborted or interrupted part-way: its outcome is not known (docs/DECISIONS.md 974). Words of the
+    # outcome only: "cancel" or "abort" alone may name a setting (a cancel URL).
+    "cancelled": "cancellation", "canceled": "cancellation", "cancellation": "cancellation", "aborted": "cancellation",
+    "interrupted": "cancellation",
 }
 # Values that say all went well, compared folded (textfold.folded_word): for a status, for a success flag, for an error,
 # failure or timeout attribute (that no error, failure or timeout happened).

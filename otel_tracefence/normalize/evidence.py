@@ -5,6 +5,8 @@ besides the conventions the normalizer reads.
   a timeout or a success (``conventions.FAILURE_EVIDENCE_WORDS``) and whose value is no success value holds a write
   (``unrecognized_failure_evidence``, naming the key): a framework's own status attribute (``app.tool.status=error``)
   must not let a failed write pass as committed because its convention is not learnt yet.
+* :func:`failure_event`: a span event named for an error, a failure, a timeout or a cancellation (``error``,
+  ``failure``) other than ``exception`` holds a write the same way (docs/DECISIONS.md 974).
 * :func:`producer_of`: which producer recorded a tool span and whether it records results by default
   (``conventions.PRODUCER_RESULT_DEFAULTS``): the planner asks it of a write with no result
   (``write_outcome_unrecorded``, ``planner/rules.py``).
@@ -120,6 +122,30 @@ def failure_evidence(attributes: Mapping[str, Any], failed: bool = False) -> Mal
             return MalformedField(
                 "status",
                 f"attribute {key!r} holds {shown(value)}: it names the call's {kind} and is no success value the normalizer knows: "
+                "whether the write committed cannot be known",
+                reason=reasons.UNRECOGNIZED_FAILURE_EVIDENCE,
+            )
+    return None
+
+
+_EVENT_FAILURE_KINDS = frozenset({"error", "timeout", "cancellation"})  # an event carries no status value: its name says it
+EXCEPTION_EVENT_NAME = "exception"  # read by status.py (and a near-miss of it held there): not evidence here
+
+
+def failure_event(events: Any) -> MalformedField | None:
+    """The first span event whose name names an error, a failure, a timeout or a cancellation (:func:`outcome_kind`:
+    ``error``, ``failure``, ``tool.timeout``, ``cancelled``) other than the ``exception`` event ``status.py`` reads,
+    as the reason to hold a write step (``unrecognized_failure_evidence``, naming the event); ``None`` for none. An
+    ``error`` event is how some producers record a failure the span's status does not (docs/DECISIONS.md 974)."""
+    for event in events:
+        name = event.name
+        if type(name) is not str or folded_word(name) == EXCEPTION_EVENT_NAME:
+            continue
+        kind = outcome_kind(name)
+        if kind in _EVENT_FAILURE_KINDS:
+            return MalformedField(
+                "status",
+                f"span event {name!r} names the call's {kind}, and only the {EXCEPTION_EVENT_NAME!r} event is read: "
                 "whether the write committed cannot be known",
                 reason=reasons.UNRECOGNIZED_FAILURE_EVIDENCE,
             )

@@ -67,6 +67,26 @@ FRAMEWORK_ERROR_TEMPLATES = (
      r"|Traceback \(most recent call last\))",
      "AutoGen f\"Error: {e}\" (autogen_core tools FunctionTool), str(exc) of a Python exception, an API client's "
      "\"Request failed: ...\"; checked not to match a committed write's results in the project's fixtures and cases"),
+    # An HTTP client's own text for a response it rejected: axios rejects a response outside validateStatus with an
+    # AxiosError whose message is this; a tool returning err.message hands it on. A 5xx, 408 or 429 (the statuses of
+    # result_errors.FAILING_HTTP_STATUSES) may have done part of its work; a 4xx refusal did not (docs/DECISIONS.md 971).
+    ("axios", "read in 1.x, settle() (validateStatus false)", r"Request failed with status code (?:5[0-9][0-9]|408|429)\s*$",
+     "axios/axios lib/core/settle.js: 'Request failed with status code ' + response.status"),
+    # Any producer: a whole text that is an HTTP failure's reason phrase (result_errors.HTTP_FAILURE_PHRASES), the status
+    # code before it or not ("502 Bad Gateway", nginx's "504 Gateway Time-out"), as servers and proxies write a failed
+    # response's body (docs/DECISIONS.md 971).
+    ("any (an HTTP failure's reason phrase as the whole result)", "RFC 9110 sections 15.6 and 15.5.9, RFC 6585 section 4",
+     r"(?i:(?:[0-9]{3}\s+)?(?:Internal Server Error|Not Implemented|Bad Gateway|Service Unavailable|Gateway Time-?out"
+     r"|HTTP Version Not Supported|Request Time-?out|Too Many Requests))[.!]?\s*$",
+     "the reason phrases of RFC 9110 and RFC 6585; nginx's error pages (\"504 Gateway Time-out\")"),
+    # Any producer: a whole text that is one word naming a failure or an outcome not known ("timeout", "Timed out",
+    # "cancelled", "pending"), or a Node.js network error's message ("read ECONNRESET", "connect ECONNREFUSED 10.0.0.1:443",
+    # "getaddrinfo ENOTFOUND api.example.com": result_errors.NETWORK_ERROR_CODES' system codes; docs/DECISIONS.md 970, 972).
+    ("any (a whole result that is a failure or an unknown outcome's word)", "read across producers",
+     r"(?:(?i:time[ds]?[ _-]?out|cancell?ed|aborted|failed|failure|error|errored|pending)[.!]?\s*$"
+     r"|(?:(?:read|write|connect|getaddrinfo) )?E(?:CONNRESET|TIMEDOUT|CONNREFUSED|CONNABORTED|PIPE|AI_AGAIN|NOTFOUND"
+     r"|HOSTUNREACH|NETUNREACH|NETDOWN)(?:\s|$))",
+     "nodejs.org Errors, Common system errors (a system error's message is '<syscall> <code> <address>'); a tool returning str(exc)"),
     # A result object recorded as its Python text rather than JSON: pydantic's str() (``status='failure' result=None
     # error='...'``, agno's FunctionExecutionResult as OpenLLMetry's Agno instrumentation records it) or a dataclass's
     # or model's repr (``Result(status='error', ...)``), whatever the framework: its status field says the call failed.

@@ -64,6 +64,31 @@ HTTP_STATUS_RESULT_KEYS = ("status", "status_code", "statusCode", "http_status")
 # 429 or 499), and ABORTED/UNKNOWN already listed above. The refusals (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
 # PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNAUTHENTICATED) are left out as 4xx are.
 GRPC_FAILING_CODES = ("deadline_exceeded", "unavailable", "internal", "resource_exhausted", "data_loss", "unimplemented")
+# A status that names no success: a failure, or an outcome not known (timed out, cancelled, aborted, unknown, or not
+# reached yet: pending, in progress, processing: docs/DECISIONS.md 970). Compared folded ("TimedOut", "in-progress").
+FAILURE_STATUS_WORDS = ("error", "failed", "failure")
+UNKNOWN_OUTCOME_WORDS = ("timeout", "timed_out", "cancelled", "canceled", "aborted", "unknown", "pending", "in_progress", "processing")
+# Keys read as "status" is, at the top (docs/DECISIONS.md 970): a job's or a workflow's "state" (AWS Step Functions
+# "FAILED", Airflow "failed"), an "outcome", a "result" holding a status word (a result holding a value is no status).
+STATUS_LIKE_KEYS = ("state", "outcome", "result")
+# Keys of an error report besides "error" (docs/DECISIONS.md 971): present and not empty, the call failed. AWS Lambda's
+# error payload ("errorMessage", "errorType"), a Python tool's {"exception": ...}; camelCase read folded.
+ERROR_REPORT_KEYS = ("error_message", "error_type", "exception")
+# Node.js system error codes of a network call that failed part-way or never reached the peer (nodejs.org "Errors",
+# Common system errors; getaddrinfo's EAI_AGAIN), undici's and axios's own codes for the same (docs/DECISIONS.md 972):
+# under a top-level "code", compared folded; the code of a refusal (EACCES, ENOENT, ERR_BAD_REQUEST) is left out.
+NETWORK_ERROR_CODES = (
+    "ECONNRESET", "ETIMEDOUT", "ECONNREFUSED", "ECONNABORTED", "EPIPE", "EAI_AGAIN", "ENOTFOUND", "EHOSTUNREACH",
+    "ENETUNREACH", "ENETDOWN", "ESOCKETTIMEDOUT", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT",
+    "UND_ERR_BODY_TIMEOUT", "UND_ERR_SOCKET", "ERR_NETWORK", "ERR_BAD_RESPONSE", "ERR_CANCELED",
+)
+# The reason phrases of the HTTP statuses in FAILING_HTTP_STATUSES (RFC 9110 sections 15.6 and 15.5.9, RFC 6585
+# section 4): a whole value that is one, under a key holding a message (docs/DECISIONS.md 971), says the call failed.
+HTTP_FAILURE_PHRASES = (
+    "Internal Server Error", "Not Implemented", "Bad Gateway", "Service Unavailable", "Gateway Timeout",
+    "HTTP Version Not Supported", "Request Timeout", "Too Many Requests",
+)
+PHRASE_KEYS = ("detail", "message", "title", "reason", "status_text")
 
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="isError", equals=True, anywhere=True),
@@ -72,13 +97,15 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="error", present=True),
     ResultErrorShape(key="response_status", equals="error"),
     ResultErrorShape(key="response_type", equals="ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN"),
-    ResultErrorShape(key="status", equals="error"),
-    ResultErrorShape(key="status", equals="failed"),
-    ResultErrorShape(key="status", equals="failure"),
-    *(ResultErrorShape(key="status", equals=outcome) for outcome in ("timeout", "timed_out", "cancelled", "canceled", "aborted", "unknown")),
+    *(ResultErrorShape(key="status", equals=word) for word in FAILURE_STATUS_WORDS + UNKNOWN_OUTCOME_WORDS),
     *(ResultErrorShape(key="status", equals=code) for code in GRPC_FAILING_CODES),
     *(ResultErrorShape(key="status", at_least=low, below=high) for low, high in FAILING_HTTP_STATUSES),
     *(ResultErrorShape(key="code", at_least=low, below=high) for low, high in FAILING_HTTP_STATUSES),  # top-level only (376)
+    *(ResultErrorShape(key=key, equals=word) for key in STATUS_LIKE_KEYS for word in FAILURE_STATUS_WORDS + UNKNOWN_OUTCOME_WORDS),  # 970
+    *(ResultErrorShape(key=key, present=True) for key in ERROR_REPORT_KEYS),  # 971
+    *(ResultErrorShape(key="code", equals=code) for code in GRPC_FAILING_CODES + ("cancelled", "aborted", "unknown")),  # status.code (972)
+    *(ResultErrorShape(key="code", equals=code) for code in NETWORK_ERROR_CODES),  # 972
+    *(ResultErrorShape(key=key, equals=phrase) for key in PHRASE_KEYS for phrase in HTTP_FAILURE_PHRASES),  # 971
     ResultErrorShape(key="timed_out", equals=True),
     ResultErrorShape(key="timeout", equals=True),
     ResultErrorShape(key="success", equals=False),
@@ -92,7 +119,10 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ),
 )
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
-WRAPPER_KEYS = ("result", "data", "response", "output", "status")  # a top-level object under one of these is read as the top too (376)
+# A top-level object under one of these is read as the top too (376), and an object under one of these in it (two deep:
+# {"response": {"body": {...}}}, an HTTP client's response and its body; docs/DECISIONS.md 973).
+WRAPPER_KEYS = ("result", "data", "response", "output", "status", "body")
+WRAPPER_DEPTH = 2
 
 ShapeIndex = dict[str, tuple[tuple[int, ResultErrorShape], ...]]
 
@@ -159,6 +189,7 @@ _SAID: dict = {}
 _SAID_MOST = 4096
 _SAID_LONGEST = 64
 _SAID_TYPES = frozenset({str, int, float, bool, type(None)})
+_PRESENT = tuple(shape.present for shape in DEFAULT_SHAPES)  # which default shapes may say an object or an array is an error
 
 
 @cython.ccall
@@ -166,6 +197,8 @@ def _says_error(shape: ResultErrorShape, position: int, value: Any, remembered: 
     """``shape.says_error(value)``; with ``remembered`` (``shape`` is ``DEFAULT_SHAPES[position]``), what it
     said of a short scalar value before is taken from :data:`_SAID`."""
     kind = type(value)
+    if remembered and (kind is dict or kind is list) and not _PRESENT[position]:
+        return False  # only a "present" shape says an object or an array is an error: no pydantic call (docs/DECISIONS.md 973)
     if not remembered or kind not in _SAID_TYPES or (kind is str and len(value) > _SAID_LONGEST):
         return shape.says_error(value)
     key = (position, kind, value)
@@ -218,7 +251,7 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
         inner = _serialized_message(obj)
         if inner is not None:
             messages.append(inner)
-        top = level == 0 or (level == 1 and any(obj is w for w in wrapped)) or any(obj is m for m in messages) or _tool_message(obj)
+        top = level == 0 or (level <= WRAPPER_DEPTH and any(obj is w for w in wrapped)) or any(obj is m for m in messages) or _tool_message(obj)
         shape = _first_shape(obj, top, index)
         if shape is not None:
             return shape
@@ -252,8 +285,13 @@ _TEMPLATE_START = re.compile("|".join(f"(?:{pattern})" for _, _, pattern, _ in F
 
 
 # Words every template holds one of, in any case ("error", "timed out", "fail", "exception", "traceback", "fatal", a
-# repr's "status=", "blocked by"): JSON text without any holds no template.
-_TEMPLATE_HINTS = ("rror", "fail", "timed out", "timeout", "xception", "traceback", "fatal", "status=", "blocked by")
+# repr's "status=", "blocked by", a reason phrase's, an outcome word, a Node.js network code): JSON text without any
+# holds no template.
+_TEMPLATE_HINTS = (
+    "rror", "fail", "timed", "timeout", "time out", "time-out", "xception", "traceback", "fatal", "status=", "blocked by",
+    "gateway", "unavailable", "too many", "not implemented", "not supported", "cancel", "abort", "pending",
+    "econn", "epipe", "eai_again", "enotfound", "ehostunreach", "enetunreach", "enetdown",
+)
 
 
 @cython.ccall
@@ -308,12 +346,24 @@ def _template_in_list(items: list) -> str | None:
     return None
 
 
-def _wrapped(result: Any) -> tuple[dict, ...]:
-    """The objects under ``WRAPPER_KEYS`` in a top-level object, the keys folded as shape keys are (``"Result"``,
-    ``"DATA"``; docs/DECISIONS.md 371): read as its top too."""
-    if type(result) is not dict:
-        return ()
-    return tuple(inner for key, inner in result.items() if type(inner) is dict and type(key) is str and _wrapper_key(key))
+def _wrapped(result: Any) -> list[dict]:
+    """The objects read as the result's top too: those under ``WRAPPER_KEYS`` in a top-level object, the keys folded
+    as shape keys are (``"Result"``, ``"DATA"``; docs/DECISIONS.md 371), and under those keys in them, down to
+    ``WRAPPER_DEPTH`` levels; the one object of a top-level list of one object, and its wrappers one level less deep
+    (``[{"error": ...}]``; docs/DECISIONS.md 973)."""
+    if type(result) is dict:
+        layer = [result]
+        found: list[dict] = []
+    elif type(result) is list and len(result) == 1 and type(result[0]) is dict:
+        layer = found = [result[0]]
+    else:
+        return []
+    for _ in range(WRAPPER_DEPTH - len(found)):
+        layer = [inner for obj in layer for key, inner in obj.items() if type(inner) is dict and type(key) is str and _wrapper_key(key)]
+        if not layer:
+            break
+        found.extend(layer)
+    return found
 
 
 @cython.ccall

@@ -16,7 +16,7 @@ from otel_tracefence.core.model import (
 from otel_tracefence.core.value_text import described
 from otel_tracefence.normalize.argument_keys import arguments_key
 from otel_tracefence.normalize.evidence import (
-    WITHOUT_EVIDENCE, failure_evidence, framework_status_failed, producer_of, redacted, status_blind_path, unread_result_key,
+    WITHOUT_EVIDENCE, failure_event, failure_evidence, framework_status_failed, producer_of, redacted, status_blind_path, unread_result_key,
 )
 from otel_tracefence.normalize.conventions import (
     ARGUMENT_KEYS, RESPONSE_STATUS_KEYS, RESULT_KEYS, TRACEFENCE_EFFECT, TRACEFENCE_IDEMPOTENCY_KEY, TRACEFENCE_RESULT_STABLE,
@@ -287,10 +287,13 @@ def _span_status(span: SpanView, effect: Effect, malformed: list[MalformedField]
         status = STATUS_UNKNOWN
     elif effect is not READ and span.end_time_unix_nano is not None and span.end_time_unix_nano < span.start_time_unix_nano:
         malformed.append(MalformedField("end_time", ends_before_start(span)))  # says why its status is unknown (DECISIONS 505)
+    evidence = None
     if effect is WRITE and not span.attributes.keys() <= WITHOUT_EVIDENCE:  # DECISIONS 400: a write's outcome on evidence only
         evidence = failure_evidence(span.attributes, status is ERROR)
-        if evidence is not None:
-            malformed.append(evidence)
+    if evidence is None and effect is WRITE and span.events:  # DECISIONS 974: an event named for a failure
+        evidence = failure_event(span.events)
+    if evidence is not None:
+        malformed.append(evidence)
     return status
 
 

@@ -248,9 +248,10 @@ def test_a_failed_dispatch_attempt_fails_an_ok_step():
 
 
 def test_result_error_shapes_extend_from_the_config():
-    shaped = TraceFenceConfig(result_error_shapes=[ResultErrorShape(key="outcome", equals="FAILED")])
-    assert plan(result_write('{"outcome": "failed"}'), config=shaped) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))])
-    assert plan(result_write('{"outcome": "failed"}')) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))])
+    # "outcome" is a default status-like key (docs/DECISIONS.md 970): a key no default shape reads is added here.
+    shaped = TraceFenceConfig(result_error_shapes=[ResultErrorShape(key="verdict", equals="FAILED")])
+    assert plan(result_write('{"verdict": "failed"}'), config=shaped) == (ReplayClass.REVIEW, [("dp1", "review", ("write_error", "error_in_result"))])
+    assert plan(result_write('{"verdict": "failed"}')) == (ReplayClass.INJECTED, [("dp1", "skip", ("write_committed",))])
 
 
 # --- 7. tool activity nobody recognized -----------------------------------------------------------

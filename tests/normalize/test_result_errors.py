@@ -6,30 +6,47 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_tracefence.core.config import ResultErrorShape
-from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, MAX_DEPTH, WRAPPER_KEYS, error_shape
+from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, MAX_DEPTH, WRAPPER_DEPTH, WRAPPER_KEYS, error_shape
 from otel_tracefence.core.textfold import folded_word
 
 EXTRA = (ResultErrorShape(key="outcome", equals="FAILED"), ResultErrorShape(key="ok", equals=True, anywhere=True))
 # Near-misses (folded) and the wrappers whose object is read as the top too (docs/DECISIONS.md 342).
-KEYS = sorted({shape.key for shape in DEFAULT_SHAPES + EXTRA}) + ["id", "content", "data", "result", "Error", "timedOut", "Status", "OUTCOME", "is-error"]
-scalars = st.none() | st.booleans() | st.integers(-10, 700) | st.sampled_from(["error", "Failed", "failure", "ok", "", "x", "FAILED", "timeout", "cancelled"])
+KEYS = sorted({shape.key for shape in DEFAULT_SHAPES + EXTRA}) + ["id", "content", "data", "result", "Error", "timedOut", "Status", "OUTCOME", "is-error",
+                                                                  "Body", "errorMessage"]
+scalars = st.none() | st.booleans() | st.integers(-10, 700) | st.sampled_from(
+    ["error", "Failed", "failure", "ok", "", "x", "FAILED", "timeout", "cancelled", "pending", "ECONNRESET", "Bad Gateway", "DeadlineExceeded"])
 values = st.recursive(
     scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4), max_leaves=15
 )
+
+
+def _tops(result):
+    """The objects read as the top besides the result: under wrapper keys (folded, 371) down to WRAPPER_DEPTH wrappers,
+    and the one object of a list of one object with its wrappers one level less deep (docs/DECISIONS.md 973)."""
+    if isinstance(result, list) and len(result) == 1 and isinstance(result[0], dict):
+        return [result[0], *_under_wrappers(result[0], WRAPPER_DEPTH - 1)]
+    return _under_wrappers(result, WRAPPER_DEPTH) if isinstance(result, dict) else []
+
+
+def _under_wrappers(obj, depth):
+    if depth == 0:
+        return []
+    inner = [value for key, value in obj.items() if isinstance(value, dict) and folded_word(key) in WRAPPER_KEYS]
+    return inner + [deeper for value in inner for deeper in _under_wrappers(value, depth - 1)]
 
 
 def _reference(result, shapes):
     """Every object from the result down (the walk's order), every shape in order: the first that says error. The
     top is the result and the objects under its wrapper keys; a key no shape names is read as a shape's key it folds to."""
     named = {shape.key for shape in shapes}
-    tops = [inner for key, inner in result.items() if folded_word(key) in WRAPPER_KEYS] if isinstance(result, dict) else []  # keys folded (371)
+    tops = _tops(result)
     stack = [(result, 0)]
     while stack:
         node, level = stack.pop()
         if level > MAX_DEPTH:
             continue
         if isinstance(node, dict):
-            top = level == 0 or (level == 1 and any(node is inner for inner in tops))
+            top = level == 0 or any(node is inner for inner in tops)
             for shape in shapes:
                 keys = [k for k in node if k == shape.key or (k not in named and folded_word(k) == folded_word(shape.key))]
                 if (top or shape.anywhere) and any(shape.says_error(node[k]) for k in keys):
@@ -84,7 +101,8 @@ def test_what_a_default_shape_said_of_a_short_scalar_is_remembered_and_is_what_i
     st.one_of(st.none(), st.booleans(), st.integers(-5, 700), st.floats(allow_nan=True), st.sampled_from(["error", "Failed", "ok", "", "x"])),
     lambda inner: st.one_of(st.lists(inner, max_size=3),
                             st.dictionaries(st.sampled_from(["isError", "is_error", "type", "error", "status", "ok", "success", "errors",
-                                                             "status_code", "statusCode", "http_status", "content", "data"]), inner, max_size=4)),
+                                                             "status_code", "statusCode", "http_status", "content", "data", "body", "state",
+                                                             "code", "exception", "message"]), inner, max_size=4)),
     max_leaves=12,
 ))
 def test_remembered_answers_give_the_shapes_a_plain_index_gives(result):
