@@ -408,7 +408,13 @@ VERCEL_FINISH_REASON_KEY = "ai.response.finishReason"
 # Mastra 0.24 (@mastra/otel-exporter 0.3) writes the same records under a plain "output" on its model.step and
 # model.chunk spans.
 CALL_RECORD_KEYS = ("mastra.model_step.output", "mastra.model_generation.output", "mastra.agent_run.output", "mastra.model_chunk.output", "output")
-CALL_RECORD_ARGUMENT_FIELDS = ("input", "args", "toolInput")  # the first present is the call's arguments
+CALL_RECORD_ARGUMENT_FIELDS = ("input", "args", "toolInput")
+# A content part with no type holding a Gemini FunctionCall under either spelling (google-genai Part: functionCall by
+# alias, function_call by field name), its arguments under "args" (OpenAI's legacy message: "arguments") (978).
+GEMINI_PART_CALL_KEYS = ("functionCall", "function_call")
+# A span's whole completion as JSON chat messages (Langtrace: gen_ai.completion, OpenAI's messages with tool_calls),
+# read as gen_ai.output.messages when it is no LangSmith model run's LLMResult (978).
+COMPLETION_JSON_KEY = "gen_ai.completion"  # the first present is the call's arguments
 CALL_RECORD_LIST_FIELD = "toolCalls"
 # A model provider's raw response recorded as a span's output (OpenInference ``output.value``: all that is left of the
 # calls with OPENINFERENCE_HIDE_OUTPUT_MESSAGES, or where an instrumentation records no indexed output messages), read
@@ -417,7 +423,8 @@ CALL_RECORD_LIST_FIELD = "toolCalls"
 # arguments' key, where it was read).
 # The keys such a body is recorded under, in this order: OpenInference's, Logfire's on its OpenAI Agents "Responses API"
 # span (the SDK's Response as JSON; pydantic/logfire 5.6.0 integrations/openai_agents.py ResponseSpanData; DECISIONS 994).
-PROVIDER_RESPONSE_KEYS = ("output.value", "response")
+# Google ADK v1's call_llm span records the model's LlmResponse (the Gemini response's content) as JSON (978).
+PROVIDER_RESPONSE_KEYS = ("output.value", "response", "gcp.vertex.agent.llm_response")
 PROVIDER_RESPONSE_CALLS = (
     ("OpenAI Chat Completions", ("choices", "*", "message", "tool_calls", "*"), "id", ("function", "name"), ("function", "arguments"),
      "platform.openai.com API reference, chat completion object: choices[].message.tool_calls[]"),
@@ -429,6 +436,10 @@ PROVIDER_RESPONSE_CALLS = (
      "Bedrock Converse API: output.message.content[].toolUse"),
     ("Google Gemini", ("candidates", "*", "content", "parts", "*", "functionCall"), "id", ("name",), ("args",),
      "Gemini API generateContent response: candidates[].content.parts[].functionCall"),
+    ("Google ADK LlmResponse", ("content", "parts", "*", "function_call"), "id", ("name",), ("args",),
+     "google/adk-python 1.x call_llm span gcp.vertex.agent.llm_response: content.parts[].function_call (DECISIONS 978)"),
+    ("Google ADK LlmResponse (camel case)", ("content", "parts", "*", "functionCall"), "id", ("name",), ("args",),
+     "google-genai Content by alias: content.parts[].functionCall (DECISIONS 978)"),
     # A run's chat transcript in OpenAI's message format, recorded as an agent's or a chain's output: where no model
     # span records the requests (a model client no instrumentation wraps), the transcript is their only record
     # (docs/DECISIONS.md 982).

@@ -12,7 +12,7 @@ from typing import Sequence
 import cython
 
 from otel_tracefence.core import reasons
-from otel_tracefence.core.model import ERROR, OK, READ, SOURCE_CONFIG, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, MalformedField, ToolStatus, ToolStep
+from otel_tracefence.core.model import ERROR, OK, READ, SOURCE_CONFIG, SOURCE_DECLARED, SOURCE_HTTP_METHOD, SOURCE_MCP_HINT, MalformedField, ToolStatus, ToolStep
 from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
 from otel_tracefence.normalize.conventions import MCP_METHOD_KEY, RPC_METHOD
@@ -66,10 +66,11 @@ def http_dispatches(
 
 
 # The effect sources a dispatch below the step can contradict: MCP's tool annotations are untrusted hints (MCP
-# specification, ToolAnnotations), an HTTP method is a hint too, and the operator's tool rule is matched by name. The
-# producer's own tracefence.effect declaration is not: a read may be sent as a POST (GraphQL, search APIs), and the
-# producer who declared it knows (docs/DECISIONS.md 424).
-_CONTRADICTABLE_SOURCES = (SOURCE_MCP_HINT, SOURCE_HTTP_METHOD, SOURCE_CONFIG)
+# specification, ToolAnnotations), an HTTP method is a hint too, the operator's tool rule is matched by name, and the
+# producer's own tracefence.effect declaration is one rule with the operator's: a read it declares that sends a
+# method that is not safe is held for a person to confirm, as the same read given by tool_rules is (docs/DECISIONS.md
+# 424, 989; a read sent as a POST, GraphQL or search, is confirmed once in review).
+_CONTRADICTABLE_SOURCES = (SOURCE_DECLARED, SOURCE_MCP_HINT, SOURCE_HTTP_METHOD, SOURCE_CONFIG)
 
 
 def _contradicts(request: HttpRequest) -> bool:
@@ -80,7 +81,7 @@ def _contradicts(request: HttpRequest) -> bool:
 
 @cython.ccall
 def _contradictable(step: ToolStep) -> bool:
-    """True for a read whose effect came from a hint or the operator's tool rule (:data:`_CONTRADICTABLE_SOURCES`)."""
+    """True for a read whose effect came from a declaration, a hint or the operator's tool rule (:data:`_CONTRADICTABLE_SOURCES`)."""
     return step.effect is READ and step.effect_source in _CONTRADICTABLE_SOURCES
 
 
@@ -113,7 +114,7 @@ def request_evidence(step: ToolStep, below: Sequence[tuple[SpanView, HttpRequest
     * a response the server says it replayed (``Idempotent-Replayed: true``) is noted ``response_replayed``: that
       request made no new effect; the note never decides;
     * an HTTP request with a method that is not safe (RFC 9110 section 9.2.1) below a read whose effect came from a
-      hint or a tool rule contradicts it: held (``effect_contradicted_by_dispatch``, naming the first such span).
+      declaration, a hint or a tool rule contradicts it (989): held (``effect_contradicted_by_dispatch``, naming the first such span).
       RPC requests say nothing of safety and contradict nothing; an MCP client's own transport requests neither.
 
     The one rule for requests in time and late (:func:`late_request`). ``{}`` when nothing changes."""

@@ -239,16 +239,29 @@ def framework_status_failed(attributes: Mapping[str, Any]) -> bool:
 
 def redacted(value: Any) -> bool:
     """True when a recorded value (text, or a JSON string's canonical text) is a producer's stand-in for a value it
-    was told to hide (``framework_texts.REDACTED_VALUES``, docs/DECISIONS.md 952), or holds a producer's mark of a
+    was told to hide (``framework_texts.REDACTED_VALUES``, compared folded for case, docs/DECISIONS.md 952, 979),
+    holds a JSON object field whose whole value is one (``{"id": "****"}``, 979), or holds a producer's mark of a
     part it hid (``framework_texts.REDACTED_MARKS``: Logfire's scrubbing, 986)."""
     if not isinstance(value, str) or not value:
         return False
-    if value in REDACTED_TEXTS or (value[0] == '"' and value[1:-1] in REDACTED_TEXTS):
+    if len(value) <= _STAND_IN_LONGEST and (value.casefold() in REDACTED_TEXTS or (value[0] == '"' and value[1:-1].casefold() in REDACTED_TEXTS)):
+        return True
+    if value[0] in "{[" and _STAND_IN_SIGN.search(value) is not None and _STAND_IN_FIELD.search(value) is not None:
         return True
     for _, mark, _ in REDACTED_MARKS:
         if mark in value:
             return True
     return False
+
+
+_STAND_IN_LONGEST = max(len(text) for text in REDACTED_TEXTS) + 2  # a quoted one, as a JSON string's text
+# The prefilter (one C-level scan; most recorded values hold none of these): a character or a word every stand-in has.
+_STAND_IN_SIGN = re.compile(r"[*<]|\\[uU]003[cC]|\[.|(?i:redact|mask|omit|remov|filter|hidden)")
+_STAND_IN_FIELD = re.compile(
+    r'(?i):\s*"(?:' + "|".join(
+        sorted({re.escape(form) for text in REDACTED_TEXTS for form in (text, text.replace("<", "\\u003c").replace(">", "\\u003e"))}, key=len, reverse=True)
+    ) + r')"\s*[,}]'
+)  # a JSON object field whose whole value is a stand-in (JSON text; Go's encoders write < and > as \u003c, \u003e)
 
 
 _RESULT_WORD = re.compile(r"(?i)output|result|respon|return")  # the prefilter: a key holding none names no result

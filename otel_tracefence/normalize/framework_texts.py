@@ -135,8 +135,15 @@ REDACTED_VALUES = (
     ("hand-written scrubbers", "<hidden>", "a common mask"),
     ("hand-written scrubbers", "<masked>", "a common mask"),
     ("hand-written scrubbers", "[omitted]", "a common mask"),
+    ("hand-written scrubbers", "<redacted>", "a common mask (DECISIONS 979)"),
+    ("hand-written scrubbers", "***REDACTED***", "a common mask (DECISIONS 979)"),
+    ("hand-written scrubbers", "<omitted>", "a common mask (DECISIONS 979)"),
+    ("hand-written scrubbers", "[MASKED]", "a common mask (DECISIONS 979)"),
+    ("hand-written scrubbers", "[removed]", "a common mask (DECISIONS 979)"),
+    ("hand-written scrubbers", "[content omitted]", "a common mask (DECISIONS 979)"),
 )
-REDACTED_TEXTS = frozenset(text for _, text, _ in REDACTED_VALUES)
+# Compared folded for case (DECISIONS 979): "<REDACTED>", "<Redacted>" and "<redacted>" are one stand-in.
+REDACTED_TEXTS = frozenset(text.casefold() for _, text, _ in REDACTED_VALUES)
 # A producer's mark of a part of a value it hid: a value holding one anywhere (a whole value, or one field of a JSON
 # object) is no value either, as a stand-in is (producer, the mark, where it was read; docs/DECISIONS.md 986).
 REDACTED_MARKS = (

@@ -40,6 +40,7 @@ from otel_tracefence.normalize.conventions import (
     GEN_AI_OPERATION, GEN_AI_OUTPUT_MESSAGES, INVOKE_AGENT, LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS, LANGSMITH_OUTPUT_KEY, PAUSE_FINISH_REASON_KEY, PAUSE_FINISH_REASONS, HAYSTACK_MODEL_OUTPUT_KEYS, INDEXED_CALL_PREFIXES, INDEXED_COMPLETION_PREFIXES, OPENINFERENCE_TOOL_CALL_PATTERN, OPENLLMETRY_MODEL_SPAN_KEY,
     OPENLLMETRY_TOOL_CALL_PATTERN, OUTPUT_EVENTS, OUTPUT_TOOL_KIND, OUTPUT_TOOLS_FIELD, OUTPUT_TOOLS_KEY,
     VERCEL_OUTPUT_KEYS, VERCEL_TOOL_CALLS_KEY, CALL_REFERENCE_KEYS, OUTPUT_FIELDS_KEY, CALL_RECORD_ARGUMENT_FIELDS, CALL_RECORD_KEYS, CALL_RECORD_LIST_FIELD, PROVIDER_RESPONSE_KEYS,
+    COMPLETION_JSON_KEY, GEMINI_PART_CALL_KEYS,
 )
 from otel_tracefence.normalize import haystack
 from otel_tracefence.normalize.provider_responses import provider_response_calls
@@ -102,9 +103,20 @@ def _part_call(part: dict) -> Call | Unread | None:
         if not isinstance(use, dict):
             return Unread("a toolUse block that is not an object")
         return _call("a toolUse block", use.get("toolUseId"), use.get("name"), use.get("input"))
+    if kind is None:
+        for key in GEMINI_PART_CALL_KEYS:
+            if key in part:
+                return _gemini_call(key, part[key])
     if isinstance(kind, str) and kind not in NOT_CALL_PART_TYPES and any(word in kind.lower() for word in CALL_WORDS):
         return Unread(f"a part of type {kind!r}, which no convention read here defines")
     return None
+
+
+def _gemini_call(key: str, call: Any) -> Call | Unread:
+    """A Gemini ``FunctionCall`` held by a part of no type (``GEMINI_PART_CALL_KEYS``, docs/DECISIONS.md 978)."""
+    if not isinstance(call, dict):
+        return Unread(f"a {key} part that is not an object")
+    return _call(f"a {key} part", call.get("id"), call.get("name"), call.get("args", call.get("arguments")))
 
 
 _CALL_PART_TYPES = frozenset({"tool_call", "function_call", "tool_use"})
@@ -119,11 +131,15 @@ def _block_calls(blocks: list) -> list[Call | Unread | None]:
         return found
     requested = {call[0]: call for call in found if isinstance(call, tuple) and call[0] is not None}
     for index, (block, call) in enumerate(zip(blocks, found)):
-        if isinstance(call, Unread) and block.get("type") not in _CALL_PART_TYPES and "toolUse" not in block:
+        if isinstance(call, Unread) and block.get("type") not in _CALL_PART_TYPES and "toolUse" not in block and not _gemini_part(block):
             references = _references(block)
             if references and all(_same_call(requested.get(ref[0]), ref) for ref in references):
                 found[index] = None
     return found
+
+
+def _gemini_part(block: dict) -> bool:
+    return block.get("type") is None and any(key in block for key in GEMINI_PART_CALL_KEYS)
 
 
 def _references(part: dict) -> list[Call]:
@@ -204,6 +220,14 @@ def _message_calls(messages: Any, pause: bool = False) -> Iterator[Call | Unread
                 yield Unread("a tool_calls entry with no function")
                 continue
             yield _call("a tool_calls entry", tool_call.get("id"), function.get("name"), function.get("arguments"))
+
+
+def _completion_json_calls(value: Any) -> Iterator[Call | Unread]:
+    """The calls in a span's whole completion recorded as JSON chat messages (``conventions.COMPLETION_JSON_KEY``,
+    Langtrace; docs/DECISIONS.md 978); nothing for a plain-text completion (an answer, which holds no call)."""
+    if isinstance(value, str) and value.lstrip()[:1] not in ("[", "{"):
+        return
+    yield from _message_calls(value)
 
 
 def _langsmith_model_output(span: SpanView) -> bool:
@@ -382,7 +406,7 @@ def recorded_output(span: SpanView) -> bool:
 
 
 # Every key one of the readers below looks for first: a span with none of them and no events requested nothing.
-REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, *PROVIDER_RESPONSE_KEYS, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, *CALL_RECORD_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
+REQUEST_KEYS = frozenset((GEN_AI_OUTPUT_MESSAGES, COMPLETION_JSON_KEY, *PROVIDER_RESPONSE_KEYS, *HAYSTACK_MODEL_OUTPUT_KEYS, *VERCEL_OUTPUT_KEYS, *CALL_RECORD_KEYS, "openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY))
 
 
 def output_tools(span: SpanView) -> frozenset:
@@ -422,6 +446,8 @@ def requested_calls(span: SpanView, limits: Limits, unread: list[Unread] | None 
         found.extend(_vercel_calls(attributes[VERCEL_TOOL_CALLS_KEY]))
     if _langsmith_model_output(span):
         found.extend(_langchain_generation_calls(attributes[LANGSMITH_OUTPUT_KEY]))
+    elif COMPLETION_JSON_KEY in attributes:
+        found.extend(_completion_json_calls(attributes[COMPLETION_JSON_KEY]))
     for key in CALL_RECORD_KEYS:
         if key in attributes:
             found.extend(_record_calls(key, attributes[key]))

@@ -303,7 +303,8 @@ def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[Malform
     limit, or malformed (appended to ``malformed``)."""
     attributes = span.attributes
     arguments = span_arguments(attributes, config.limits, span.events)
-    if redacted(arguments.value) or redacted(arguments.json):  # a producer's stand-in for hidden arguments (DECISIONS 952)
+    if redacted(arguments.value) or redacted(arguments.json) or (  # a producer's stand-in for hidden arguments (DECISIONS 952)
+            arguments.malformed is not None and any(redacted(attributes.get(key)) for key in ARGUMENT_KEYS)):  # "[MASKED]" is no JSON (979)
         arguments = Arguments(unavailable=reasons.ARGUMENTS_HIDDEN, notes=arguments.notes)
     length_limit = span.value_length_limit
     if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):

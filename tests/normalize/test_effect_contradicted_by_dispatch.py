@@ -3,7 +3,7 @@
 MCP's tool annotations are untrusted hints: an HTTP client span below a read whose effect came from ``readOnlyHint``,
 a safe HTTP method on its span or the operator's tool rule (matched by name) that sends a method that is not safe
 (RFC 9110 section 9.2.1) is evidence the tool writes: the step is held, ``effect_contradicted_by_dispatch``, naming
-the span. A read the producer declared (``tracefence.effect=read``) is not contradicted; RPC requests and an MCP
+the span. A read the producer declared (``tracefence.effect=read``) is held the same (DECISIONS 989); RPC requests and an MCP
 client's own transport requests contradict nothing. Exact decisions, reasons and classes through the three doors."""
 
 from __future__ import annotations
@@ -68,10 +68,24 @@ def test_safe_methods_below_a_hinted_read_contradict_nothing(tmp_path: Path, ups
     _doors(path, upstream, tmp_path)
 
 
-def test_a_declared_read_is_not_contradicted_by_a_post(tmp_path: Path) -> None:
-    # GraphQL and search APIs send reads as POST: the producer that declared the read knows (DECISIONS 424).
-    plan = _plan(_file(tmp_path / "t.json", _root(), _lookup(**{"tracefence.effect": "read"}), _request("d1" * 8, TOOL, "POST", url="https://crm.example/graphql")))
-    assert _steps(plan) == [("crm.lookup", "replay", ["declared_read"])]
+@pytest.mark.parametrize("source", ["declared", "config"])
+def test_a_declared_read_is_held_as_a_rule_given_one_is(source: str) -> None:
+    # One rule for the producer's declaration and the operator's tool rule (DECISIONS 989, was 424's exemption).
+    url = "https://api.stripe.com/v1/charges"
+    labels = {"tracefence.effect": "read"} if source == "declared" else {}
+    spans = [_root(), _lookup(**labels), _request("d1" * 8, TOOL, "POST", url=url)]
+    text = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "s"}, "spans": spans}]}]})
+    config = TraceFenceConfig(tool_rules=[ToolRule(match="crm.*", effect="read")] if source == "config" else [])
+    (plan,), errors = plan_text(text, "auto", config)
+    assert [(e.field, e.span_id, e.planned) for e in errors] == [("effect", TOOL, True)]
+    assert (plan.replay_class.value, [(d.step.effect.value, d.step.effect_source.value, d.decision.value, d.reasons) for d in plan.steps]) == (
+        "review", [("read", source, "review", ("effect_contradicted_by_dispatch",))])
+    assert plan.steps[0].step.malformed[0].message == _why("d1" * 8, "POST", source, url)[0]["message"]
+
+
+def test_a_declared_read_with_a_get_below_it_replays(tmp_path: Path) -> None:
+    plan = _plan(_file(tmp_path / "t.json", _root(), _lookup(**{"tracefence.effect": "read"}), _request("d1" * 8, TOOL, "GET")))
+    assert _steps(plan) == [("crm.lookup", "replay", ["declared_read"])] and plan["replayClass"] == "dynamic"
 
 
 def test_the_request_may_be_a_grandchild_and_the_first_one_is_named(tmp_path: Path) -> None:
