@@ -246,7 +246,7 @@ def redacted(value: Any) -> bool:
         return False
     if len(value) <= _STAND_IN_LONGEST and (value.casefold() in REDACTED_TEXTS or (value[0] == '"' and value[1:-1].casefold() in REDACTED_TEXTS)):
         return True
-    if value[0] in "{[" and _STAND_IN_SIGN.search(value) is not None and _STAND_IN_FIELD.search(value) is not None:
+    if value[0] in "{[" and _stand_in_hint(value) and _STAND_IN_FIELD.search(value) is not None:
         return True
     for _, mark, _ in REDACTED_MARKS:
         if mark in value:
@@ -255,8 +255,18 @@ def redacted(value: Any) -> bool:
 
 
 _STAND_IN_LONGEST = max(len(text) for text in REDACTED_TEXTS) + 2  # a quoted one, as a JSON string's text
-# The prefilter (one C-level scan; most recorded values hold none of these): a character or a word every stand-in has.
-_STAND_IN_SIGN = re.compile(r"[*<]|\\[uU]003[cC]|\[.|(?i:redact|mask|omit|remov|filter|hidden)")
+# The prefilter (C-level substring tests; most recorded values hold none): a string value's opening quote followed by
+# a stand-in's first character (``_``, ``*``, ``[``, ``<``, Go's ``\u003c``), or the word most stand-ins hold.
+_STAND_IN_HINTS = ('"_', '"*', '"[', '"<', "\\u003c", "\\u003C", "EDACTED", "edacted")
+
+
+def _stand_in_hint(text: str) -> bool:
+    for hint in _STAND_IN_HINTS:
+        if hint in text:
+            return True
+    return False
+
+
 _STAND_IN_FIELD = re.compile(
     r'(?i):\s*"(?:' + "|".join(
         sorted({re.escape(form) for text in REDACTED_TEXTS for form in (text, text.replace("<", "\\u003c").replace(">", "\\u003e"))}, key=len, reverse=True)
