@@ -71,3 +71,25 @@ def shape(spans: Sequence[ReadableSpan]) -> list[tuple[str, str | None, int]]:
         parent = names.get(s.parent.span_id, "?") if s.parent is not None else None
         out.append((s.name, parent, traces.index(s.context.trace_id)))
     return out
+
+
+def run_streams(expected_by_row: dict, kind: str, tmp_path_factory) -> dict:
+    """Each row's streamed runs of ``expected_by_row`` (``{row: {scenario: plan}}``), run by its runner in its own
+    environment of ``kind`` (``python`` or ``node``), the scenarios named (never the row's cached outcomes):
+    ``{(row, scenario): spans}``, each saved (:func:`save`). Skips, naming the row, where its environment cannot be made."""
+    import pytest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from case_spans import readable_spans_of
+    from tests.frameworks.isolated import envs
+
+    out = {}
+    for key, table in expected_by_row.items():
+        env = envs.prepare(key, kind)
+        if not env.ok:
+            pytest.skip(f"{key} cannot run on this machine: {env.why}")
+        for scenario, outcome in envs.run(env, tmp_path_factory.mktemp(key), list(table)).items():
+            assert outcome.request is not None, outcome.error or outcome.cannot  # b"": the run exported no span
+            out[key, scenario] = readable_spans_of(ExportTraceServiceRequest.FromString(outcome.request))
+            save(out[key, scenario], key, scenario)
+    return out

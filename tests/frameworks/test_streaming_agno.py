@@ -12,12 +12,9 @@ strict xfail naming the kind.
 from __future__ import annotations
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from case_spans import readable_spans_of
-from tests.frameworks.isolated import envs
 from tests.frameworks.matrix_table import COMMITTED, READ_OK
-from tests.frameworks.streaming import expected, plans, save, traces
+from tests.frameworks.streaming import expected, plans, run_streams, traces
 
 TEMPLATE = "error_template_in_result"  # OpenLLMetry records Agno's status='failure' result text (DECISIONS 956)
 UNRAN = ("create_invoice", "review", ("effect_unknown", "requested_not_recorded"))
@@ -70,16 +67,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def streamed(tmp_path_factory) -> dict:
     """Each row's streamed runs, run by its runner in its own environment: {(row, scenario): spans}."""
-    out = {}
-    for key, table in EXPECTED.items():
-        env = envs.prepare(key, "python")
-        if not env.ok:
-            pytest.skip(f"{key} cannot run on this machine: {env.why}")
-        for scenario, outcome in envs.run(env, tmp_path_factory.mktemp(key), list(table)).items():  # named: uncached
-            assert outcome.request is not None, outcome.error or outcome.cannot  # b"": the run exported no span
-            out[key, scenario] = readable_spans_of(ExportTraceServiceRequest.FromString(outcome.request))
-            save(out[key, scenario], key, scenario)
-    return out
+    return run_streams(EXPECTED, "python", tmp_path_factory)
 
 
 @pytest.mark.parametrize(("key", "scenario"), CASES)

@@ -15,12 +15,9 @@ The runs sit in the rows' session span, as the matrix's do. Each run's expected 
 from __future__ import annotations
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from case_spans import readable_spans_of
-from tests.frameworks.isolated import envs
 from tests.frameworks.matrix_table import COMMITTED, READ_OK
-from tests.frameworks.streaming import expected, plans, save
+from tests.frameworks.streaming import expected, plans, run_streams
 
 UFE = "unrecognized_failure_evidence"
 UNRAN = ("create_invoice", "review", ("write_status_unknown", "requested_not_recorded"))
@@ -54,16 +51,7 @@ CASES = [(key, scenario) for key, table in EXPECTED.items() for scenario in tabl
 @pytest.fixture(scope="module")
 def streamed(tmp_path_factory) -> dict:
     """Each row's streamed runs, run by its runner in its own environment: {(row, scenario): spans}."""
-    out = {}
-    for key, table in EXPECTED.items():
-        env = envs.prepare(key, "node")
-        if not env.ok:
-            pytest.skip(f"{key} cannot run on this machine: {env.why}")
-        for scenario, outcome in envs.run(env, tmp_path_factory.mktemp(key), list(table)).items():  # named: uncached
-            assert outcome.request is not None, outcome.error or outcome.cannot
-            out[key, scenario] = readable_spans_of(ExportTraceServiceRequest.FromString(outcome.request))
-            save(out[key, scenario], key, scenario)
-    return out
+    return run_streams(EXPECTED, "node", tmp_path_factory)
 
 
 @pytest.mark.parametrize(("key", "scenario"), CASES)
