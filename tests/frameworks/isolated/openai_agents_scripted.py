@@ -13,7 +13,9 @@ environment (a link in the runner's ``PYTHONPATH`` folder, ``envs._shared_module
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import operator
 from typing import Any
 
 from agents import Agent, ModelResponse, Runner, Usage, function_tool
@@ -22,36 +24,14 @@ from agents.models.interface import Model
 from agents.tracing import response_span
 from openai.types.responses import Response, ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-if __package__:  # the test process: the package's module, so STATE is the one the matrix clears
-    from .matrix_tools import (
-        CHARGE,
-        PAYMENT,
-        REFUND,
-        STATE,
-        CannotProduce,
-        charge_card,
-        create_invoice,
-        lookup_customer,
-        read_call,
-        refund_order,
-        send_payment_slow,
-        write_call,
-    )
-else:  # a framework's environment: linked beside this module
-    from matrix_tools import (  # type: ignore[no-redef]
-        CHARGE,
-        PAYMENT,
-        REFUND,
-        STATE,
-        CannotProduce,
-        charge_card,
-        create_invoice,
-        lookup_customer,
-        read_call,
-        refund_order,
-        send_payment_slow,
-        write_call,
-    )
+# The test process imports the package's module, so STATE is the one the matrix clears; a framework's environment has
+# the module linked beside this one.
+_TOOLS = importlib.import_module(f"{__package__}.matrix_tools" if __package__ else "matrix_tools")
+(CHARGE, PAYMENT, REFUND, STATE, CannotProduce, charge_card, create_invoice, lookup_customer, read_call, refund_order,
+ send_payment_slow, write_call) = operator.attrgetter(
+    "CHARGE", "PAYMENT", "REFUND", "STATE", "CannotProduce", "charge_card", "create_invoice", "lookup_customer", "read_call",
+    "refund_order", "send_payment_slow", "write_call",
+)(_TOOLS)
 
 
 class ScriptedModel(Model):
