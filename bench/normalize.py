@@ -25,6 +25,7 @@ modules setup.py built; the child refuses to run on anything else), ``python`` (
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def measure(root: Path, traces: int, repeat: int) -> float:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    random.seed(20261207)  # the SDK's trace and span ids: the same spans in every run and checkout
     run_agent_traces(provider, traces)
     by_trace: dict[str, list] = {}
     for index, span in enumerate(exporter.get_finished_spans()):

@@ -36,6 +36,7 @@ from otel_tracefence.normalize.status_paths import (
 from otel_tracefence.normalize.framework_texts import PAUSED_RUN_TEXTS, REDACTED_MARKS, REDACTED_TEXTS
 from otel_tracefence.normalize.read_keys import READ_KEYS, TRACEFENCE_NAMESPACE, misread_key
 from otel_tracefence.normalize.span_kinds import marked_fields
+from otel_tracefence.normalize.word_search import Words
 
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -246,7 +247,9 @@ def redacted(value: Any) -> bool:
         return False
     if len(value) <= _STAND_IN_LONGEST and (value.casefold() in REDACTED_TEXTS or (value[0] == '"' and value[1:-1].casefold() in REDACTED_TEXTS)):
         return True
-    if value[0] in "{[" and _stand_in_hint(value) and _STAND_IN_FIELD.search(value) is not None:
+    if not _STAND_IN_HINTS.any_in(value):  # most recorded values: one scan
+        return False
+    if value[0] in "{[" and _STAND_IN_FIELD.search(value) is not None:
         return True
     for _, mark, _ in REDACTED_MARKS:
         if mark in value:
@@ -255,18 +258,10 @@ def redacted(value: Any) -> bool:
 
 
 _STAND_IN_LONGEST = max(len(text) for text in REDACTED_TEXTS) + 2  # a quoted one, as a JSON string's text
-# The prefilter (C-level substring tests; most recorded values hold none): a string value's opening quote followed by
-# a stand-in's first character (``_``, ``*``, ``[``, ``<``, Go's ``\u003c``), or the word most stand-ins hold.
-_STAND_IN_HINTS = ('"_', '"*', '"[', '"<', "\\u003c", "\\u003C", "EDACTED", "edacted")
-
-
-def _stand_in_hint(text: str) -> bool:
-    for hint in _STAND_IN_HINTS:
-        if hint in text:
-            return True
-    return False
-
-
+# The prefilter, case-folded as the field's pattern is (one scan in C of an ASCII text; most recorded values hold none):
+# a JSON string value's opening quote followed by a stand-in's first character (``_``, ``*``, ``[``, ``<``, Go's
+# ``\u003c``), the word the other stand-ins hold, or a producer's mark of a part it hid.
+_STAND_IN_HINTS = Words(('"_', '"*', '"[', '"<', "\\u003c", "redacted", *(mark.lower() for _, mark, _ in REDACTED_MARKS)), fold=True)
 _STAND_IN_FIELD = re.compile(
     r'(?i):\s*"(?:' + "|".join(
         sorted({re.escape(form) for text in REDACTED_TEXTS for form in (text, text.replace("<", "\\u003c").replace(">", "\\u003e"))}, key=len, reverse=True)

@@ -54,6 +54,7 @@ from otel_tracefence.core.config import ResultErrorShape
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.normalize.conventions import LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS, TOOL_MESSAGE_SHAPE
 from otel_tracefence.normalize.framework_texts import FRAMEWORK_ERROR_TEMPLATES
+from otel_tracefence.normalize.word_search import Words
 
 # The HTTP statuses that say a call failed or may have done part of its work, read alike under every status-like key
 # (docs/DECISIONS.md 371): 500-599 (RFC 9110 section 15.6), 408 Request Timeout, 429 Too Many Requests; as [low, high).
@@ -251,11 +252,20 @@ def error_shape(result: Any, shapes: Iterable[ResultErrorShape]) -> ResultErrorS
         inner = _serialized_message(obj)
         if inner is not None:
             messages.append(inner)
-        top = level == 0 or (level <= WRAPPER_DEPTH and any(obj is w for w in wrapped)) or any(obj is m for m in messages) or _tool_message(obj)
+        top = level == 0 or (level <= WRAPPER_DEPTH and _one_of(obj, wrapped)) or _one_of(obj, messages) or _tool_message(obj)
         shape = _first_shape(obj, top, index)
         if shape is not None:
             return shape
     return None
+
+
+@cython.ccall
+def _one_of(obj: Any, items: list) -> bool:
+    """True when ``obj`` is (the same object as) one of ``items``."""
+    for item in items:
+        if obj is item:
+            return True
+    return False
 
 
 @cython.ccall
@@ -294,15 +304,15 @@ _TEMPLATE_HINTS = (
 )
 
 
+_TEMPLATE_WORDS = Words(_TEMPLATE_HINTS, fold=True)
+
+
 @cython.ccall
 def template_hint(text: str) -> bool:
     """False when ``text`` (a result's JSON text) cannot hold a framework's error template: none of their words, in any
-    case (substring tests in C on one lower-cased copy: cheaper than one regular expression of many branches)."""
-    lowered = text.lower()
-    for word in _TEMPLATE_HINTS:
-        if word in lowered:
-            return True
-    return False
+    case (``word_search.Words``: one scan in C of an ASCII text, cheaper than one regular expression of many
+    branches or a substring test per word)."""
+    return _TEMPLATE_WORDS.any_in(text)
 
 
 @cython.ccall

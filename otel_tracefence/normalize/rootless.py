@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+import cython
+
 from otel_tracefence.core import reasons
 from otel_tracefence.core.model import READ, MalformedField, ToolStep
 from otel_tracefence.normalize.span_view import SpanView
@@ -43,6 +45,8 @@ def parent_cycle(spans: Sequence[SpanView]) -> SpanView | None:
     id each add their parent, so the answer never depends on the order of ``spans``; of the spans on the cycle, the
     one with the least span id (then sequence) is returned. Linear in the spans (an iterative depth-first walk).
     Such a trace's ancestry cannot be read: it is decided partial (docs/DECISIONS.md 506)."""
+    if _trees(spans):  # the common trace, proved in one cheap pass
+        return None
     parents: dict = {}
     for span in spans:
         ids = parents.setdefault(span.span_id, set())
@@ -70,6 +74,29 @@ def parent_cycle(spans: Sequence[SpanView]) -> SpanView | None:
                 path.append(parent)
                 todo.append(iter(sorted(parents[parent])))
     return None
+
+
+@cython.ccall
+def _trees(spans: Sequence[SpanView]) -> bool:
+    """True when the parents of ``spans`` provably form trees: every span id has one parent at most, and the walk up
+    from each span leaves the trace without meeting its own path (each span id walked once). False says nothing:
+    :func:`parent_cycle`'s walk decides (several parents under one id, or a cycle)."""
+    parent_of: dict = {}
+    for span in spans:
+        parent = span.parent_span_id or None
+        if parent_of.setdefault(span.span_id, parent) != parent:
+            return False
+    done: set = set()
+    for start in parent_of:
+        path: set = set()
+        node = start
+        while node in parent_of and node not in done:
+            if node in path:
+                return False
+            path.add(node)
+            node = parent_of[node]
+        done |= path
+    return True
 
 
 def hold_rootless(steps: Sequence[ToolStep], spans: Sequence[SpanView]) -> list[ToolStep]:

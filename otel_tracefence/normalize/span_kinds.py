@@ -163,9 +163,17 @@ def tool_name(attributes: Mapping[str, Any], name: str) -> str | None:
         match = _MCP_TOOL_SPAN_NAME.search(name)
         if match:
             return match.group(1)
-    if any(_kind_is(attributes, key, "tool") for key in NAME_IS_TOOL_KINDS) and name:
+    if name and _named_after_tool(attributes):
         return _without_call_suffix(name)
     return None
+
+
+def _named_after_tool(attributes: Mapping[str, Any]) -> bool:
+    """True when a kind key of ``NAME_IS_TOOL_KINDS`` says ``tool``: that convention names the span after the tool."""
+    for key in NAME_IS_TOOL_KINDS:
+        if _kind_is(attributes, key, "tool"):
+            return True
+    return False
 
 
 def _without_call_suffix(name: str) -> str:

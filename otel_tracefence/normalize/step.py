@@ -304,7 +304,7 @@ def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[Malform
     attributes = span.attributes
     arguments = span_arguments(attributes, config.limits, span.events)
     if redacted(arguments.value) or redacted(arguments.json) or (  # a producer's stand-in for hidden arguments (DECISIONS 952)
-            arguments.malformed is not None and any(redacted(attributes.get(key)) for key in ARGUMENT_KEYS)):  # "[MASKED]" is no JSON (979)
+            arguments.malformed is not None and _any_redacted(attributes, ARGUMENT_KEYS)):  # "[MASKED]" is no JSON (979)
         arguments = Arguments(unavailable=reasons.ARGUMENTS_HIDDEN, notes=arguments.notes)
     length_limit = span.value_length_limit
     if length_limit is not None and arguments.malformed is None and _at_length_limit(attributes, ARGUMENT_KEYS, length_limit):
@@ -312,6 +312,14 @@ def _arguments(span: SpanView, config: TraceFenceConfig, malformed: list[Malform
     if arguments.malformed is not None:
         malformed.append(arguments.malformed)
     return arguments
+
+
+def _any_redacted(attributes: Mapping[str, Any], keys: tuple) -> bool:
+    """True when the value under one of ``keys`` is a producer's stand-in for a hidden value (``evidence.redacted``)."""
+    for key in keys:
+        if redacted(attributes.get(key)):
+            return True
+    return False
 
 
 @cython.cfunc

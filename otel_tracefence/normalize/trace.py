@@ -262,15 +262,18 @@ def _unread_step(span: SpanView, config: ConfigReading, reading: _Unread) -> Too
     # A quiet span recorded no output and holds no requested call: nothing of it can be unread. A model span whose
     # enclosing step span recorded its turn's calls asked for those (Mastra's chat span under agent_step, DECISIONS 959).
     parent = reading.by_id.get(span.parent_span_id) if span.parent_span_id else None
-    read_any = id(span) in reading.asking or (parent is not None and id(parent) in reading.asking)
-    why = unread_requests(span, reading.lost.get(id(span), ()), read_any) if id(span) in reading.talking else None
-    if why is not None:  # wherever the span is, whatever else the trace holds
-        return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
-    paused = paused_run(span.attributes) if id(span) in reading.talking and not reading.waiting else None
-    if paused is not None and reading.last_step_start < (span.end_time_unix_nano or span.start_time_unix_nano):  # DECISIONS 958
-        why = f"its output is {paused}'s text for a run paused with tool calls waiting, and no tool step came after it: which calls cannot be read"
-        return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
-    if id(span) in reading.asking or span.span_id in reading.covered:
+    own = id(span)
+    asking = own in reading.asking
+    read_any = asking or (parent is not None and id(parent) in reading.asking)
+    if own in reading.talking:
+        why = unread_requests(span, reading.lost.get(own, ()), read_any)
+        if why is not None:  # wherever the span is, whatever else the trace holds
+            return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
+        paused = paused_run(span.attributes) if not reading.waiting else None
+        if paused is not None and reading.last_step_start < (span.end_time_unix_nano or span.start_time_unix_nano):  # DECISIONS 958
+            why = f"its output is {paused}'s text for a run paused with tool calls waiting, and no tool step came after it: which calls cannot be read"
+            return unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD)
+    if asking or span.span_id in reading.covered:
         return None
     sign, reason = tool_activity_sign(span), reasons.UNRECOGNIZED_TOOL_SPAN
     if sign is None and not reading.any_tool_span:

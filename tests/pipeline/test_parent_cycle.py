@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli_helpers import run
 from otlp_json_helpers import json_span
@@ -81,6 +83,33 @@ def test_parent_cycle_finds_cycles_of_any_length_and_passes_a_tree():
     # Two spans under one id (one naming a parent on the cycle, one none): a cycle in any input order (a fuzz find).
     clash = [("1", "2"), ("2", "1"), ("1", "")]
     assert parent_cycle(views(clash)).span_id == parent_cycle(views(clash[::-1])).span_id == "1"
+
+
+def _cycle_by_brute_force(pairs: list[tuple[str, str]]) -> bool:
+    """True when following parents (every parent any span under an id names) from some span id comes back to it."""
+    parents: dict[str, set[str]] = {}
+    for span_id, parent in pairs:
+        parents.setdefault(span_id, set()).update({parent} if parent else set())
+    for start in parents:
+        seen, todo = set(), list(parents[start])
+        while todo:
+            node = todo.pop()
+            if node == start:
+                return True
+            if node in parents and node not in seen:
+                seen.add(node)
+                todo.extend(parents[node])
+    return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("123456"), st.sampled_from(["", "1", "2", "3", "4", "5", "6", "gone"])), min_size=1, max_size=9))
+def test_parent_cycle_finds_a_cycle_exactly_when_there_is_one(pairs):
+    # The one-pass proof of trees (rootless._trees) and the walk behind it agree with a brute-force search on any
+    # parent graph: several spans under one id, self-parents, parents outside the trace.
+    views = [SpanView(TRACE, span_id, "s", {}, parent_span_id=parent) for span_id, parent in pairs]
+    found = parent_cycle(views)
+    assert (found is not None) == _cycle_by_brute_force(pairs)
 
 
 @pytest.mark.parametrize("starts", [False, True], ids=["ends", "starts-and-ends"])
