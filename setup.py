@@ -75,8 +75,9 @@ class OptionalBuildExt(build_ext):
         """``{"otel_tracefence/x.py": sha256}`` of each compiled module's source, beside the extension modules."""
         record = {}
         for ext in self.built:
-            source = ROOT / (ext.name.replace(".", "/") + ".py")
-            record[source.relative_to(ROOT).as_posix()] = _compiled["source_digest"](source)
+            source = (ROOT / (ext.name.replace(".", "/") + ".py")).relative_to(ROOT).as_posix()
+            if source in _TRANSLATED:  # the source as Cython read it, not as it is now: an edit meanwhile is not trusted
+                record[source] = _TRANSLATED[source]
         text = json.dumps(record, indent=1, sort_keys=True) + "\n"
         targets = {Path(self.build_lib) / "otel_tracefence"}
         if self.inplace or getattr(self, "editable_mode", False):
@@ -84,6 +85,9 @@ class OptionalBuildExt(build_ext):
         for target in targets:
             target.mkdir(parents=True, exist_ok=True)
             (target / _compiled["BUILD_RECORD"]).write_text(text)
+
+
+_TRANSLATED: dict[str, str] = {}  # each engine source (relative path) -> its SHA-256 when handed to Cython
 
 
 def _cythonized(extensions: list[Extension]) -> list[Extension]:
@@ -94,6 +98,9 @@ def _cythonized(extensions: list[Extension]) -> list[Extension]:
     try:
         from Cython.Build import cythonize
 
+        for ext in extensions:  # before Cython reads them (see OptionalBuildExt._write_record)
+            source = ext.sources[0]
+            _TRANSLATED[Path(source).as_posix()] = _compiled["source_digest"](ROOT / source)
         return cythonize(
             extensions,
             compiler_directives=DIRECTIVES,
