@@ -40,7 +40,8 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, TOOL_KIND_MARKERS, VERCEL_FINISH_REASON_KEY,
+    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, MARKED_AGENT_SPANS, TOOL_KIND_MARKERS,
+    VERCEL_FINISH_REASON_KEY,
 )
 from otel_tracefence.normalize.span_kinds import is_tool_listing
 from otel_tracefence.normalize.read_keys import UNDERSTOOD_KEYS, misread_attribute, misread_message
@@ -60,9 +61,6 @@ NON_TOOL_KINDS = {
     "langfuse.observation.type": frozenset({"span", "generation", "agent", "chain", "retriever", "evaluator", "embedding", "guardrail", "event"}),
     "langsmith.span.kind": frozenset({"llm", "chain", "retriever", "prompt", "parser", "embedding"}),
     "mlflow.spanType": frozenset({"llm", "chat_model", "chain", "agent", "retriever", "embedding", "reranker", "parser"}),
-    # Logfire's OpenAI Agents bridge: an agent's span, named by its message template, lists the agent's tools in
-    # ``tools`` (pydantic/logfire 5.6.0 integrations/openai_agents.py, AgentSpanData; docs/DECISIONS.md 994).
-    "logfire.msg_template": frozenset({"agent run: {name!r}"}),
     # The Vercel AI SDK's operation ids other than its tool span's (ai.toolCall): its call and model spans
     # (AI SDK Core, "Telemetry", "Collected Data"), lower-cased as they are compared.
     "ai.operationId": frozenset({
@@ -71,6 +69,10 @@ NON_TOOL_KINDS = {
         "ai.embedmany.doembed",
     }),
 }
+# A producer's own agent span (conventions.MARKED_AGENT_SPANS: Logfire's OpenAI Agents bridge's, which lists the agent's
+# tools in ``tools``; docs/DECISIONS.md 994, 1000) is an agent's span, no tool.
+for _key, _value, _ in MARKED_AGENT_SPANS:
+    NON_TOOL_KINDS[_key] = NON_TOOL_KINDS.get(_key, frozenset()) | {_value}
 # OpenLLMetry model spans, MCP method spans, Haystack components, and transport spans (HTTP, database, RPC, messaging
 # semantic conventions): their presence alone names the span's kind.
 OTHER_KIND_KEYS = (

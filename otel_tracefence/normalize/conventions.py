@@ -455,6 +455,11 @@ TOOL_PRESENCE_KEYS = TOOL_PRESENCE_MARKERS + TRACEFENCE_INPUTS
 TOOL_MARKER_KEYS = frozenset((GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, *(key for key, _ in TOOL_KIND_MARKERS), *TOOL_PRESENCE_KEYS))
 
 AGENT_NAME_KEYS = ("gen_ai.agent.name", "agent.name")
+# Agent spans a producer marks by a kind attribute of its own, not by a convention's operation or span kind
+# (docs/DECISIONS.md 1000): (marker key, marker value compared in lower case, the key of the agent's name). Logfire's
+# OpenAI Agents bridge names an AgentSpanData span by its message template, the agent's name in 'name' (pydantic/logfire
+# 5.6.0 integrations/openai_agents.py); it lists the agent's tools in 'tools' and is no tool span (activity.py).
+MARKED_AGENT_SPANS = (("logfire.msg_template", "agent run: {name!r}", "name"),)
 # openai-agents: a handoff is a tool call the model asks for, named transfer_to_<agent> by default
 # (Handoff.default_tool_name), which the SDK runs as the switch to that agent and records as a span whose operation is
 # "handoff" (OpenLLMetry's openai-agents instrumentation: gen_ai.operation.name=handoff), not as a tool span.

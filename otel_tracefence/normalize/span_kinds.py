@@ -11,7 +11,7 @@ import cython
 
 from otel_tracefence.core.canonical import JSONTextError, parse_json_text
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_OPERATIONS, EXECUTE_TOOL_PREFIX,
+    AGENT_BOUNDARY_KINDS, AGENT_BOUNDARY_OPERATIONS, AGENT_NAME_KEYS, AGENT_SPAN_NAME_SUFFIX, MARKED_AGENT_SPANS, CALL_ID_KEYS, EXECUTE_TOOL, EXECUTE_TOOL_OPERATIONS, EXECUTE_TOOL_PREFIX,
     GEN_AI_OPERATION, GEN_AI_TOOL_NAME, HAYSTACK_COMPONENT_TYPE, HAYSTACK_TOOL_INVOKER, KOOG_TOOL_SPAN_PREFIX, MARKED_TOOL_FIELDS, MCP_TOOL_SPAN_NAME_PATTERN,
     NAME_IS_TOOL_CALL_SUFFIXES, NAME_IS_TOOL_KINDS, NOT_TOOL_SPAN_NAME_PREFIXES, NOT_TOOL_SPAN_NAMES_WITHOUT_TOOL, PLACEHOLDER_CALL_IDS, TOOL_KIND_MARKERS,
     TOOL_MARKER_KEYS, TOOL_NAME_KEYS, TOOL_PRESENCE_KEYS, TRACELOOP_TOOL_SPAN_SUFFIX,
@@ -123,8 +123,13 @@ _MCP_TOOL_SPAN_NAME = re.compile(MCP_TOOL_SPAN_NAME_PATTERN)
 
 def agent_name(attributes: Mapping[str, Any], name: str) -> str | None:
     """The name of the agent an agent span runs (``gen_ai.agent.name``; OpenInference ``AGENT``
-    spans named ``<agent>.run``), or ``None`` for a span that is not an agent's."""
+    spans named ``<agent>.run``; the name field of a span a producer's own marker makes an agent's,
+    ``conventions.MARKED_AGENT_SPANS``), or ``None`` for a span that is not an agent's."""
     if attributes.get(GEN_AI_OPERATION) != "invoke_agent" and attributes.get("openinference.span.kind") != "AGENT":
+        for key, value, name_key in MARKED_AGENT_SPANS:  # docs/DECISIONS.md 1000
+            if _kind_is(attributes, key, value):
+                found = attributes.get(name_key)
+                return found if isinstance(found, str) and found else None
         return None
     for key in AGENT_NAME_KEYS:
         value = attributes.get(key)

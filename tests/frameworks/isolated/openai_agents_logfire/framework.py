@@ -22,12 +22,9 @@ K = FRAMEWORK.key
 # Logfire's Function span is read as a tool span by its message template (docs/DECISIONS.md 991-994): the tool in
 # 'name', the arguments in 'input', the result in 'output' (the text "null" its schema types null: none), 'error' read
 # as the failure the span's ERROR status records; the model's requests in the Responses API span's 'response'.
-# The SDK opens a Function span for a call held for approval and ends it with no output, unlabelled (the body never
-# ran): no convention says such a span is a pending record, so it is a step of unknown effect. The kind:
-PENDING = (
-    "D: the Function span the SDK opens for a call held for approval (output None, typed null; no tracefence.effect, the "
-    "body never ran) is read as a step of unknown effect, not as a pending record"
-)
+# The SDK opens a Function span for a call held for approval and ends it with no output (None, typed null: none
+# recorded), unlabelled (the body never ran), under its 'Agent run' span: the pending record of DECISIONS 600, as under
+# the OpenLLMetry and OpenInference rows, once the 'Agent run' span is read as an agent's (DECISIONS 1000).
 CELLS = [
     cell(K, "read_ok", "dynamic", (READ_OK,), "a declared read replays (Function span: name, input, output)"),
     cell(K, "write_commits", "injected", (COMMITTED,), "OK Function span with output: committed; the result is injected on replay"),
@@ -47,15 +44,14 @@ CELLS = [
     cell(K, "parallel_one_fails", "review", (READ_OK, ("refund_order", "review", ("write_error",))), "the read replays, the failed write holds the trace"),
     cell(K, "framework_retries", "review", RETRIED, "no tool retry in the SDK: the model asks again, so one write was dispatched twice"),
     cell(
-        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown", "requested_not_recorded")),),
-        "a call waiting for approval (needs_approval) never approved: only the model's request shows it (the Responses API "
-        "span's response JSON, with its call id)",
-        wrong_today=f"{PENDING}: held as effect_unknown (the request matched to that span, so no requested_not_recorded)",
+        K, "requested_never_ran", "review", (("create_invoice", "review", ("effect_unknown",)),),
+        "a call waiting for approval (needs_approval) never approved: its Function span has the arguments, output None "
+        "(typed null: none recorded), no label; no later run supersedes it, so it stays a step of unknown effect (DECISIONS 600)",
     ),
     cell(
-        K, "approval_interrupt_resume", "injected", (COMMITTED,),
-        "approved and run once after the resume: one Function span that ran, committed",
-        wrong_today=f"{PENDING}: the interrupted run's span held (create_invoice review effect_unknown) beside the committed run: an over-hold",
+        K, "approval_interrupt_resume", "injected", (("create_invoice", "skip", ("write_committed", "resumes_pending_call")),),
+        "approved and run once after the resume: the interrupted Agent run's pending Function span (arguments, output None "
+        "typed null, its run stopped there) is superseded by the resumed run's, one committed write (DECISIONS 600, 1000)",
     ),
     cell(
         K, "mcp_is_error", "review", (("charge_card", "review", ("write_outcome_unrecorded",)),),
