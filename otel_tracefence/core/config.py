@@ -232,7 +232,8 @@ def load_config(config_file: str | os.PathLike[str] | None = None, **overrides: 
     except SettingsError as exc:
         # A list or nested value in an OTEL_TRACEFENCE_* variable that is not JSON.
         fields = tuple(re.findall(r'field "(\w+)"', str(exc)))
-        raise ConfigError(f"environment: {exc}: {ENV_PREFIX}* variables take JSON for lists and nested values", fields) from None
+        names = ", ".join(f"{ENV_PREFIX}{field.upper()}" for field in fields) or f"an {ENV_PREFIX}* variable"
+        raise ConfigError(f"environment: {names} is not JSON: {ENV_PREFIX}* variables take JSON for lists and nested values", fields) from None
     finally:
         _config_file.reset(token)
 
