@@ -314,8 +314,13 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
             return None, True, parsed
         except RecursionError:
             return UNREAD_RESULT, False, parsed  # nested past what the reader follows (DECISIONS 486)
+        except JSONNumberError:
+            return UNREAD_RESULT, False, parsed  # a number past what the reader converts: the rest unread too (DECISIONS 1030)
         except JSONTextError:
             return _template_error(value), False, parsed
+    if type(value) is str and text is not None and json_start(value) in ("{", "["):  # JSON text inside a JSON string, read once (DECISIONS 1030)
+        error, truncated, _ = _result_error(value, limits, config)
+        return error, truncated, parsed
     if not isinstance(value, (dict, list)):
         return (_template_error(value) if isinstance(value, str) else None), False, NOT_PARSED  # a JSON string: read as the text it is
     shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)

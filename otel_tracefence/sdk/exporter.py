@@ -28,7 +28,7 @@ from otel_tracefence.sdk.otlp_exporter import otlp_span_exporter
 from otel_tracefence.sdk.processor import SHUTDOWN_TIMEOUT_MS
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence, is_local_root
-from otel_tracefence.sdk.wiring import config_or_defaults
+from otel_tracefence.sdk.wiring import check_config, config_or_defaults
 from otel_tracefence.core.telemetry import guarded
 
 INNER_EXPORTER_ENV = "OTEL_TRACEFENCE_EXPORTER"
@@ -87,6 +87,7 @@ class TraceFenceSpanExporter(SpanExporter):
         meter_provider: Any = None,
         **settings: Any,
     ) -> None:
+        check_config(config, type(self).__name__)
         self.config = config if config is not None else config_or_defaults(settings)
         self._inner = inner if inner is not None else _inner_or_otlp()
         sink = open_review_sink_or_hold(self.config, "exporter") if review_sink is _DEFAULT else review_sink

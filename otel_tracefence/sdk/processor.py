@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_tracefence.core.config import ConfigError, TraceFenceConfig, load_config
 from otel_tracefence.sdk.bounded import run_until
-from otel_tracefence.sdk.wiring import check_downstream, check_settings, config_or_defaults, does_nothing
+from otel_tracefence.sdk.wiring import check_config, check_downstream, check_settings, config_or_defaults, does_nothing
 from otel_tracefence.sdk.review_sink import open_review_sink_or_hold
 from otel_tracefence.sdk.span_fence import ReviewSink, SdkFence
 from otel_tracefence.core.telemetry import guarded
@@ -90,6 +90,7 @@ class TraceFenceSpanProcessor(SpanProcessor):
         logged (:func:`~otel_tracefence.sdk.wiring.config_or_defaults`, DECISIONS 695)."""
         check_downstream(downstream, type(self).__name__)
         check_settings(settings, type(self).__name__)
+        check_config(config, type(self).__name__)
         self.config = config if config is not None else _config(settings)
         self._downstream = tuple(downstream)
         # on_start is forwarded to the processors whose on_start does something (Batch's and Simple's do nothing):

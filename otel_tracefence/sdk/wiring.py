@@ -44,6 +44,16 @@ def check_settings(settings: Mapping[str, Any], owner: str) -> None:
             raise TypeError(f"{owner}() got an unexpected keyword argument {key!r}{hint}")
 
 
+def check_config(config: Any, owner: str) -> None:
+    """Raise :class:`TypeError` for a ``config`` that is neither ``None`` nor a :class:`TraceFenceConfig` (a file's path
+    is the likeliest: the command line takes one), saying how to load one."""
+    if config is not None and not isinstance(config, TraceFenceConfig):
+        raise TypeError(
+            f"{owner}(config=...) takes a TraceFenceConfig, not {type(config).__name__}: load a file with "
+            "otel_tracefence.core.config.load_config(path), or name it in OTEL_TRACEFENCE_CONFIG and leave config out"
+        )
+
+
 def does_nothing(method: Any) -> bool:
     """True when ``method`` (a function or bound method) is Python code whose body only returns ``None``
     (``pass``, or a docstring alone), as ``BatchSpanProcessor.on_start`` and ``SimpleSpanProcessor.on_start``

@@ -18,6 +18,8 @@ from otel_tracefence.pipeline.documents import plan_text
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 ERROR_BIG = json.dumps({"error": {"message": "upstream timeout"}, "x": "y" * 1_100_000})
 ERROR_DEEP = '{"error": {"message": "upstream timeout"}, "x": ' + "[" * 1000 + "]" * 1000 + "}"
+# An integer past the digits Python converts (4,300: CVE-2020-10735): the whole text is unread, its error too (1030).
+ERROR_LONG_NUMBER = '{"error": "timeout", "n": ' + "1" * 4301 + "}"
 
 
 def _plan(effect: str, result_value: dict) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
@@ -36,8 +38,8 @@ def _plan(effect: str, result_value: dict) -> tuple[str, list[tuple[str, tuple[s
 
 @pytest.mark.parametrize(
     "value",
-    [{"stringValue": ERROR_BIG}, {"stringValue": ERROR_DEEP}, {"bytesValue": base64.b64encode(b'{"error": "boom"}').decode()}],
-    ids=["over_max_argument_bytes", "nested_past_the_parser", "bytes"],
+    [{"stringValue": ERROR_BIG}, {"stringValue": ERROR_DEEP}, {"bytesValue": base64.b64encode(b'{"error": "boom"}').decode()}, {"stringValue": ERROR_LONG_NUMBER}],
+    ids=["over_max_argument_bytes", "nested_past_the_parser", "bytes", "number_past_the_digit_limit"],
 )
 def test_a_write_whose_result_cannot_be_read_is_held(value):
     assert _plan("write", value) == ("review", [("review", ("write_status_unknown", "result_unread"))])
@@ -50,3 +52,14 @@ def test_a_read_whose_result_cannot_be_read_still_replays(value):
 
 def test_a_large_plain_text_result_is_read_as_text_and_commits():
     assert _plan("write", {"stringValue": "invoice in_1250 created " + "y" * 1_100_000}) == ("injected", [("skip", ("write_committed",))])
+
+
+@pytest.mark.parametrize(("result", "expected"), [
+    (json.dumps(json.dumps({"error": "timeout"})), ("review", [("review", ("write_error", "error_in_result"))])),
+    (json.dumps(json.dumps({"id": "inv_1"})), ("injected", [("skip", ("write_committed",))])),
+], ids=["error_inside", "success_inside"])  # fmt: skip
+def test_json_text_inside_a_json_string_is_read_once_more(result, expected):
+    # A result encoded twice (a framework that serialises a tool's JSON answer as a string) is read as the JSON it
+    # holds, one level down (docs/DECISIONS.md 1030): before, its error passed the write as committed.
+    assert _plan("write", {"stringValue": result}) == expected
+

@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tracefence.core.config import ConfigError
-from otel_tracefence.sdk import TraceFenceSpanProcessor
+from otel_tracefence.sdk import TraceFenceSpanExporter, TraceFenceSpanProcessor
 
 
 def test_an_exporter_where_a_processor_belongs_is_refused_naming_the_fix():
@@ -35,6 +35,17 @@ def test_a_misspelt_keyword_is_the_callers_mistake_not_the_environments():
     with pytest.raises(TypeError) as raised:
         TraceFenceSpanProcessor(review_dbb="x.db", review_sink=None)
     assert str(raised.value) == "TraceFenceSpanProcessor() got an unexpected keyword argument 'review_dbb'; did you mean 'review_db'?"
+
+
+@pytest.mark.parametrize("build", [TraceFenceSpanProcessor, TraceFenceSpanExporter], ids=["processor", "exporter"])
+def test_a_config_file_path_where_a_config_belongs_is_refused_naming_the_fix(build):
+    # A path is the likeliest guess (the command line takes --config PATH); before, an AttributeError from deep inside.
+    with pytest.raises(TypeError) as raised:
+        build(config="tracefence.yaml", review_sink=None)
+    assert str(raised.value) == (
+        f"{build.__name__}(config=...) takes a TraceFenceConfig, not str: load a file with "
+        "otel_tracefence.core.config.load_config(path), or name it in OTEL_TRACEFENCE_CONFIG and leave config out"
+    )
 
 
 def test_a_bad_keyword_value_is_blamed_on_the_arguments():
