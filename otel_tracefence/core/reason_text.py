@@ -58,6 +58,7 @@ EXPLANATIONS: dict[str, Explanation] = {
     r.RELATED_CALL_IDS_TRUNCATED: Explanation("more calls are related than are listed", ""),
     r.ERROR_IN_RESULT: Explanation("the recorded result says the call failed", ""),
     r.RESULT_UNREAD: Explanation("the result was too large or deep to check for an error", ""),
+    r.FAILURE_TEXT_IN_RESULT: Explanation("the result is text that reads as a failure report (timed out, an exception, a 5xx page)", ""),
     r.ERROR_TEMPLATE_IN_RESULT: Explanation("the result is a framework's own error or timeout text", ""),
     r.FRAMEWORK_STATUS_ERROR: Explanation("the framework's own status attribute says the call failed", ""),
     r.DISPATCH_ATTEMPT_FAILED: Explanation("a dispatch attempt below the call failed", ""),

@@ -66,6 +66,7 @@ REQUESTED_NOT_RECORDED = "requested_not_recorded"
 RELATED_CALL_IDS_TRUNCATED = "related_call_ids_truncated"
 ERROR_IN_RESULT = "error_in_result"  # status error read from the recorded result (result_errors.py)
 RESULT_UNREAD = "result_unread"  # a result too large or too deep to check for an error: a write's status is unknown, not ok
+FAILURE_TEXT_IN_RESULT = "failure_text_in_result"  # a text result that reads as a failure report no template knows (conventions.FAILURE_TEXT_PATTERN): status unknown
 ERROR_TEMPLATE_IN_RESULT = "error_template_in_result"  # the result is a framework's own error or timeout text (framework_texts.FRAMEWORK_ERROR_TEMPLATES)
 FRAMEWORK_STATUS_ERROR = "framework_status_error"  # status error read from a framework's own status attribute (conventions.FRAMEWORK_STATUS_KEYS)
 DISPATCH_ATTEMPT_FAILED = "dispatch_attempt_failed"  # status taken from a failed dispatch attempt of an ok step
@@ -101,6 +102,7 @@ NOTES = frozenset(
         ERROR_IN_RESULT,
         ERROR_TEMPLATE_IN_RESULT,
         RESULT_UNREAD,
+        FAILURE_TEXT_IN_RESULT,
         FRAMEWORK_STATUS_ERROR,
         DISPATCH_ATTEMPT_FAILED,
         ARGUMENTS_UNWRAPPED,

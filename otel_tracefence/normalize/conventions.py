@@ -341,6 +341,17 @@ FAILURE_EVIDENCE_WORDS = {
     "cancelled": "cancellation", "canceled": "cancellation", "cancellation": "cancellation", "aborted": "cancellation",
     "interrupted": "cancellation",
 }
+# A text result (not JSON) that reads as a failure report no framework template knows (docs/DECISIONS.md 1031): a timeout,
+# an exception's or a traceback's text, an error or a failure named as such, an HTTP 5xx status line or reason phrase,
+# an error page's title. Whole words, any case; in other languages the word for an error, a failure or a timeout. Left
+# out: "cancel" and "pending" (a cancel or a queueing write's own success text names them) and "no errors" (a report
+# that none happened). A write whose result is such text has an unknown outcome: held.
+FAILURE_TEXT_PATTERN = (
+    r"(?i)(?<!\bno )(?<!\b0 )\b(?:timed[ -]?out|time[ -]?out|timeouts?|exception|traceback|errors?|failed|failure|fatal"
+    r"|bad gateway|service unavailable|gateway time-?out|internal server error|too many requests|deadline exceeded"
+    r"|HTTP/[0-9](?:\.[0-9])? 5[0-9][0-9]|fehler|zeitüberschreitung|fehlgeschlagen|erro|falha|falhou|tempo esgotado|échec|erreur"
+    r"|délai dépassé|ошибка|сбой|тайм-аут|превышено время)\b|错误|失败|超时|エラー|失敗|タイムアウト"
+)
 # Values that say all went well, compared folded (textfold.folded_word): for a status, for a success flag, for an error,
 # failure or timeout attribute (that no error, failure or timeout happened).
 SUCCESS_STATUS_VALUES = frozenset({"ok", "success", "succeeded", "successful", "completed", "complete", "done", "finished", "unset", "statuscodeok", "statuscodeunset"})

@@ -301,6 +301,8 @@ _TEMPLATE_HINTS = (
     "rror", "fail", "timed", "timeout", "time out", "time-out", "xception", "traceback", "fatal", "status=", "blocked by",
     "gateway", "unavailable", "too many", "not implemented", "not supported", "cancel", "abort", "pending",
     "econn", "epipe", "eai_again", "enotfound", "ehostunreach", "enetunreach", "enetdown",
+    # and the ASCII words of a failure report no template knows (conventions.FAILURE_TEXT_PATTERN, DECISIONS 1031)
+    "deadline", "http/", "erro", "erreur", "falha", "falhou", "fehler", "esgotado",
 )
 
 

@@ -31,7 +31,7 @@ from otel_tracefence.normalize.span_view import SpanView
 from otel_tracefence.normalize.status import ends_before_start, span_status
 from otel_tracefence.normalize.tokens import value_tokens
 from otel_tracefence.normalize.values import (
-    TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, result_call_id, result_tokens, span_arguments,
+    FAILURE_TEXT, TEMPLATE_ERROR_PREFIX, TRUNCATED_ARGUMENTS, UNREAD_RESULT, Arguments, Result, kept_arguments, kept_result, result_call_id, result_tokens, span_arguments,
     span_result,
 )
 
@@ -106,6 +106,8 @@ def result_status(status: ToolStatus, result: Result) -> tuple[ToolStatus, tuple
     the one that fences wins. A declared ``error``, ``timeout`` or ``unknown`` is never changed."""
     if status is OK and result.error == UNREAD_RESULT:
         return STATUS_UNKNOWN, (reasons.RESULT_UNREAD,)  # no evidence either way: a write is held, a read replays
+    if status is OK and result.error == FAILURE_TEXT:
+        return STATUS_UNKNOWN, (reasons.FAILURE_TEXT_IN_RESULT,)  # reads as a failure no template knows (DECISIONS 1031)
     if status is OK and result.error is not None:
         return ERROR, ((reasons.ERROR_TEMPLATE_IN_RESULT,) if result.error.startswith(TEMPLATE_ERROR_PREFIX) else (reasons.ERROR_IN_RESULT,))
     return status, ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import json
 from typing import Any, Mapping, Sequence
 
@@ -27,7 +28,7 @@ from otel_tracefence.core.canonical import (
 from otel_tracefence.core.config import Limits, TraceFenceConfig
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_ENVELOPES, ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
+    ARGUMENT_ENVELOPES, ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, FAILURE_TEXT_PATTERN, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
     TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
@@ -305,7 +306,7 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     text = value if isinstance(value, str) else None
     if isinstance(value, str):
         if not _looks_like_json(value):
-            return _template_error(value), False, parsed  # text: a framework's own error text? (DECISIONS 402)
+            return _text_error(value), False, parsed  # text: a framework's own error text, or a failure report? (DECISIONS 402, 1031)
         if text_too_large(value, limits.max_argument_bytes):
             return UNREAD_RESULT, False, parsed  # JSON too large to look into: no evidence it succeeded (DECISIONS 486)
         try:
@@ -317,12 +318,12 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
         except JSONNumberError:
             return UNREAD_RESULT, False, parsed  # a number past what the reader converts: the rest unread too (DECISIONS 1030)
         except JSONTextError:
-            return _template_error(value), False, parsed
+            return _text_error(value), False, parsed
     if type(value) is str and text is not None and json_start(value) in ("{", "["):  # JSON text inside a JSON string, read once (DECISIONS 1030)
         error, truncated, _ = _result_error(value, limits, config)
         return error, truncated, parsed
     if not isinstance(value, (dict, list)):
-        return (_template_error(value) if isinstance(value, str) else None), False, NOT_PARSED  # a JSON string: read as the text it is
+        return (_text_error(value) if isinstance(value, str) else None), False, NOT_PARSED  # a JSON string: read as the text it is
     shapes = DEFAULT_SHAPES if config is None or not config.result_error_shapes else DEFAULT_SHAPES + tuple(config.result_error_shapes)
     shape = error_shape(value, shapes)
     if shape is not None:
@@ -352,6 +353,25 @@ TEMPLATE_ERROR_PREFIX = "template:"  # Result.error of a result that is a framew
 # Result.error of a result that could not be checked for an error: JSON text over limits.max_argument_bytes or nested
 # past what the parser follows, or bytes (docs/DECISIONS.md 486). Its status is unknown, not ok: a write is held.
 UNREAD_RESULT = "unread"
+
+
+# Result.error of a text result that reads as a failure report no template knows (conventions.FAILURE_TEXT_PATTERN,
+# docs/DECISIONS.md 1031): its outcome is unknown, not ok: a write is held.
+FAILURE_TEXT = "failure_text"
+_FAILURE_TEXT = re.compile(FAILURE_TEXT_PATTERN)
+
+
+@cython.ccall
+def _text_error(text: str) -> str | None:
+    """``Result.error`` for a text result: a framework's own error text (:func:`_template_error`), else
+    :data:`FAILURE_TEXT` for text that reads as a failure report (an ASCII text only when it holds one of the templates'
+    words, ``result_errors.template_hint``: one scan), else ``None``."""
+    found = _template_error(text)
+    if found is not None:
+        return found
+    if (not text.isascii() or template_hint(text)) and _FAILURE_TEXT.search(text) is not None:
+        return FAILURE_TEXT
+    return None
 
 
 @cython.ccall
