@@ -302,7 +302,7 @@ _TEMPLATE_HINTS = (
     "gateway", "unavailable", "too many", "not implemented", "not supported", "cancel", "abort", "pending",
     "econn", "epipe", "eai_again", "enotfound", "ehostunreach", "enetunreach", "enetdown",
     # and the ASCII words of a failure report no template knows (conventions.FAILURE_TEXT_PATTERN, DECISIONS 1031)
-    "deadline", "http/", "erro", "erreur", "falha", "falhou", "fehler", "esgotado",
+    "deadline", "http/", "http 5", "erro", "erreur", "falha", "falhou", "fehler", "fehlgeschlagen", "esgotado",
 )
 
 

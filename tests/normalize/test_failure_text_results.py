@@ -44,13 +44,19 @@ def _plan(effect: str, result: str) -> tuple[str, list[tuple[str, tuple[str, ...
     "Falha ao criar a fatura: tempo esgotado",
     "Ошибка: превышено время ожидания",
     "请求超时",
-    json.dumps("Internal failure while charging"),  # a JSON string: read as the text it is
+    "com.acme.billing.LedgerLockedException: ledger is locked",
+    "Upstream answered HTTP 502",
+    json.dumps("Internal Server Error while charging"),  # a JSON string: read as the text it is
 ])  # fmt: skip
 def test_a_write_whose_text_reads_as_a_failure_is_held(result):
     assert _plan("write", result) == HELD
 
 
-@pytest.mark.parametrize("result", ["Invoice inv_8812 created", "No errors.", "0 errors, 3 warnings", "Cancelled subscription sub_1", "terror alert sent"])
+@pytest.mark.parametrize("result", [
+    "Invoice inv_8812 created", "No errors.", "0 errors, 3 warnings", "Cancelled subscription sub_1", "terror alert sent",
+    "Error: none", "timeout was not reached", "status='success' result='refunded' error=None",  # a failure word denied
+    "Booked B-7. Note: an error occurred earlier and was retried",  # an error mentioned, not reported (402)
+])  # fmt: skip
 def test_a_write_whose_text_reads_as_success_stays_committed(result):
     assert _plan("write", result) == COMMITTED
 
