@@ -146,6 +146,13 @@ def fence_step(remembered: Remembered, steps: list[ToolStep], index: int, step: 
 
 
 
+def _stands_for_requests(step: ToolStep) -> bool:
+    """True for the step standing for the calls an agent run or a model span asked for that could not be read
+    (``requested_call_unread``): no tool span, so a tool span below it is a call of its own, never a dispatch attempt
+    of it (as ``normalize.attempts.nest`` nests only tool spans; docs/DECISIONS.md 1010)."""
+    return any(m.reason == reasons.REQUESTED_CALL_UNREAD for m in step.malformed)
+
+
 def read_late(
     spans: list[tuple[SpanView, P]], remembered: Remembered, config: TraceFenceConfig, read_view: Callable[[SpanView, P], SpanView] | None
 ) -> tuple[list[tuple[SpanView, P, str, Any]], list[ToolStep], bool]:
@@ -187,6 +194,8 @@ def read_late(
         # A span that dropped data is held as its own step wherever it is, as in time (DECISIONS 252, 358).
         whole = read.unreadable is None and seen is None and not read.dropped_attributes and not read.dropped_events
         owner = by_span.get(view.parent_span_id) if view.parent_span_id and whole else None
+        if owner is not None and _stands_for_requests(steps[owner]):  # an agent run's or model span's calls, as in time
+            owner = None
         if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
             fence_step(remembered, steps, owner, steps[owner], dispatch=True)
             kinds.append((view, payload, "attempt", None))
