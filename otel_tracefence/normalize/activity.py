@@ -40,7 +40,8 @@ from typing import Any, Mapping
 import cython
 
 from otel_tracefence.normalize.conventions import (
-    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, MARKED_AGENT_SPANS, TOOL_KIND_MARKERS,
+    AGENT_BOUNDARY_OPERATIONS, EXECUTE_TOOL, GEN_AI_OPERATION, HAYSTACK_COMPONENT_TYPE, MARKED_AGENT_SPANS, MODEL_SPAN_KINDS, OPENLLMETRY_MODEL_SPAN_KEY,
+    TOOL_KIND_MARKERS,
     VERCEL_FINISH_REASON_KEY,
 )
 from otel_tracefence.normalize.span_kinds import is_tool_listing
@@ -173,6 +174,17 @@ def _finish_reasons(attributes: Mapping[str, Any]) -> list[str]:
 def asked_for_tools(span: SpanView) -> bool:
     """True when the span's recorded finish reason says the model asked for tool calls."""
     return any(reason.lower() in TOOL_FINISH_REASONS for reason in _finish_reasons(span.attributes))
+
+
+def model_span(span: SpanView) -> bool:
+    """True for a model call's span: a convention names its kind so (``conventions.MODEL_SPAN_KINDS``, OpenLLMetry's
+    ``llm.request.type``), or it recorded a model's finish reason (docs/DECISIONS.md 1010)."""
+    attributes = span.attributes
+    for key, kinds in MODEL_SPAN_KINDS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value in kinds:
+            return True
+    return OPENLLMETRY_MODEL_SPAN_KEY in attributes or bool(_finish_reasons(attributes))
 
 
 # The kind attributes whose tool value (compared exactly, or in any case where the convention

@@ -482,10 +482,23 @@ HANDOFF_TOOL_PREFIX = "transfer_to_"
 # An agent run's record of its input and of its output, per producer: (kind key, kind value, input key, output key).
 # A run span that recorded its input and no output, in a trace with no tool span, cannot show the run was tool-free:
 # its output, the only record of what it asked for, is missing (a stream consumed outside the span, a run abandoned or
-# failed; OpenLLMetry's Agno instrumentation records no output for a streamed run; docs/DECISIONS.md 987).
+# failed; OpenLLMetry's Agno instrumentation records no output for a streamed run; docs/DECISIONS.md 987). One that
+# recorded neither, in a trace with no step and no model span (MODEL_SPAN_KINDS), is held too (AutoGen, 1010).
 AGENT_RUN_RECORDS = (
     ("traceloop.span.kind", "agent", "traceloop.entity.input", "traceloop.entity.output"),
     ("openinference.span.kind", "AGENT", "input.value", "output.value"),
     ("gen_ai.operation.name", "invoke_agent", "gen_ai.input.messages", "gen_ai.output.messages"),
+)
+# A model call's span, per convention (kind key -> its model values, compared exactly): the span where a model's answer,
+# and so the calls it asked for or its finish reason, would be recorded. OpenLLMetry's model spans carry
+# OPENLLMETRY_MODEL_SPAN_KEY instead. A trace whose agent run recorded no output and that holds no such span (and no
+# span with a finish reason) recorded nothing of what the model asked for (docs/DECISIONS.md 1010).
+MODEL_SPAN_KINDS = (
+    (GEN_AI_OPERATION, frozenset({"chat", "text_completion", "generate_content"})),
+    ("openinference.span.kind", frozenset({"LLM"})),
+    ("mlflow.spanType", frozenset({"LLM", "CHAT_MODEL"})),
+    (LANGSMITH_KIND_KEY, LANGSMITH_MODEL_KINDS),
+    ("langfuse.observation.type", frozenset({"generation"})),
+    ("ai.operationId", frozenset({"ai.generateText.doGenerate", "ai.streamText.doStream", "ai.generateObject.doGenerate", "ai.streamObject.doStream"})),
 )
 AGENT_SPAN_NAME_SUFFIX = ".run"  # smolagents names an agent's span "<agent name>.run"

@@ -292,13 +292,14 @@ def unread_result_key(attributes: Mapping[str, Any]) -> str | None:
 _OUTPUT_KEYS = ("output.value", OUTPUT_MESSAGES_KEY)  # where a model span records its output (OpenInference, GenAI)
 
 
-def run_output_unrecorded(attributes: Mapping[str, Any]) -> bool:
-    """True for an agent run's span that recorded its input and not its output (``conventions.AGENT_RUN_RECORDS``):
-    what the run asked for, recorded nowhere else in a trace with no tool span, is missing (docs/DECISIONS.md 987)."""
+def run_output_unrecorded(attributes: Mapping[str, Any]) -> bool | None:
+    """For an agent run's span that recorded no output (``conventions.AGENT_RUN_RECORDS``): ``True`` when it recorded
+    its input (held in a trace with no tool span, docs/DECISIONS.md 987), ``False`` when it recorded neither (held only
+    where the trace holds no model span either, 1010); ``None`` for a span of no run, or a run that recorded its output."""
     for kind_key, kind, input_key, output_key in AGENT_RUN_RECORDS:
-        if attributes.get(kind_key) == kind and attributes.get(input_key) not in (None, "") and attributes.get(output_key) in (None, ""):
-            return True
-    return False
+        if attributes.get(kind_key) == kind and attributes.get(output_key) in (None, ""):
+            return attributes.get(input_key) not in (None, "")
+    return None
 
 
 def hidden_output(attributes: Mapping[str, Any]) -> bool:

@@ -17,10 +17,12 @@ from otel_tracefence.core.config import TraceFenceConfig
 from otel_tracefence.core.model import MalformedField, ToolStep, step_order
 from otel_tracefence.core.value_text import showing_values, stop_showing
 from otel_tracefence.normalize import haystack
-from otel_tracefence.normalize.activity import asked_for_tools, tool_activity_sign
+from otel_tracefence.normalize.activity import asked_for_tools, model_span, tool_activity_sign
 from otel_tracefence.normalize.attempts import nest
 from otel_tracefence.normalize.config_reading import ConfigReading, read_config
-from otel_tracefence.normalize.conventions import CALL_REFERENCE_KEYS, EXECUTE_TOOL_OPERATIONS, GEN_AI_OPERATION, HANDOFF_OPERATION, TOOL_MARKER_KEYS
+from otel_tracefence.normalize.conventions import (
+    CALL_REFERENCE_KEYS, EXECUTE_TOOL_OPERATIONS, GEN_AI_OPERATION, HANDOFF_OPERATION, LANGSMITH_KIND_KEY, OPENLLMETRY_MODEL_SPAN_KEY, RESULT_KEYS, TOOL_MARKER_KEYS,
+)
 from otel_tracefence.normalize.span_kinds import agent_name, call_id as tool_call_id, is_tool_invoker, tool_name
 from otel_tracefence.normalize.read_keys import misread_message, misread_own_key
 
@@ -49,6 +51,9 @@ class NormalizedTrace:
 
 # The keys the tool-span, Haystack ToolInvoker, requested-call and HTTP readers look for first (each reader's own set).
 _READER_KEYS = TOOL_MARKER_KEYS | REQUESTED_KEYS | HTTP_REQUEST_KEYS
+# Where a span records an output a reader reads (the requested-call readers' keys but those naming a kind alone, and
+# the result keys): an agent run with one of these recorded its output, whatever its convention's own key (1010).
+_OUTPUT_KEYS = (REQUESTED_KEYS - {"openinference.span.kind", OPENLLMETRY_MODEL_SPAN_KEY, LANGSMITH_KIND_KEY}) | frozenset(RESULT_KEYS)
 
 
 @cython.ccall
@@ -174,6 +179,8 @@ def _normalize_trace(spans: Sequence[SpanView], config: ConfigReading) -> Normal
         step = _unread_step(span, config, reading)
         if step is not None:
             result.steps.append(step)
+    if not result.steps:  # a trace planned tool-free, unless what its agent runs asked for is in no span (DECISIONS 1010)
+        result.steps.extend(_unrecorded_runs(found.stepless, spans, config))
     result.steps.sort(key=step_order)
     return result
 
@@ -294,6 +301,18 @@ def _unread_in_a_toolless_trace(span: SpanView, reading: _Unread, read_any: bool
     if not reading.asking and run_output_unrecorded(span.attributes):
         return "an agent run that recorded its input and no output, in a trace with no tool span: what it asked for is in no span", reasons.REQUESTED_CALL_UNREAD
     return None, reasons.UNRECOGNIZED_TOOL_SPAN
+
+
+def _unrecorded_runs(stepless: list[SpanView], spans: Sequence[SpanView], config: ConfigReading) -> list[ToolStep]:
+    """The held steps of a trace that would plan tool-free (no step): each agent run that recorded neither its input
+    nor its output (``evidence.run_output_unrecorded``, and no key of ``_OUTPUT_KEYS``) where no span of the trace is a
+    model call's (``activity.model_span``) or recorded an output a reader reads (``_OUTPUT_KEYS``): what the runs asked
+    for is in no span (docs/DECISIONS.md 1010)."""
+    runs = [span for span in stepless if run_output_unrecorded(span.attributes) is False and _OUTPUT_KEYS.isdisjoint(span.attributes)]
+    if not runs or any(model_span(span) or not _OUTPUT_KEYS.isdisjoint(span.attributes) for span in spans):
+        return []
+    why = "an agent run that recorded no output, in a trace with no tool span and no model span: what it asked for is in no span"
+    return [unrecognized_step(span, why, config, reasons.REQUESTED_CALL_UNREAD) for span in runs]
 
 
 def _names_known_call(span: SpanView, call_ids: frozenset) -> bool:

@@ -146,6 +146,17 @@ def fence_step(remembered: Remembered, steps: list[ToolStep], index: int, step: 
 
 
 
+def _attempt_owner(parent_span_id: str | None, by_span: dict[str, int], steps: list[ToolStep]) -> int | None:
+    """The index in ``steps`` of the remembered step a late tool span below ``parent_span_id`` is a dispatch attempt
+    of, or ``None``. A step standing for the calls an agent run or a model span asked for that could not be read
+    (``requested_call_unread``) is no tool span: a tool span below it is a call of its own, as in time
+    (``normalize.attempts.nest`` nests only tool spans; docs/DECISIONS.md 1010)."""
+    owner = by_span.get(parent_span_id) if parent_span_id else None
+    if owner is None or any(m.reason == reasons.REQUESTED_CALL_UNREAD for m in steps[owner].malformed):
+        return None
+    return owner
+
+
 def read_late(
     spans: list[tuple[SpanView, P]], remembered: Remembered, config: TraceFenceConfig, read_view: Callable[[SpanView, P], SpanView] | None
 ) -> tuple[list[tuple[SpanView, P, str, Any]], list[ToolStep], bool]:
@@ -186,7 +197,7 @@ def read_late(
         # so is a step under a clashing id, as in time (normalize_trace, DECISIONS 357).
         # A span that dropped data is held as its own step wherever it is, as in time (DECISIONS 252, 358).
         whole = read.unreadable is None and seen is None and not read.dropped_attributes and not read.dropped_events
-        owner = by_span.get(view.parent_span_id) if view.parent_span_id and whole else None
+        owner = _attempt_owner(view.parent_span_id if whole else None, by_span, steps)
         if owner is not None:  # a dispatch attempt of a step already planned: that step was decided too soon
             fence_step(remembered, steps, owner, steps[owner], dispatch=True)
             kinds.append((view, payload, "attempt", None))

@@ -71,7 +71,11 @@ def test_a_trace_that_comes_again_is_refused_after_the_plans_before_it(tmp_path)
     # The first trace's plan (of its root alone) was printed when the second began; the second's when line 4 began
     # (it was whole: its lines were consecutive; a fresh user found it dropped); trace 1 comes again on line 4: refused.
     assert [json.loads(line)["traceId"] for line in proc.stdout.splitlines()] == [f"{1:032x}", f"{2:032x}"]
+    # The root alone, an agent run that recorded no output in a trace with no model span, is held (DECISIONS 1010).
     assert proc.stderr == (
+        f"tracefence plan: {path}: warning: line 1, span {1:016x}: span: span {1:016x} ('invoke_agent billing') requested tool "
+        "calls that could not be read: an agent run that recorded no output, in a trace with no tool span and no model span: "
+        "what it asked for is in no span\n"
         f"tracefence plan: {path}: line 4: trace {1:032x} comes again after its plan was printed: its spans are not on "
         "consecutive lines, so --stream cannot plan it whole; plan the input without --stream; nothing after it was planned\n"
     )

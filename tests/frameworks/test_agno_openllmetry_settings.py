@@ -9,9 +9,10 @@ the same record: OK, no result. Every such write is held ``write_outcome_unrecor
 read as content capture off and passed as ``skip`` (``write_committed``, the trace ``static``: a fail-open).
 
 A call requested and never run (``requires_confirmation`` never confirmed) is in no span when content is off: the
-agent span's paused-run text (DECISIONS 958) is not recorded, and OpenLLMetry makes no model span, so the trace plans
-tool-free: a finding for OpenLLMetry, which would have to record the run's status (Agno's ``RunStatus.paused``) or its
-requirements on the agent span for a paused run to be told from one that answered in text.
+agent span's paused-run text (DECISIONS 958) is not recorded, and OpenLLMetry makes no model span: the agent run,
+recording neither input nor output in a trace with no tool span and no model span, is held (``requested_call_unread``,
+DECISIONS 1010; before, the trace planned tool-free, a fail-open). OpenLLMetry would have to record the run's status
+(Agno's ``RunStatus.paused``) or its requirements on the agent span for the waiting call to be named.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ CONTENT_OFF = {
     "tool_error_to_model": ("REVIEW", [("refund_order", "review", (HELD, NR, NA))]),
     "parallel_one_fails": ("REVIEW", [("lookup_customer", "replay", ("declared_read", NA)), ("refund_order", "review", (HELD, NR, NA))]),
     "framework_retries": ("REVIEW", [("create_invoice", "review", ("write_error", NA))]),
-    "requested_never_ran": (None, []),  # the finding above: nothing in the trace shows the waiting call
+    "requested_never_ran": ("REVIEW", [("billing.agent", "review", ("requested_call_unread", "effect_unknown", NA))]),  # DECISIONS 1010
     "approval_interrupt_resume": ("REVIEW", [("create_invoice", "review", (HELD, NR, NA))]),
     "mcp_is_error": ("REVIEW", [("charge_card", "review", (HELD, "write_error", NA, "dispatch_attempt_failed"))]),
 }

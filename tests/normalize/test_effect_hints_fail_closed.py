@@ -142,8 +142,10 @@ def test_a_declared_read_stays_declared_over_a_contradicting_hint():
 
 
 def planned_with_operation(operation: str):
-    """The trial's ``v_genai_upper.json`` with ``gen_ai.operation.name`` of its tool span set to ``operation``."""
+    """The trial's ``v_genai_upper.json`` with ``gen_ai.operation.name`` of its tool span set to ``operation``, its agent
+    run given an output (one that records none, in a trace with no model span, is held: DECISIONS 1010)."""
     text = (TRIAL / "v_genai_upper.json").read_text().replace('"EXECUTE_TOOL"', json.dumps(operation))
+    text = text.replace('"stringValue": "invoke_agent"}}', '"stringValue": "invoke_agent"}}, {"key": "gen_ai.output.messages", "value": {"stringValue": "[]"}}', 1)
     plans, _ = plan_text(text, "otlp-json", CONFIG)
     assert len(plans) == 1
     return plans[0].replay_class, [(d.step.tool, d.decision.value, list(d.reasons), [m.message for m in d.step.malformed]) for d in plans[0].steps]

@@ -109,7 +109,8 @@ def test_a_scrubbed_idempotency_key_label_is_no_key():
 ], ids=["openllmetry", "openinference", "genai"])
 def test_an_agent_run_that_recorded_its_input_and_no_output_in_a_trace_with_no_tool_span_is_held(kind_key, kind, input_key, output_key):
     """DECISIONS 987: Agno under OpenLLMetry, streamed, records the run's input and no output (the stream is consumed
-    outside the span); a run that recorded both, or neither (content capture off), shows what content allows."""
+    outside the span); a run that recorded both, or neither (content capture off) beside a model span, shows what content
+    allows; neither with no model span in the trace is held too (DECISIONS 1010, tests/normalize/test_unrecorded_agent_runs.py)."""
     def run(**attributes) -> dict:
         return json_span(TRACE, ROOT, "billing.agent", **{kind_key: kind, **attributes})
 
@@ -120,4 +121,6 @@ def test_an_agent_run_that_recorded_its_input_and_no_output_in_a_trace_with_no_t
         "output, in a trace with no tool span: what it asked for is in no span"
     ]
     assert plan_of(run(**{input_key: "bill customer a", output_key: "done"}))[:2] == (None, [])
-    assert plan_of(run())[:2] == (None, [])
+    chat = json_span(TRACE, "d1" * 8, "chat", ROOT, **{"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ["stop"]})
+    assert plan_of(run(), chat)[:2] == (None, [])
+    assert plan_of(run())[0] == "review"

@@ -3,7 +3,8 @@
 autogen-core's ``trace_tool_span`` (autogen_core/_telemetry/_genai.py, used by ``BaseTool.run_json``) makes one
 ``execute_tool <tool>`` span per call with ``gen_ai.operation.name``, ``gen_ai.system=autogen``,
 ``gen_ai.tool.name``, ``gen_ai.tool.description`` and ``gen_ai.tool.call.id``: no arguments and no result, ever
-(no content-capture switch exists), and no model span records what the model requested. A raised tool error ends
+(no content-capture switch exists), and no model span records what the model requested (a toolless trace's agent
+run is held for it, DECISIONS 1010). A raised tool error ends
 the span ERROR with ``error.type`` and an exception event; the workbench then hands it to the model
 (``FunctionExecutionResult(is_error=True)``), which no span records.
 """
@@ -54,14 +55,12 @@ CELLS = [
         "arguments recorded the two cannot be shown the same call",
     ),
     cell(
-        "autogen", "requested_never_ran", "review", (("delete_customer", "review", ("effect_unknown", "requested_not_recorded")),),
+        "autogen", "requested_never_ran", "review", (("invoke_agent billing", "review", ("requested_call_unread", "effect_unknown", K)),),
         "AutoGen runs every call a turn requests (max_tool_iterations and termination conditions act between turns); a call "
-        "to a tool the agent lacks never runs. AutoGen would have to record the model's output (a chat span with "
-        "gen_ai.output.messages): it records none, so the request is nowhere in the trace",
-        wrong_today=(
-            "C: fail-open (requested calls the trace does not show; here recorded in no span at all, so only AutoGen "
-            "can close it): AutoGen records no model output (no chat span), so the trace plans tool-free (no class, no step)"
-        ),
+        "to a tool the agent lacks never runs, and no span records it (the error result fed back to the model is in no span "
+        "either): the trace is create_agent and invoke_agent, neither with input or output, and no model span. The agent "
+        "run, whose requests are in no span, is held (DECISIONS 1010). AutoGen would have to record the model's output "
+        "(a chat span with gen_ai.output.messages, or the run's gen_ai.output.messages) for the call to be named",
     ),
     cell(
         "autogen", "approval_interrupt_resume", "static",
