@@ -48,8 +48,11 @@ class Words:
         self.by_pair = {pair: tuple(found) for pair, found in by_pair.items()}
 
     @cython.ccall
-    def any_in(self, text: str) -> cython.bint:
-        """True when ``text`` holds one of the words (case-folded when ``fold``)."""
+    def any_in(self, text) -> cython.bint:
+        """True when ``text`` (a ``str``, or a subclass of it: the OpenAI Agents SDK's ``AgentText``) holds one of the
+        words (case-folded when ``fold``). Untyped on purpose: compiled, a ``str`` annotation refuses a subclass."""
+        if type(text) is not str:
+            text = str(text)
         if cython.compiled and text.isascii():
             data: bytes = text.encode("ascii")
             return self._scan(data, len(data))

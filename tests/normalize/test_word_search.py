@@ -48,3 +48,16 @@ def test_a_stand_in_in_mixed_case_is_found_in_a_json_field():
     # The field's pattern compares folded; its prefilter does too ("ReDaCtEd" holds neither "EDACTED" nor "edacted").
     assert redacted('{"card": "ReDaCtEd", "amount": 5}') is True
     assert redacted('{"card": "4242", "amount": 5}') is False
+
+
+class _AgentText(str):
+    """A subclass of ``str``, as the OpenAI Agents SDK's ``AgentText`` is: a recorded value may be one."""
+
+
+def test_a_subclass_of_str_is_read_as_its_text():
+    # Compiled, a ``str`` annotation refused a subclass (TypeError out of evidence.redacted: a trace that crashed).
+    assert Words(("rror",), fold=True).any_in(_AgentText("An ERROR")) is True
+    assert redacted(_AgentText('{"card": "[REDACTED]"}')) is True
+    assert redacted(_AgentText("hello world")) is False
+    assert template_hint(_AgentText("timed out")) is True
+
