@@ -341,6 +341,25 @@ FAILURE_EVIDENCE_WORDS = {
     "cancelled": "cancellation", "canceled": "cancellation", "cancellation": "cancellation", "aborted": "cancellation",
     "interrupted": "cancellation",
 }
+# An attribute key's or a code's words: runs of letters split where the case changes ("timedOut", "HTTPError"), and
+# runs of digits; anything else separates them ("_", "-", ".", white space). Read by evidence.outcome_kind and by
+# result_errors' word codes (docs/DECISIONS.md 1020).
+WORD_PATTERN = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+"
+# The words of a status-like result field's string value that name a failure or an outcome not known
+# (docs/DECISIONS.md 1020): the error, timeout and cancellation words above but "err" (the prefix of ids such as
+# err_7f3a, and of Node.js codes that are refusals, ERR_BAD_REQUEST), and the words of the codes APIs return for a
+# call that failed or was turned down: SERVICE_UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, card_declined,
+# PERMISSION_DENIED, request_rejected, connection_refused, HOST_UNREACHABLE. "internal" and "unknown" are read as whole
+# values only (GRPC_FAILING_CODES, UNKNOWN_OUTCOME_WORDS in result_errors): as one word of many they may name a kind
+# (internal_transfer). "timed" followed by "out" is a timeout too.
+FAILURE_CODE_WORDS = frozenset(
+    {word for word, kind in FAILURE_EVIDENCE_WORDS.items() if kind in ("error", "timeout", "cancellation") and word != "err"}
+    | {"failing", "unavailable", "exceeded", "exhausted", "declined", "denied", "rejected", "refused", "unreachable"}
+)
+# A word just before a failure word that negates it (HTTP/2's NO_ERROR, RFC 9113 section 7; not_failed, non_error), and
+# one just after it ("error_free"): such a failure word names no failure.
+NEGATING_WORDS_BEFORE = frozenset({"no", "not", "non", "without"})
+NEGATING_WORDS_AFTER = frozenset({"free"})
 # Values that say all went well, compared folded (textfold.folded_word): for a status, for a success flag, for an error,
 # failure or timeout attribute (that no error, failure or timeout happened).
 SUCCESS_STATUS_VALUES = frozenset({"ok", "success", "succeeded", "successful", "completed", "complete", "done", "finished", "unset", "statuscodeok", "statuscodeunset"})
