@@ -30,7 +30,7 @@ Sources:
 * A status-like field (``status``, ``state``, ``outcome``, ``result``, ``code``, ``error_code``) whose string value is
   a code whose words name a failure (``INTERNAL_SERVER_ERROR``, ``SERVICE_UNAVAILABLE``, ``card_declined``,
   ``PAYMENT_FAILED``: :func:`failure_word_code`), GraphQL's top-level ``extensions`` read as a wrapper
-  (docs/DECISIONS.md 1020).
+  (docs/DECISIONS.md 1020, 1021).
 
 Where the shapes look (docs/DECISIONS.md 342): a shape that is not ``anywhere`` looks at the result's top-level
 object and at the object one level down under ``result``, ``data``, ``response`` or ``output`` (a wrapper around
@@ -169,7 +169,7 @@ MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three level
 # A top-level object under one of these is read as the top too (376), and an object under one of these in it (two deep:
 # {"response": {"body": {...}}}, an HTTP client's response and its body; docs/DECISIONS.md 973). GraphQL's top-level
 # "extensions" (GraphQL specification, "Response Format": errors, data, extensions), where servers put a code
-# (docs/DECISIONS.md 1020).
+# (docs/DECISIONS.md 1021).
 WRAPPER_KEYS = ("result", "data", "response", "output", "status", "body", "extensions")
 WRAPPER_DEPTH = 2
 
