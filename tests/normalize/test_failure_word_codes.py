@@ -8,6 +8,7 @@ import json
 import pytest
 from test_result_values import TOOL_ID, ROOT_ID, _decisions, _plan, _span, _write
 
+from otel_tracefence.core.config import ResultErrorShape
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, failure_word_code
 
 COMMITTED = ("injected", [("invoice.create", "skip", ("write_committed",))])
@@ -90,3 +91,10 @@ def test_the_word_code_shape_names_its_key() -> None:
     # Result.error is the shape's key: the key the code was found under, folded as the other shapes' keys are.
     shape = error_shape({"extensions": {"errorCode": "card_declined"}}, DEFAULT_SHAPES)
     assert shape is not None and shape.key == "error_code"
+
+
+def test_the_word_codes_hold_beside_an_operators_shapes() -> None:
+    # With result_error_shapes configured the shapes are indexed afresh and asked without the per-value cache.
+    shapes = DEFAULT_SHAPES + (ResultErrorShape(key="outcome_code", equals="E42"),)
+    found = [error_shape(result, shapes) for result in ({"code": "card_declined"}, {"code": "NO_ERROR"}, {"outcome_code": "e42"})]
+    assert [None if shape is None else shape.key for shape in found] == ["code", None, "outcome_code"]
