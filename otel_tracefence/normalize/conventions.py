@@ -341,20 +341,10 @@ FAILURE_EVIDENCE_WORDS = {
     "cancelled": "cancellation", "canceled": "cancellation", "cancellation": "cancellation", "aborted": "cancellation",
     "interrupted": "cancellation",
 }
-# A text result (not JSON) that reads as a failure report no framework template knows (docs/DECISIONS.md 1031): a
-# timeout (timed out, timeout, deadline exceeded), an exception's or an error's class name before its message
-# (``java.net.SocketTimeoutException:``, ``openai.APITimeoutError:``), a traceback, an HTTP 5xx status line or the reason
-# phrase of a 5xx (or 429), and in other languages the word for an error, a failure or a timeout. Any case. Not a word
-# that only mentions an error ("an error occurred earlier", "error=None", "Error: none", "no errors", "0 errors",
-# "timeout was not reached"): the earlier decisions keep those results (402, 971). A write whose result is such text
-# has an unknown outcome: held.
-FAILURE_TEXT_PATTERN = (
-    r"(?i)(?<!\bno )(?<!\b0 )(?:\b(?:timed[ -]?out|time[ -]?out|timeouts?|deadline exceeded|traceback|bad gateway"
-    r"|service unavailable|gateway time-?out|internal server error|too many requests|http(?:/[0-9](?:\.[0-9])?)?[ /]5[0-9][0-9]"
-    r"|fehler|zeitüberschreitung|fehlgeschlagen|erro|falha|falhou|tempo esgotado|échec|erreur|délai dépassé|ошибка|сбой"
-    r"|тайм-аут|превышено время)\b|\b[a-z_.]*(?:exception|error)(?=:)|错误|失败|超时|エラー|失敗|タイムアウト)"
-    r"(?!\s*(?:[=:]\s*(?:none|null|nil|false|0)\b|(?:was |is |has )?not\b))"
-)
+# An attribute key's or a code's words: runs of letters split where the case changes ("timedOut", "HTTPError"), and
+# runs of digits; anything else separates them ("_", "-", ".", white space). Read by evidence.outcome_kind and by
+# result_errors' word codes (docs/DECISIONS.md 1020).
+WORD_PATTERN = r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+"
 # Values that say all went well, compared folded (textfold.folded_word): for a status, for a success flag, for an error,
 # failure or timeout attribute (that no error, failure or timeout happened).
 SUCCESS_STATUS_VALUES = frozenset({"ok", "success", "succeeded", "successful", "completed", "complete", "done", "finished", "unset", "statuscodeok", "statuscodeunset"})

@@ -28,7 +28,7 @@ from otel_tracefence.core.model import MalformedField
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.core.value_text import shown
 from otel_tracefence.normalize.conventions import (
-    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, MCP_METHOD_KEY, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES,
+    AGENT_RUN_RECORDS, DURATION_VALUE_PATTERN, FAILURE_EVIDENCE_WORDS, MCP_METHOD_KEY, FRAMEWORK_STATUS_KEYS, NO_FAILURE_VALUES, OUTPUT_MESSAGES_KEY, PRODUCER_RESULT_DEFAULTS, RESULT_KEYS, RESULT_KEY_WORDS, SUCCESS_FLAG_VALUES, SUCCESS_STATUS_VALUES, WORD_PATTERN,
 )
 from otel_tracefence.normalize.status_paths import (
     MCP_CLIENT_DROPS_IS_ERROR, MCP_CONTENT_PART_REPR, MCP_CONTENT_PART_TYPES, MCP_IS_ERROR_FALSE_REPR, STATUS_EVIDENCE_PATHS,
@@ -39,7 +39,7 @@ from otel_tracefence.normalize.span_kinds import marked_fields
 from otel_tracefence.normalize.word_search import Words
 
 
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_WORDS = re.compile(WORD_PATTERN)
 _DURATION = re.compile(DURATION_VALUE_PATTERN)
 _KINDS: dict[str, Any] = {}  # key -> the kind of outcome it names, or "": keys repeat across spans (bounded below)
 _KINDS_MOST = 4096

@@ -27,6 +27,10 @@ Sources:
   ``timed_out``, ``cancelled``, ``canceled``, ``aborted``, ``unknown``) or holding an HTTP status number that
   says so (500-599, 408 Request Timeout, 429 Too Many Requests); ``"timed_out": true`` / ``"timeout": true``
   (docs/DECISIONS.md 342).
+* A status-like field (``status``, ``state``, ``outcome``, ``result``, ``code``, ``error_code``) whose string value is
+  a code whose words name a failure (``INTERNAL_SERVER_ERROR``, ``SERVICE_UNAVAILABLE``, ``card_declined``,
+  ``PAYMENT_FAILED``: :func:`failure_word_code`), GraphQL's top-level ``extensions`` read as a wrapper
+  (docs/DECISIONS.md 1020, 1021).
 
 Where the shapes look (docs/DECISIONS.md 342): a shape that is not ``anywhere`` looks at the result's top-level
 object and at the object one level down under ``result``, ``data``, ``response`` or ``output`` (a wrapper around
@@ -50,9 +54,15 @@ import cython
 
 import re
 
+from pydantic import ConfigDict
+
 from otel_tracefence.core.config import ResultErrorShape
 from otel_tracefence.core.textfold import folded_word
-from otel_tracefence.normalize.conventions import LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS, TOOL_MESSAGE_SHAPE
+from otel_tracefence.normalize.conventions import (
+    LANGCHAIN_SERIALIZED_MARKER, LANGCHAIN_TOOL_MESSAGE, TEMPLATE_TEXT_KEYS,
+    TOOL_MESSAGE_SHAPE, WORD_PATTERN,
+)
+from otel_tracefence.normalize.failure_words import FAILURE_CODE_WORDS, NEGATING_WORDS_AFTER, NEGATING_WORDS_BEFORE
 from otel_tracefence.normalize.framework_texts import FRAMEWORK_ERROR_TEMPLATES
 from otel_tracefence.normalize.word_search import Words
 
@@ -90,6 +100,42 @@ HTTP_FAILURE_PHRASES = (
     "HTTP Version Not Supported", "Request Timeout", "Too Many Requests",
 )
 PHRASE_KEYS = ("detail", "message", "title", "reason", "status_text")
+# Keys whose string value is read as a code made of words (docs/DECISIONS.md 1020): at the top and under a wrapper, as
+# the keys above ("errorCode", "Status" folded); GraphQL servers' extensions.code, Stripe's code "card_declined".
+WORD_CODE_KEYS = ("status", *STATUS_LIKE_KEYS, "code", "error_code")
+_CODE_WORDS = re.compile(WORD_PATTERN)
+
+
+def failure_word_code(value: str) -> bool:
+    """True when ``value`` (a status-like field's string) is a code whose words (``conventions.WORD_PATTERN``: split at
+    ``_ - .``, white space and case changes, lower-cased) name a failure or an outcome not known
+    (``failure_words.FAILURE_CODE_WORDS``: ``INTERNAL_SERVER_ERROR``, ``card_declined``, ``requestTimeout``, ``timed out``),
+    a failure word negated (``NO_ERROR``, ``not_failed``, ``error_free``) naming none (docs/DECISIONS.md 1020)."""
+    words = [word.lower() for word in _CODE_WORDS.findall(value)]
+    last = len(words) - 1
+    for position, word in enumerate(words):
+        if word in FAILURE_CODE_WORDS or (word == "timed" and position < last and words[position + 1] == "out"):
+            negated = (position > 0 and words[position - 1] in NEGATING_WORDS_BEFORE) or (
+                position < last and words[position + 1] in NEGATING_WORDS_AFTER
+            )
+            if not negated:
+                return True
+    return False
+
+
+class _FailureWordCode(ResultErrorShape):
+    """A default shape: ``key``'s value is a string :func:`failure_word_code` reads as a failure (docs/DECISIONS.md
+    1020). A shape of the module, not a field of :class:`~otel_tracefence.core.config.ResultErrorShape`: the words are
+    the product's convention (``failure_words.FAILURE_CODE_WORDS``), not an operator's setting, and a public field would be
+    one more config key to keep. Read as the other shapes are (by key, its near-misses folded, top only, cached per
+    value: no value under any other key is read)."""
+
+    # Cython compiles the method below to a cyfunction, which pydantic would take for a field default.
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(type(failure_word_code),))
+
+    def says_error(self, value: Any) -> bool:
+        return type(value) is str and failure_word_code(value)
+
 
 DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     ResultErrorShape(key="isError", equals=True, anywhere=True),
@@ -107,6 +153,7 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
     *(ResultErrorShape(key="code", equals=code) for code in GRPC_FAILING_CODES + ("cancelled", "aborted", "unknown")),  # status.code (972)
     *(ResultErrorShape(key="code", equals=code) for code in NETWORK_ERROR_CODES),  # 972
     *(ResultErrorShape(key=key, equals=phrase) for key in PHRASE_KEYS for phrase in HTTP_FAILURE_PHRASES),  # 971
+    *(_FailureWordCode(key=key) for key in WORD_CODE_KEYS),  # 1020: after the shapes naming whole values
     ResultErrorShape(key="timed_out", equals=True),
     ResultErrorShape(key="timeout", equals=True),
     ResultErrorShape(key="success", equals=False),
@@ -121,8 +168,10 @@ DEFAULT_SHAPES: tuple[ResultErrorShape, ...] = (
 )
 MAX_DEPTH = 8  # how deep "anywhere" looks: content parts sit two or three levels down
 # A top-level object under one of these is read as the top too (376), and an object under one of these in it (two deep:
-# {"response": {"body": {...}}}, an HTTP client's response and its body; docs/DECISIONS.md 973).
-WRAPPER_KEYS = ("result", "data", "response", "output", "status", "body")
+# {"response": {"body": {...}}}, an HTTP client's response and its body; docs/DECISIONS.md 973). GraphQL's top-level
+# "extensions" (GraphQL specification, "Response Format": errors, data, extensions), where servers put a code
+# (docs/DECISIONS.md 1021).
+WRAPPER_KEYS = ("result", "data", "response", "output", "status", "body", "extensions")
 WRAPPER_DEPTH = 2
 
 ShapeIndex = dict[str, tuple[tuple[int, ResultErrorShape], ...]]
@@ -301,7 +350,7 @@ _TEMPLATE_HINTS = (
     "rror", "fail", "timed", "timeout", "time out", "time-out", "xception", "traceback", "fatal", "status=", "blocked by",
     "gateway", "unavailable", "too many", "not implemented", "not supported", "cancel", "abort", "pending",
     "econn", "epipe", "eai_again", "enotfound", "ehostunreach", "enetunreach", "enetdown",
-    # and the ASCII words of a failure report no template knows (conventions.FAILURE_TEXT_PATTERN, DECISIONS 1031)
+    # and the ASCII words of a failure report no template knows (failure_words.FAILURE_TEXT_PATTERN, DECISIONS 1031)
     "deadline", "http/", "http 5", "erro", "erreur", "falha", "falhou", "fehler", "fehlgeschlagen", "esgotado",
 )
 

@@ -28,9 +28,10 @@ from otel_tracefence.core.canonical import (
 from otel_tracefence.core.config import Limits, TraceFenceConfig
 from otel_tracefence.core.model import MalformedField
 from otel_tracefence.normalize.conventions import (
-    ARGUMENT_ENVELOPES, ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, FAILURE_TEXT_PATTERN, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
+    ARGUMENT_ENVELOPES, ARGUMENT_KEYS, ARGUMENT_WRAPPER_KEYS, CODE_PARAMETER_PREFIX, CODE_PARAMETER_SUFFIX, INPUT_MESSAGES_KEY, MIME_TYPE_KEYS, OPERATION_DETAILS_EVENT, OUTPUT_MESSAGES_KEY, RESULT_KEYS, TOOL_ARGUMENT_EVENTS, TOOL_RESULT_EVENTS, WRAPPED_ARGUMENT_KEYS,
     TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
+from otel_tracefence.normalize.failure_words import FAILURE_TEXT_PATTERN
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
 from otel_tracefence.normalize.span_kinds import marked_field
 from otel_tracefence.normalize.span_view import SpanEvent
@@ -355,7 +356,7 @@ TEMPLATE_ERROR_PREFIX = "template:"  # Result.error of a result that is a framew
 UNREAD_RESULT = "unread"
 
 
-# Result.error of a text result that reads as a failure report no template knows (conventions.FAILURE_TEXT_PATTERN,
+# Result.error of a text result that reads as a failure report no template knows (failure_words.FAILURE_TEXT_PATTERN,
 # docs/DECISIONS.md 1031): its outcome is unknown, not ok: a write is held.
 FAILURE_TEXT = "failure_text"
 _FAILURE_TEXT = re.compile(FAILURE_TEXT_PATTERN)
