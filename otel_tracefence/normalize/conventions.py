@@ -332,7 +332,7 @@ FRAMEWORK_STATUS_KEYS = ("gen_ai.tool.status", "gen_ai.task.status")
 # changes, lower-cased) is failure evidence on a write step unless its value is a success value (docs/DECISIONS.md 400).
 FAILURE_EVIDENCE_WORDS = {
     "status": "status", "statuses": "status", "outcome": "status", "outcomes": "status",  # 974: an outcome is a status
-    "error": "error", "errors": "error", "err": "error", "exception": "error", "exceptions": "error",
+    "error": "error", "errors": "error", "err": "error", "exception": "error", "exceptions": "error", "fault": "error",  # SOAP's Fault (1032)
     "failure": "error", "failures": "error", "failed": "error", "fail": "error", "fails": "error",
     "timeout": "timeout", "timeouts": "timeout", "timedout": "timeout",
     "success": "success", "succeeded": "success", "successful": "success",

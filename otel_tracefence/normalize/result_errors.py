@@ -407,6 +407,13 @@ def _template_in_list(items: list) -> str | None:
     return None
 
 
+def top_objects(result: Any) -> list[dict]:
+    """The objects of a parsed result read as its top: the result itself when it is an object, and its wrappers
+    (:func:`_wrapped`)."""
+    wrapped = _wrapped(result)
+    return [result, *wrapped] if type(result) is dict else wrapped
+
+
 def _wrapped(result: Any) -> list[dict]:
     """The objects read as the result's top too: those under ``WRAPPER_KEYS`` in a top-level object, the keys folded
     as shape keys are (``"Result"``, ``"DATA"``; docs/DECISIONS.md 371), and under those keys in them, down to

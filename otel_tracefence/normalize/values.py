@@ -32,6 +32,7 @@ from otel_tracefence.normalize.conventions import (
     TOOL_MESSAGE_CLASS, TOOL_MESSAGE_TYPE, TOOL_MESSAGE_WRAPPER_KEYS,
 )
 from otel_tracefence.normalize.failure_words import FAILURE_TEXT_PATTERN
+from otel_tracefence.normalize.result_flags import failure_flag
 from otel_tracefence.normalize.result_errors import DEFAULT_SHAPES, error_shape, error_template, template_hint
 from otel_tracefence.normalize.span_kinds import marked_field
 from otel_tracefence.normalize.span_view import SpanEvent
@@ -329,6 +330,9 @@ def _result_error(value: Any, limits: Limits, config: TraceFenceConfig | None) -
     shape = error_shape(value, shapes)
     if shape is not None:
         return f"{shape.key}", False, parsed
+    flag = failure_flag(value)  # a field whose key names a failure and whose value says one (DECISIONS 1032)
+    if flag is not None:
+        return flag, False, parsed
     if type(value) is list:  # an OTLP arrayValue of JSON strings: each item is JSON text of its own (DECISIONS 502)
         found = _json_items_error(value, limits, config)
         if found is not None:
