@@ -102,8 +102,11 @@ def _last_dispatch(step: ToolStep, last: list[ToolStep]) -> dict:
     span ended unset): where two records disagree, the fencing one wins. An earlier dispatch that failed and was
     retried shows as the second dispatch instead."""
     failed = [a for a in last if a.status is not OK]
-    if step.status is OK and failed:
+    if failed and step.status is OK:
         return {"status": failed[-1].status, "notes": step.notes + (reasons.DISPATCH_ATTEMPT_FAILED,)}
+    if failed and reasons.FAILURE_TEXT_IN_RESULT in step.notes:  # its text only read as a failure: the dispatch says which (1031)
+        notes = tuple(note for note in step.notes if note != reasons.FAILURE_TEXT_IN_RESULT)
+        return {"status": failed[-1].status, "notes": notes + (reasons.DISPATCH_ATTEMPT_FAILED,)}
     return {}
 
 
