@@ -10,24 +10,14 @@ import json
 
 import pytest
 
-from otlp_json_helpers import json_span
-from otel_tracefence.core.config import TraceFenceConfig
-from otel_tracefence.pipeline.documents import plan_text
+from otlp_json_helpers import plan_one_call
 
-TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 HELD = ("review", [("review", ("write_error", "error_in_result"))])
 COMMITTED = ("injected", [("skip", ("write_committed",))])
 
 
-def _plan(effect: str, result: object) -> tuple[str, list[tuple[str, tuple[str, ...]]]]:
-    tool = json_span(TRACE, "00f067aa0ba902b7", "execute_tool invoice.create", parent="a3ce929d0e0e4736", **{
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "invoice.create", "gen_ai.tool.call.id": "c1",
-        "tracefence.effect": effect, "gen_ai.tool.call.arguments": '{"amount": 1250}', "gen_ai.tool.call.result": json.dumps(result),
-    })  # fmt: skip
-    root = json_span(TRACE, "a3ce929d0e0e4736", "invoke_agent billing", **{"gen_ai.operation.name": "invoke_agent"})
-    (plan,), errors = plan_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [root, tool]}]}]}), "otlp-json", TraceFenceConfig())
-    assert errors == []
-    return plan.replay_class.value, [(d.decision.value, d.reasons) for d in plan.steps]
+def _plan(effect: str, result: object) -> tuple[str | None, list[tuple[str, tuple[str, ...]]]]:
+    return plan_one_call(effect, json.dumps(result))
 
 
 @pytest.mark.parametrize("result", [
