@@ -25,6 +25,7 @@ modules setup.py built; the child refuses to run on anything else), ``python`` (
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import subprocess
@@ -69,6 +70,8 @@ def measure(root: Path, traces: int, repeat: int) -> float:
     spans = sum(len(views) for views in by_trace.values())
     for trace_id, views in by_trace.items():  # warm-up: caches and lazily built tables
         plan_spans(trace_id, views, config)
+    gc.collect()  # the measured runs start from one heap state in every checkout: the collector's timing moved
+    gc.freeze()  # instruction counts by up to 8% between builds (DECISIONS 999)
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()

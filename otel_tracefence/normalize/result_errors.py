@@ -410,6 +410,8 @@ def _template_in_list(items: list) -> str | None:
 def top_objects(result: Any) -> list[dict]:
     """The objects of a parsed result read as its top: the result itself when it is an object, and its wrappers
     (:func:`_wrapped`)."""
+    if type(result) is dict and _flat(result):  # the common flat object: no wrapper in it
+        return [result]
     wrapped = _wrapped(result)
     return [result, *wrapped] if type(result) is dict else wrapped
 

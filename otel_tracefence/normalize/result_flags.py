@@ -17,7 +17,7 @@ import cython
 
 from otel_tracefence.core.textfold import folded_word
 from otel_tracefence.normalize.conventions import NO_FAILURE_VALUES
-from otel_tracefence.normalize.evidence import outcome_kind
+from otel_tracefence.normalize.evidence import WITHOUT_EVIDENCE, outcome_kind
 from otel_tracefence.normalize.result_errors import top_objects
 
 _TRUE_TEXTS = frozenset({"true", "yes"})
@@ -28,6 +28,8 @@ def failure_flag(result: Any) -> str | None:
     """The key of the first field of ``result``'s top objects (parsed JSON) that says the call did not succeed, by
     the rule above; ``None`` for none (or a result that is no object)."""
     for obj in top_objects(result):
+        if obj.keys() <= WITHOUT_EVIDENCE:  # every key known to name no outcome (most results): one C-level test
+            continue
         for key, value in obj.items():
             if type(key) is str and _says_failure(outcome_kind(key), value):
                 return key
