@@ -12,10 +12,11 @@ step, which no class is given), sorted (:func:`traces`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -93,3 +94,32 @@ def run_streams(expected_by_row: dict, kind: str, tmp_path_factory) -> dict:
             out[key, scenario] = readable_spans_of(ExportTraceServiceRequest.FromString(outcome.request))
             save(out[key, scenario], key, scenario)
     return out
+
+
+def run_in_process(
+    framework: str,
+    scenarios: Iterable[str],
+    run: Callable[[str], Any],
+    state: dict,
+    *,
+    setup: bool = True,
+    tracing: Callable[[], ContextManager] = contextlib.nullcontext,
+) -> dict:
+    """Each scenario run by ``run(scenario)`` in this process, its spans collected (under ``tracing()``, a framework's
+    own tracing switch): ``{scenario: spans}`` and ``{(scenario, "ran"): the tools' run counts}`` (a copy of ``state``,
+    cleared before each run), each run saved (:func:`save`). With ``setup``, the matrix's set-up for ``framework``
+    comes first and its teardown last."""
+    teardown = matrix.setup(framework) if setup else None
+    out: dict = {}
+    try:
+        for scenario in scenarios:
+            state.clear()
+            with tracing(), matrix.Collector() as collected:
+                run(scenario)
+            out[scenario], out[scenario, "ran"] = collected.spans(), dict(state)
+            save(out[scenario], framework, scenario)
+    finally:
+        if teardown is not None:
+            teardown()
+    return out
+

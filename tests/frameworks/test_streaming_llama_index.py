@@ -18,10 +18,9 @@ pytest.importorskip("openinference.instrumentation.llama_index")
 from llama_index.core.agent.workflow import AgentStream, FunctionAgent  # noqa: E402
 from llama_index.core.tools import FunctionTool  # noqa: E402
 
-from tests.frameworks import conformance as matrix  # noqa: E402
 from tests.frameworks.isolated.matrix_tools import CHARGE, PLAIN_TOOLS, REFUND, STATE, read_call, write_call  # noqa: E402
 from tests.frameworks.matrix_table import COMMITTED, READ_OK, U, oi  # noqa: E402
-from tests.frameworks.streaming import expected, plans, save  # noqa: E402
+from tests.frameworks.streaming import expected, plans, run_in_process  # noqa: E402
 from tests.frameworks.test_framework_llama_index import OneSpanPerTurnLLM, script  # noqa: E402
 
 KEY = "llama_index"
@@ -61,18 +60,7 @@ async def _run(scenario: str) -> None:
 @pytest.fixture(scope="module")
 def streamed() -> dict:
     """Each scenario's spans: {scenario: spans}; {(scenario, "ran"): the tools' run counts}."""
-    teardown = matrix.setup(KEY)
-    out: dict = {}
-    try:
-        for scenario in EXPECTED:
-            STATE.clear()
-            with matrix.Collector() as collected:
-                asyncio.run(_run(scenario))
-            out[scenario], out[scenario, "ran"] = collected.spans(), dict(STATE)
-            save(out[scenario], KEY, scenario)
-    finally:
-        teardown()
-    return out
+    return run_in_process(KEY, EXPECTED, lambda scenario: asyncio.run(_run(scenario)), STATE)
 
 
 @pytest.mark.parametrize("scenario", list(EXPECTED))

@@ -43,7 +43,7 @@ from tests.frameworks.isolated.matrix_tools import (  # noqa: E402
     write_call,
 )
 from tests.frameworks.matrix_table import COMMITTED, READ_OK  # noqa: E402
-from tests.frameworks.streaming import expected, plans, save  # noqa: E402
+from tests.frameworks.streaming import expected, plans, run_in_process  # noqa: E402
 from tests.frameworks.test_framework_openai_agents import ScriptedModel  # noqa: E402
 
 KEYS = ["openai_agents", "openai_agents_openinference"]
@@ -139,15 +139,7 @@ def instrumented(request):
 @pytest.fixture(scope="module")
 def streamed(instrumented) -> dict:
     """Each scenario's spans, run streamed under the module's instrumentation: {scenario: spans}."""
-    out = {}
-    for scenario in EXPECTED:
-        STATE.clear()
-        with matrix.Collector() as collected:
-            _streamed(scenario)
-        out[scenario] = collected.spans()
-        out[scenario, "ran"] = dict(STATE)
-        save(out[scenario], instrumented, scenario)
-    return out
+    return run_in_process(instrumented, EXPECTED, _streamed, STATE, setup=False)
 
 
 @pytest.mark.parametrize("scenario", list(EXPECTED))

@@ -37,7 +37,7 @@ from tests.frameworks.isolated.matrix_tools import (  # noqa: E402
     write_call,
 )
 from tests.frameworks.matrix_table import COMMITTED, READ_OK  # noqa: E402
-from tests.frameworks.streaming import expected, plans, save  # noqa: E402
+from tests.frameworks.streaming import expected, plans, run_in_process  # noqa: E402
 
 KEY = "pydantic_ai"
 REFUSED = ("refund_order", "review", ("write_error",))
@@ -125,17 +125,15 @@ async def _iterate(agent: Agent, abandon: bool) -> None:
 @pytest.fixture(scope="module")
 def streamed() -> dict:
     """Each scenario's spans: {scenario: spans}; {(scenario, "ran"): the tools' run counts}."""
-    out: dict = {}
-    for scenario in EXPECTED:
-        STATE.clear()
-        with matrix.Collector() as collected:
-            try:
-                asyncio.run(_run(scenario))
-            except (RuntimeError, UsageLimitExceeded):
-                pass
-        out[scenario], out[scenario, "ran"] = collected.spans(), dict(STATE)
-        save(out[scenario], KEY, scenario)
-    return out
+    return run_in_process(KEY, EXPECTED, _run_to_its_end, STATE, setup=False)
+
+
+def _run_to_its_end(scenario: str) -> None:
+    """One scenario's run; the limits and errors a scenario provokes end it, as they end the agent's run."""
+    try:
+        asyncio.run(_run(scenario))
+    except (RuntimeError, UsageLimitExceeded):
+        pass
 
 
 @pytest.mark.parametrize("scenario", list(EXPECTED))

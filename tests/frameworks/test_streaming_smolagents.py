@@ -19,10 +19,9 @@ pytest.importorskip("openinference.instrumentation.smolagents")
 from smolagents import OpenAIModel, ToolCallingAgent, tool  # noqa: E402
 from smolagents.memory import ToolCall  # noqa: E402
 
-from tests.frameworks import conformance as matrix  # noqa: E402
 from tests.frameworks.isolated.matrix_tools import CHARGE, CUSTOMER, PLAIN_TOOLS, REFUND, STATE, read_call, write_call  # noqa: E402
 from tests.frameworks.matrix_table import COMMITTED, FINAL, READ_OK, oi  # noqa: E402
-from tests.frameworks.streaming import expected, plans, save, traces  # noqa: E402
+from tests.frameworks.streaming import expected, plans, run_in_process, traces  # noqa: E402
 from tests.frameworks.test_framework_smolagents import ScriptedClient, completion, final  # noqa: E402
 
 KEY = "smolagents"
@@ -96,18 +95,7 @@ def _run(scenario: str) -> None:
 @pytest.fixture(scope="module")
 def streamed() -> dict:
     """Each scenario's spans: {scenario: spans}; {(scenario, "ran"): the tools' run counts}."""
-    teardown = matrix.setup(KEY)
-    out: dict = {}
-    try:
-        for scenario in EXPECTED:
-            STATE.clear()
-            with matrix.Collector() as collected:
-                contextvars.copy_context().run(_run, scenario)  # what a run leaves current stays in the copy
-            out[scenario], out[scenario, "ran"] = collected.spans(), dict(STATE)
-            save(out[scenario], KEY, scenario)
-    finally:
-        teardown()
-    return out
+    return run_in_process(KEY, EXPECTED, lambda scenario: contextvars.copy_context().run(_run, scenario), STATE)  # what a run leaves current stays in the copy
 
 
 LEAKED = (

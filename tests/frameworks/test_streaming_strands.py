@@ -30,7 +30,7 @@ from tests.frameworks.isolated.matrix_tools import (  # noqa: E402
     write_call,
 )
 from tests.frameworks.matrix_table import COMMITTED, READ_OK  # noqa: E402
-from tests.frameworks.streaming import expected, plans, save  # noqa: E402
+from tests.frameworks.streaming import expected, plans, run_in_process  # noqa: E402
 from tests.frameworks.test_framework_strands import ScriptedModel  # noqa: E402
 
 KEY = "strands"
@@ -88,18 +88,7 @@ async def _run(scenario: str) -> None:
 @pytest.fixture(scope="module")
 def streamed() -> dict:
     """Each scenario's spans: {scenario: spans}; {(scenario, "ran"): the tools' run counts}."""
-    teardown = matrix.setup(KEY)
-    out: dict = {}
-    try:
-        for scenario in EXPECTED:
-            STATE.clear()
-            with matrix._strands_tracing(), matrix.Collector() as collected:
-                asyncio.run(_run(scenario))
-            out[scenario], out[scenario, "ran"] = collected.spans(), dict(STATE)
-            save(out[scenario], KEY, scenario)
-    finally:
-        teardown()
-    return out
+    return run_in_process(KEY, EXPECTED, lambda scenario: asyncio.run(_run(scenario)), STATE, tracing=matrix._strands_tracing)
 
 
 @pytest.mark.parametrize("scenario", list(EXPECTED))
